@@ -1,0 +1,42 @@
+"""pytest-pipecheck: a pytest plugin and regression harness for pipelined GPU kernels.
+
+The public API is small and imported lazily, so ``import pytest_pipecheck`` never pulls in torch,
+triton or cupy:
+
+- :func:`occupancy` -- blocks per SM, limiters and shared-memory cliffs for any architecture
+- :class:`KernelSpec`, :class:`Tensor` -- describe a kernel once; checks are driven from it
+- :class:`Pipecheck` -- the object the ``pipecheck`` fixture returns
+- :class:`CheckResult`, :class:`Verdict` -- what every check records
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "occupancy": ("pytest_pipecheck.occupancy", "occupancy"),
+    "Occupancy": ("pytest_pipecheck.occupancy", "Occupancy"),
+    "KernelSpec": ("pytest_pipecheck.spec", "KernelSpec"),
+    "Tensor": ("pytest_pipecheck.spec", "Tensor"),
+    "Pipecheck": ("pytest_pipecheck.fixture", "Pipecheck"),
+    "CheckResult": ("pytest_pipecheck.results", "CheckResult"),
+    "Verdict": ("pytest_pipecheck.results", "Verdict"),
+    "PipecheckFailure": ("pytest_pipecheck.results", "PipecheckFailure"),
+    "PipecheckError": ("pytest_pipecheck.results", "PipecheckError"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'pytest_pipecheck' has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value

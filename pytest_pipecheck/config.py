@@ -1,0 +1,438 @@
+"""Configuration in layers: default < ini < command line < marker, validated where each value enters.
+
+Every setting is declared once in :data:`SETTINGS`. From that one table the plugin registers the
+``--pipecheck-*`` options, their ini twins and the marker keywords, and resolves them into a frozen
+:class:`PipecheckConfig`. A bad value raises :class:`ConfigError` whose one-line message names the
+value, where it came from (command line, ini file, or the marker on a given test) and what it must be::
+
+    `stages=0` from the pipecheck marker on tests/test_gemm.py::test_gemm must be >= 1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .results import PipecheckError
+
+__all__ = [
+    "CHECKS",
+    "SANITIZER_TOOLS",
+    "SETTINGS",
+    "ConfigError",
+    "PipecheckConfig",
+    "Setting",
+    "apply_marker",
+    "normalize_arch",
+]
+
+CHECKS = ("coverage", "tile_probe", "determinism", "occupancy", "sanitizer", "perf", "inspect")
+SANITIZER_TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
+KNOWN_CC = ("70", "75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121")
+
+
+class ConfigError(PipecheckError):
+    """A configuration value is invalid; the message names the value and its source."""
+
+
+class _Invalid(Exception):
+    """Raised by a parser with the reason only; the caller adds value and source."""
+
+
+# --------------------------------------------------------------------------- parsers
+# Each parser takes the raw value (a string from the command line or ini, or any Python
+# value from a marker) and returns the typed value or raises _Invalid("must be ...").
+
+
+def _parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str):
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+    raise _Invalid("must be a boolean (true/false)")
+
+
+def _int_parser(minimum: int | None = None, maximum: int | None = None) -> Callable[[Any], int]:
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise _Invalid("must be an integer")
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, str) and re.fullmatch(r"\s*[-+]?\d+\s*", raw):
+            value = int(raw)
+        else:
+            raise _Invalid("must be an integer")
+        if minimum is not None and value < minimum:
+            raise _Invalid(f"must be >= {minimum}")
+        if maximum is not None and value > maximum:
+            raise _Invalid(f"must be <= {maximum}")
+        return value
+
+    return parse
+
+
+def _float_parser(
+    minimum: float | None = None, *, exclusive: bool = False, maximum: float | None = None
+) -> Callable[[Any], float]:
+    def parse(raw: Any) -> float:
+        if isinstance(raw, bool):
+            raise _Invalid("must be a number")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise _Invalid("must be a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _Invalid("must be a finite number")
+        if minimum is not None:
+            if exclusive and value <= minimum:
+                raise _Invalid(f"must be > {minimum:g}")
+            if not exclusive and value < minimum:
+                raise _Invalid(f"must be >= {minimum:g}")
+        if maximum is not None and value > maximum:
+            raise _Invalid(f"must be <= {maximum:g}")
+        return value
+
+    return parse
+
+
+def _choice_parser(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        if not isinstance(raw, str) or raw.strip().lower() not in choices:
+            raise _Invalid(f"must be one of {', '.join(choices)}")
+        return raw.strip().lower()
+
+    return parse
+
+
+def _split(raw: Any) -> list[str]:
+    if isinstance(raw, str):
+        return [p.strip() for p in re.split(r"[,\s]+", raw) if p.strip()]
+    if isinstance(raw, (list, tuple, set, frozenset)):
+        out = []
+        for p in raw:
+            if not isinstance(p, str):
+                raise _Invalid("must be a list of names")
+            out.append(p.strip())
+        return out
+    raise _Invalid("must be a comma-separated list or a list of names")
+
+
+def _subset_parser(choices: tuple[str, ...], *, allow_none: bool, allow_all: bool) -> Callable[[Any], tuple[str, ...]]:
+    def parse(raw: Any) -> tuple[str, ...]:
+        if raw is None and allow_none:
+            return ()
+        names = [n.lower() for n in _split(raw)]
+        if allow_none and names in (["none"], []):
+            return ()
+        if allow_all and names == ["all"]:
+            return choices
+        if not names:
+            raise _Invalid(f"must name at least one of {', '.join(choices)}")
+        unknown = [n for n in names if n not in choices]
+        if unknown:
+            hint = difflib.get_close_matches(unknown[0], choices, n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise _Invalid(f"names unknown {unknown[0]!r}{extra}; must be among {', '.join(choices)}")
+        # keep declaration order, drop duplicates
+        return tuple(c for c in choices if c in names)
+
+    return parse
+
+
+def normalize_arch(raw: str) -> str:
+    """Return the canonical ``sm_XY`` / ``sm_XYa`` spelling of an architecture name.
+
+    Accepts ``sm_90``, ``sm_90a``, ``compute_90``, ``9.0``, ``90``. Raises ValueError for anything
+    that is not one of the compute capabilities pipecheck has tables for.
+    """
+    text = raw.strip().lower()
+    m = re.fullmatch(r"(?:sm_?|compute_?)?(\d{2,3})([af]?)", text)
+    if m:
+        digits, suffix = m.group(1), m.group(2)
+    else:
+        m = re.fullmatch(r"(\d{1,2})\.(\d)([af]?)", text)
+        if not m:
+            raise ValueError(f"{raw!r} is not an architecture name (expected e.g. sm_90, sm_90a, 9.0 or 90)")
+        digits, suffix = m.group(1) + m.group(2), m.group(3)
+    if digits not in KNOWN_CC:
+        known = ", ".join("sm_" + c for c in KNOWN_CC)
+        raise ValueError(f"{raw!r} is not a known architecture; pipecheck knows {known}")
+    return f"sm_{digits}{suffix}"
+
+
+def _parse_arch_list(raw: Any) -> tuple[str, ...]:
+    names = _split(raw)
+    if not names:
+        raise _Invalid("must name at least one architecture, e.g. sm_80,sm_90")
+    out: list[str] = []
+    for n in names:
+        try:
+            arch = normalize_arch(n)
+        except ValueError as exc:
+            raise _Invalid(f"is invalid: {exc}") from None
+        if arch not in out:
+            out.append(arch)
+    return tuple(out)
+
+
+def _parse_optional_path(must_exist: bool, *, want_file: bool = True) -> Callable[[Any], str | None]:
+    def parse(raw: Any) -> str | None:
+        if raw is None:
+            return None
+        if isinstance(raw, os.PathLike):
+            raw = os.fspath(raw)
+        if not isinstance(raw, str):
+            raise _Invalid("must be a path")
+        path = raw.strip()
+        if not path or path.lower() == "none":
+            return None
+        if must_exist:
+            if not os.path.exists(path):
+                raise _Invalid("names a file that does not exist")
+            if want_file and os.path.isdir(path):
+                raise _Invalid("names a directory; a file is required")
+        return path
+
+    return parse
+
+
+def _parse_optional_str(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise _Invalid("must be a string")
+    return raw.strip() or None
+
+
+def _parse_optional_seed(raw: Any) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str) and raw.strip().lower() in ("", "random"):
+        return None
+    return _int_parser(0, 2**63 - 1)(raw)
+
+
+def _parse_optional_float(minimum: float) -> Callable[[Any], float | None]:
+    inner = _float_parser(minimum)
+
+    def parse(raw: Any) -> float | None:
+        if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto", "none")):
+            return None
+        return inner(raw)
+
+    return parse
+
+
+def _parse_optional_int(minimum: int) -> Callable[[Any], int | None]:
+    inner = _int_parser(minimum)
+
+    def parse(raw: Any) -> int | None:
+        if raw is None:
+            return None
+        return inner(raw)
+
+    return parse
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration value: its parser, default, help and where it may be set."""
+
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    metavar: str = "VALUE"
+    cli: bool = True
+    ini: bool = True
+    marker: bool = True
+    flag: bool = False  # a store_true command-line flag
+
+    @property
+    def option(self) -> str:
+        return "--pipecheck" if self.name == "enabled" else "--pipecheck-" + self.name.replace("_", "-")
+
+    @property
+    def ini_name(self) -> str:
+        return "pipecheck" if self.name == "enabled" else "pipecheck_" + self.name
+
+    @property
+    def dest(self) -> str:
+        return "pipecheck_" + self.name
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("enabled", _parse_bool, False, "turn on all pipecheck checks (sanitizer, coverage, occupancy, perf)",
+            marker=False, flag=True),
+    Setting("seed", _parse_optional_seed, None,
+            "run seed (each test's seed is derived from it and the test's node id); default: random, printed",
+            metavar="INT", marker=False),
+    Setting("tier", _choice_parser(("auto", "cpu", "gpu")), "auto",
+            "auto: use a GPU when one is usable; cpu: never touch a GPU; gpu: a missing GPU or "
+            "compute-sanitizer is an error, not a skip", metavar="auto|cpu|gpu", marker=False),
+    Setting("checks", _subset_parser(CHECKS, allow_none=False, allow_all=True), CHECKS,
+            f"checks to run under --pipecheck ({', '.join(CHECKS)}, or all)", metavar="LIST"),
+    Setting("arch", _parse_arch_list, ("sm_80", "sm_86", "sm_89", "sm_90"),
+            "target architectures for the occupancy and compile checks", metavar="LIST"),
+    Setting("min_blocks", _int_parser(0, 64), 1,
+            "occupancy floor: blocks per SM each kernel must reach on every target", metavar="N"),
+    Setting("sanitizer", _subset_parser(SANITIZER_TOOLS, allow_none=True, allow_all=True),
+            ("racecheck", "synccheck"),
+            "compute-sanitizer tools to run (racecheck, synccheck, memcheck, initcheck, all or none)",
+            metavar="LIST"),
+    Setting("sanitizer_timeout", _float_parser(0.0, exclusive=True), 120.0,
+            "seconds one test may run under a sanitizer before the watchdog calls it a hang", metavar="SECONDS"),
+    Setting("racecheck_report", _choice_parser(("analysis", "hazard", "all")), "analysis",
+            "racecheck report mode", metavar="analysis|hazard|all"),
+    Setting("suppressions", _parse_optional_path(True), None,
+            "compute-sanitizer suppressions file (reviewed known false positives)", metavar="FILE"),
+    Setting("kernel_filter", _parse_optional_str, None,
+            "only sanitize kernels whose name contains this substring", metavar="SUBSTRING"),
+    Setting("kernel_exclude", _parse_optional_str, None,
+            "do not sanitize kernels whose name contains this substring", metavar="SUBSTRING"),
+    Setting("shape_level", _choice_parser(("small", "medium", "large")), "small",
+            "how many and how large the generated ragged shapes are", metavar="small|medium|large"),
+    Setting("determinism_runs", _int_parser(2, 100), 2,
+            "runs on the same inputs that must be bitwise equal", metavar="N"),
+    Setting("deterministic", _parse_bool, True,
+            "whether the kernel's output must be bitwise reproducible", metavar="BOOL", cli=False, ini=False),
+    Setting("rtol", _parse_optional_float(0.0), None,
+            "relative tolerance override (default: by dtype)", metavar="FLOAT", cli=False, ini=False),
+    Setting("atol", _parse_optional_float(0.0), None,
+            "absolute tolerance override (default: by dtype)", metavar="FLOAT", cli=False, ini=False),
+    Setting("stages", _parse_optional_int(1), None,
+            "override the kernel spec's stage count", metavar="N", cli=False, ini=False),
+    Setting("kernel", _parse_optional_str, None,
+            "kernel name shown in the summary", metavar="NAME", cli=False, ini=False),
+    Setting("json", _parse_optional_path(False), None, "write the results as JSON to this path",
+            metavar="PATH", marker=False),
+    Setting("html", _parse_optional_path(False), None, "write a self-contained HTML report to this path",
+            metavar="PATH", marker=False),
+    Setting("baseline_dir", _parse_optional_path(False), "pipecheck-baselines",
+            "directory holding perf baselines", metavar="DIR", marker=False),
+    Setting("baseline_save", _parse_bool, False, "save perf results as the new baselines",
+            marker=False, ini=False, flag=True),
+    Setting("perf_threshold", _float_parser(0.0, exclusive=True, maximum=10.0), 0.03,
+            "practical threshold: slowdowns below this fraction never fail", metavar="FRACTION"),
+    Setting("perf_alpha", _float_parser(0.0, exclusive=True, maximum=0.5), 0.001,
+            "significance level of the perf regression test", metavar="P"),
+)
+
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+MARKER_KEYWORDS: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.marker)
+
+
+@dataclass(frozen=True)
+class PipecheckConfig:
+    """Resolved configuration. One per run (from ini and CLI), and one per test (plus its marker)."""
+
+    enabled: bool = False
+    seed: int | None = None
+    tier: str = "auto"
+    checks: tuple[str, ...] = CHECKS
+    arch: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
+    min_blocks: int = 1
+    sanitizer: tuple[str, ...] = ("racecheck", "synccheck")
+    sanitizer_timeout: float = 120.0
+    racecheck_report: str = "analysis"
+    suppressions: str | None = None
+    kernel_filter: str | None = None
+    kernel_exclude: str | None = None
+    shape_level: str = "small"
+    determinism_runs: int = 2
+    deterministic: bool = True
+    rtol: float | None = None
+    atol: float | None = None
+    stages: int | None = None
+    kernel: str | None = None
+    json: str | None = None
+    html: str | None = None
+    baseline_dir: str | None = "pipecheck-baselines"
+    baseline_save: bool = False
+    perf_threshold: float = 0.03
+    perf_alpha: float = 0.001
+    # where each non-default value came from, for messages ("ini", "command line", "marker")
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def wants(self, check: str) -> bool:
+        """Whether ``check`` is selected (under --pipecheck or by a marker)."""
+        return check in self.checks
+
+
+def _describe(setting: Setting, raw: Any, where: str) -> str:
+    if where == "command line":
+        shown = setting.option if setting.flag else f"{setting.option}={raw}"
+        return f"`{shown}` from the command line"
+    if where.startswith("ini"):
+        return f"`{setting.ini_name} = {raw}` from the {where}"
+    return f"`{setting.name}={raw!r}` from {where}"
+
+
+def parse_value(setting: Setting, raw: Any, where: str) -> Any:
+    """Parse ``raw`` for ``setting``; ``where`` names the source for the error message."""
+    try:
+        return setting.parse(raw)
+    except _Invalid as exc:
+        raise ConfigError(f"{_describe(setting, raw, where)} {exc}") from None
+
+
+def resolve(ini: Mapping[str, Any], cli: Mapping[str, Any], *, ini_file: str = "ini file") -> PipecheckConfig:
+    """Resolve the run configuration from ini values then command-line values (later wins).
+
+    ``ini`` and ``cli`` map setting names to raw values; absent or None means "not set".
+    """
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for setting in SETTINGS:
+        raw = ini.get(setting.name)
+        if setting.ini and raw not in (None, ""):
+            values[setting.name] = parse_value(setting, raw, f"ini file ({ini_file})")
+            sources[setting.name] = "ini"
+        raw = cli.get(setting.name)
+        if setting.cli and raw is not None and raw is not False:
+            values[setting.name] = parse_value(setting, raw, "command line")
+            sources[setting.name] = "command line"
+    return PipecheckConfig(**values, sources=sources)
+
+
+def apply_marker(base: PipecheckConfig, kwargs: Mapping[str, Any], nodeid: str,
+                 marker_name: str = "pipecheck") -> PipecheckConfig:
+    """Return ``base`` overridden by a marker's keywords; unknown keywords are errors."""
+    where = f"the {marker_name} marker on {nodeid}"
+    values: dict[str, Any] = {}
+    for key, raw in kwargs.items():
+        setting = SETTINGS_BY_NAME.get(key)
+        if setting is None or not setting.marker:
+            hint = difflib.get_close_matches(key, MARKER_KEYWORDS, n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise ConfigError(
+                f"unknown keyword `{key}` in {where}{extra} (known: {', '.join(MARKER_KEYWORDS)})"
+            )
+        values[key] = parse_value(setting, raw, where)
+    if not values:
+        return base
+    sources = dict(base.sources)
+    sources.update(dict.fromkeys(values, "marker"))
+    return dataclasses.replace(base, **values, sources=sources)
+
+
+def marker_signature() -> str:
+    """The pipecheck marker's signature as shown by ``pytest --markers``."""
+    parts = []
+    for s in SETTINGS:
+        if s.marker:
+            parts.append(f"{s.name}={s.default!r}" if not isinstance(s.default, tuple) else
+                         f"{s.name}={','.join(s.default) or 'none'!r}")
+    return "pipecheck(" + ", ".join(parts) + ")"

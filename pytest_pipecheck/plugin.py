@@ -1,0 +1,315 @@
+"""pytest entry point: options, ini keys, markers, the ``pipecheck`` fixture, header and summary.
+
+Imports only pytest and the standard library (plus pipecheck's own light modules), so
+``pytest --help`` and collection work on a machine with no GPU package installed. Feature plugins
+(the sanitizer batch runner, the perf gate) are registered from here only when a run needs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from .config import (
+    SETTINGS,
+    ConfigError,
+    PipecheckConfig,
+    apply_marker,
+    marker_signature,
+    resolve,
+)
+from .device import TierInfo, detect_tier, list_devices
+from .fixture import Pipecheck
+from .results import CheckResult, Verdict
+
+RUN_CONFIG = pytest.StashKey[PipecheckConfig]()
+RUN_SEED = pytest.StashKey[int]()
+TIER = pytest.StashKey[TierInfo]()
+SESSION_RESULTS = pytest.StashKey[list[CheckResult]]()
+ITEM_CONFIG = pytest.StashKey[PipecheckConfig]()
+ITEM_CONFIG_ERROR = pytest.StashKey[str]()
+ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
+
+MARKER_DOC = (
+    "{sig}: configure pipecheck for this test; every keyword overrides the --pipecheck-* option / "
+    "pipecheck_* ini key of the same name. Unknown keywords are errors."
+)
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pipecheck", "pipecheck: checks for pipelined GPU kernels")
+    for s in SETTINGS:
+        if s.cli:
+            if s.flag:
+                group.addoption(s.option, action="store_true", default=None, dest=s.dest, help=s.help)
+            else:
+                default = s.default if not isinstance(s.default, tuple) else ",".join(s.default) or "none"
+                group.addoption(s.option, action="store", default=None, dest=s.dest, metavar=s.metavar,
+                                help=f"{s.help} (default: {default})")
+        if s.ini:
+            parser.addini(s.ini_name, f"{s.help} (same as {s.option})", type="string", default="")
+    # Internal: set by the sanitizer runner on the child pytest it starts.
+    group.addoption("--pipecheck-child", action="store", default=None, dest="pipecheck_child",
+                    metavar="TOOL", help="(internal) this pytest is a sanitizer child running under TOOL")
+
+
+def _ini_file(config: pytest.Config) -> str:
+    path = getattr(config, "inipath", None)
+    return os.path.basename(str(path)) if path else "ini file"
+
+
+def _read_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    ini: dict[str, Any] = {}
+    cli: dict[str, Any] = {}
+    for s in SETTINGS:
+        if s.ini:
+            value = config.getini(s.ini_name)
+            if value not in (None, "", []):
+                ini[s.name] = value
+        if s.cli:
+            value = config.getoption(s.dest, default=None)
+            if value is not None:
+                cli[s.name] = value
+    return ini, cli
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_DOC.format(sig=marker_signature()))
+    config.addinivalue_line(
+        "markers",
+        "gpu: the test needs a usable CUDA device; without one it is skipped with the reason",
+    )
+    ini, cli = _read_layers(config)
+    try:
+        run_config = resolve(ini, cli, ini_file=_ini_file(config))
+    except ConfigError as exc:
+        raise pytest.UsageError(f"pipecheck: {exc}") from None
+    config.stash[RUN_CONFIG] = run_config
+
+    seed = run_config.seed
+    if seed is None:
+        # a worker of pytest-xdist takes the controller's seed so node-id seeds agree
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput and "pipecheck_seed" in workerinput:
+            seed = int(workerinput["pipecheck_seed"])
+        else:
+            seed = int.from_bytes(os.urandom(4), "little")
+    config.stash[RUN_SEED] = seed
+    config.stash[SESSION_RESULTS] = []
+    config.pluginmanager.register(_ResultCollector(config), "pipecheck-results")
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and workerinput.get("pipecheck_gpu"):
+        # an xdist worker sees only its own GPU, before anything in it initialises CUDA
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(workerinput["pipecheck_gpu"])
+    tier = detect_tier(run_config.tier)
+    if run_config.tier == "gpu" and not tier.has_gpu:
+        raise pytest.UsageError(f"pipecheck: --pipecheck-tier=gpu but no usable CUDA GPU: {tier.reason}")
+    config.stash[TIER] = tier
+    if not tier.has_gpu and "TRITON_INTERPRET" not in os.environ:
+        # The CPU tier runs Triton kernels in Triton's interpreter. triton.jit reads this variable
+        # when a kernel is decorated, so it must be set before test modules are imported.
+        os.environ["TRITON_INTERPRET"] = "1"
+
+    if run_config.enabled and run_config.wants("sanitizer") and run_config.sanitizer:
+        _register_feature(config, "pytest_pipecheck.sanitizer.pytest_hooks", "SanitizerPlugin",
+                          "pipecheck-sanitizer")
+    if config.getoption("pipecheck_child", default=None):
+        _register_feature(config, "pytest_pipecheck.sanitizer.pytest_hooks", "ChildPlugin",
+                          "pipecheck-sanitizer-child")
+
+
+def _register_feature(config: pytest.Config, module: str, cls: str, name: str) -> None:
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:  # the feature module is not part of this installation
+        return
+    factory = getattr(mod, cls, None)
+    if factory is not None and not config.pluginmanager.has_plugin(name):
+        config.pluginmanager.register(factory(config), name)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller hook: send the run seed and each worker's GPU to the worker."""
+    node.workerinput["pipecheck_seed"] = node.config.stash[RUN_SEED]
+    devices, _ = list_devices()
+    if devices and node.config.stash[RUN_CONFIG].tier != "cpu":
+        # gw0, gw1, ... each get one GPU, round robin; pinned before the worker touches CUDA
+        index = int(str(node.workerinput.get("workerid", "gw0"))[2:] or 0)
+        chosen = devices[index % len(devices)]
+        node.workerinput["pipecheck_gpu"] = chosen.uuid or str(chosen.index)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` means one worker per visible GPU on the GPU tier (the CPU count otherwise)."""
+    if config.getoption("pipecheck_tier", default=None) == "cpu":
+        return None
+    devices, _ = list_devices()
+    return len(devices) or None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return header_line(config)
+
+
+def header_line(config: pytest.Config) -> str:
+    tier = config.stash[TIER]
+    seed = config.stash[RUN_SEED]
+    run_config = config.stash[RUN_CONFIG]
+    if tier.device is not None:
+        d = tier.device
+        where = f"gpu ({d.name}, {d.arch}, driver {d.driver})"
+    else:
+        where = f"cpu (no GPU: {tier.reason})"
+    parts = [f"pipecheck: tier {where}", f"seed {seed}"]
+    for name, version in tier.backends.items():
+        parts.append(f"{name} {version or 'not installed'}")
+    if run_config.enabled and run_config.wants("sanitizer") and run_config.sanitizer:
+        from .sanitizer.locate import find_compute_sanitizer
+
+        found = find_compute_sanitizer()
+        parts.append(f"compute-sanitizer {found.version or 'unknown version'}" if found
+                     else "compute-sanitizer not found")
+    parts.append("checks on" if run_config.enabled else "checks off (use --pipecheck)")
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------- collection
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    base = config.stash[RUN_CONFIG]
+    for item in items:
+        item.stash[ITEM_RESULTS] = []
+        cfg = base
+        try:
+            # closest marker last so it wins: module < class < function
+            for marker in reversed(list(item.iter_markers("pipecheck"))):
+                if marker.args:
+                    raise ConfigError(
+                        f"the pipecheck marker on {item.nodeid} takes keywords only, got positional "
+                        f"{marker.args[0]!r}"
+                    )
+                cfg = apply_marker(cfg, marker.kwargs, item.nodeid)
+        except ConfigError as exc:
+            item.stash[ITEM_CONFIG_ERROR] = str(exc)
+        item.stash[ITEM_CONFIG] = cfg
+
+
+def item_config(item: pytest.Item) -> PipecheckConfig:
+    return item.stash.get(ITEM_CONFIG, item.config.stash[RUN_CONFIG])
+
+
+def item_results(item: pytest.Item) -> list[CheckResult]:
+    if ITEM_RESULTS not in item.stash:
+        item.stash[ITEM_RESULTS] = []
+    return item.stash[ITEM_RESULTS]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    error = item.stash.get(ITEM_CONFIG_ERROR, None)
+    if error:
+        pytest.fail(f"pipecheck: {error}", pytrace=False)
+    if item.get_closest_marker("gpu") is not None:
+        tier = item.config.stash[TIER]
+        if not tier.has_gpu:
+            pytest.skip(f"needs a CUDA GPU: {tier.reason}")
+
+
+@pytest.fixture
+def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
+    """pipecheck's per-test handle: tier, seed, configuration and the check methods."""
+    item = request.node
+    config = request.config
+    pc = Pipecheck(item.nodeid, item_config(item), config.stash[TIER], config.stash[RUN_SEED])
+    pc.results = item_results(item)
+    return pc
+
+
+# ----------------------------------------------------------------------------- reporting
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    results = item_results(item)
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed") or (
+        report.when == "teardown" and results and not getattr(item, "_pipecheck_reported", False)
+    ):
+        if results:
+            report.pipecheck_results = [r.to_json() for r in results]
+            for r in results:
+                # junitxml writes the properties of the teardown report, which copies the item's
+                prop = (f"pipecheck.{r.check}", f"{r.verdict.value}: {r.summary}")
+                report.user_properties.append(prop)
+                item.user_properties.append(prop)
+            item._pipecheck_reported = True  # type: ignore[attr-defined]
+        if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
+            seed = item.config.stash[RUN_SEED]
+            report.sections.append(
+                ("pipecheck: reproduce", f"pytest '{item.nodeid}' --pipecheck-seed={seed}")
+            )
+    return report
+
+
+class _ResultCollector:
+    """Gathers every test's check results on this process (the controller, under xdist)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "pipecheck_results", None)
+        if data:
+            self.config.stash[SESSION_RESULTS].extend(CheckResult.from_json(d) for d in data)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None:
+        return
+    results = config.stash.get(SESSION_RESULTS, [])
+    run_config = config.stash[RUN_CONFIG]
+    if not results and not run_config.enabled:
+        return
+    from .report import terminal
+
+    terminal.write_summary(terminalreporter, results, config.stash[TIER], run_config)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if getattr(config, "workerinput", None) is not None:
+        return
+    run_config = config.stash.get(RUN_CONFIG, None)
+    if run_config is None:
+        return
+    results = config.stash.get(SESSION_RESULTS, [])
+    if run_config.json:
+        from .report import json_report
+
+        try:
+            json_report.write(run_config.json, results, config.stash[TIER], config.stash[RUN_SEED])
+        except OSError as exc:
+            tr = config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.write_line(f"pipecheck: could not write JSON report {run_config.json!r}: {exc}", red=True)
+
+
+def results_as_json(results: list[CheckResult]) -> str:
+    return json.dumps([r.to_json() for r in results], indent=2)
+
+
+__all__ = ["Verdict", "pipecheck"]

@@ -1,0 +1,81 @@
+"""Machine-readable results: ``--pipecheck-json PATH``.
+
+Schema (version 1)::
+
+    {
+      "schema": "pytest-pipecheck/results", "version": 1,
+      "created": "2026-11-22T02:00:00+00:00", "seed": 1234,
+      "tier": {"tier": "gpu", "reason": "", "device": {...} | null, "backends": {...}},
+      "totals": {"pass": 10, "fail": 1, "skip": 3, "error": 0},
+      "results": [{"nodeid": ..., "kernel": ..., "check": ..., "verdict": ..., "summary": ..., "details": {...}}]
+    }
+
+The file is written atomically (temporary file in the same directory, then renamed), so a crash
+never leaves a half-written report where a previous one was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+from ..device import TierInfo
+from ..results import CheckResult, Verdict
+
+SCHEMA = "pytest-pipecheck/results"
+VERSION = 1
+
+__all__ = ["SCHEMA", "VERSION", "build", "write", "write_atomic"]
+
+
+def build(results: Iterable[CheckResult], tier: TierInfo, seed: int) -> dict[str, Any]:
+    """The JSON document for ``results``."""
+    results = list(results)
+    totals = {v.value: 0 for v in Verdict}
+    for r in results:
+        totals[r.verdict.value] += 1
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "seed": seed,
+        "tier": {
+            "tier": tier.tier,
+            "reason": tier.reason,
+            "device": dataclasses.asdict(tier.device) if tier.device else None,
+            "backends": dict(tier.backends),
+        },
+        "totals": totals,
+        "results": [r.to_json() for r in results],
+    }
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically; raises OSError with the path on failure."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".pipecheck-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write(path: str, results: Iterable[CheckResult], tier: TierInfo, seed: int) -> None:
+    """Write the JSON report to ``path``."""
+    write_atomic(path, json.dumps(build(results, tier, seed), indent=2, sort_keys=True, default=str) + "\n")

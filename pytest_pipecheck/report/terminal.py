@@ -1,0 +1,110 @@
+"""The end-of-run summary: per kernel and check, the verdict and its key number.
+
+Written through pytest's terminal reporter. Verbosity follows pytest: ``-q`` shows only what did
+not pass plus the totals, the default groups passing tests per kernel and check, ``-v`` lists
+every test. Skipped checks are never folded into passes: each reason is listed with its count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..config import PipecheckConfig
+from ..device import TierInfo
+from ..results import CheckResult, Verdict
+
+__all__ = ["format_summary", "write_summary"]
+
+_ORDER = {Verdict.ERROR: 0, Verdict.FAIL: 1, Verdict.SKIP: 2, Verdict.PASS: 3}
+
+
+def _kernel_of(r: CheckResult) -> str:
+    if r.kernel:
+        return r.kernel
+    # fall back to the test function's name without parameters
+    name = r.nodeid.rsplit("::", 1)[-1]
+    return name.split("[", 1)[0] or "?"
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    widths = [len(h) for h in header]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    # the last column is free text: do not pad it
+    def fmt(row: Sequence[str]) -> str:
+        cells = [c.ljust(widths[i]) for i, c in enumerate(row[:-1])] + [row[-1]]
+        return "  ".join(cells).rstrip()
+
+    return [fmt(header)] + [fmt(r) for r in rows]
+
+
+def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: int = 0) -> list[tuple[str, str]]:
+    """Lines of the summary as (text, colour) pairs; colour is '', 'red', 'yellow' or 'green'."""
+    results = list(results)
+    lines: list[tuple[str, str]] = []
+    if tier.device is not None:
+        lines.append((f"tier: gpu ({tier.device.name}, {tier.device.arch})", ""))
+    else:
+        lines.append((f"tier: cpu; GPU checks skipped: {tier.reason}", "yellow"))
+    if not results:
+        lines.append(("no pipecheck checks ran (no test used the pipecheck fixture)", "yellow"))
+        return lines
+
+    rows: list[list[str]] = []
+    if verbosity >= 1:
+        for r in sorted(results, key=lambda r: (r.nodeid, r.check)):
+            rows.append([r.nodeid, _kernel_of(r), r.check, r.verdict.value, r.summary])
+        lines.extend((t, "") for t in _table(rows, ["test", "kernel", "check", "verdict", "key number"]))
+    else:
+        groups: dict[tuple[str, str], list[CheckResult]] = defaultdict(list)
+        for r in results:
+            groups[(_kernel_of(r), r.check)].append(r)
+        for (kernel, check), group in sorted(groups.items()):
+            counts = Counter(r.verdict for r in group)
+            worst = min(group, key=lambda r: _ORDER[r.verdict])
+            verdict = ", ".join(f"{counts[v]} {v.value}" for v in sorted(counts, key=lambda v: _ORDER[v]))
+            if verbosity < 0 and worst.verdict in (Verdict.PASS, Verdict.SKIP):
+                continue
+            key = worst.summary if worst.verdict != Verdict.PASS else _representative(group)
+            rows.append([kernel, check, verdict, key])
+        if rows:
+            lines.extend((t, "") for t in _table(rows, ["kernel", "check", "verdicts", "key number (worst)"]))
+
+    bad = [r for r in results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+    if bad and verbosity < 1:
+        lines.append(("not passed:", "red"))
+        for r in sorted(bad, key=lambda r: (r.nodeid, r.check)):
+            lines.append((f"  {r.verdict.value.upper()} {r.check} {r.nodeid}: {r.summary}", "red"))
+
+    skips: Counter[tuple[str, str]] = Counter(
+        (r.check, r.summary) for r in results if r.verdict == Verdict.SKIP
+    )
+    if skips:
+        lines.append(("skipped checks (not passed, not run):", "yellow"))
+        for (check, reason), n in sorted(skips.items()):
+            lines.append((f"  {check} x{n}: {reason}", "yellow"))
+
+    totals = Counter(r.verdict for r in results)
+    text = ", ".join(f"{totals.get(v, 0)} {v.value}" for v in (Verdict.PASS, Verdict.FAIL, Verdict.SKIP, Verdict.ERROR))
+    colour = "red" if bad else ("yellow" if skips else "green")
+    lines.append((f"pipecheck checks: {text}", colour))
+    return lines
+
+
+def _representative(group: list[CheckResult]) -> str:
+    # for a passing group, the summary of its last test (the largest shape comes last when
+    # shapes are generated in increasing order) stands for the group
+    return group[-1].summary if group else ""
+
+
+def write_summary(terminalreporter: Any, results: Iterable[CheckResult], tier: TierInfo,
+                  run_config: PipecheckConfig) -> None:
+    """Write the summary section through pytest's terminal reporter."""
+    verbosity = int(getattr(terminalreporter.config.option, "verbose", 0) or 0)
+    terminalreporter.write_sep("=", "pipecheck summary")
+    for text, colour in format_summary(results, tier, verbosity):
+        kwargs = {colour: True} if colour else {}
+        terminalreporter.write_line(text, **kwargs)

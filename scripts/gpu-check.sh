@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The whole GPU tier in one call, offline: installs pipecheck (no network, no build isolation:
+# setuptools must already be there), runs the GPU test tier under `pytest --pipecheck`, then each
+# GPU evidence script, and packs every log and result into one archive.
+#
+#   scripts/gpu-check.sh OUTDIR [PART...]
+#
+# PART is any of: pytest, scripts, or the name of one script in scripts/gpu/ (without .py).
+# Default: pytest scripts. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
+# hang cannot eat the whole run; a step's exit code and duration go to OUTDIR/steps.txt.
+set -u
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [PART...]}
+shift
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(pytest scripts)
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+step_timeout=${STEP_TIMEOUT:-420}
+
+{
+  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
+  python3 --version
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  git rev-parse HEAD 2>/dev/null || true
+} > "$out/environment.txt" 2>&1
+
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 \
+  || { echo "install failed"; cat "$out/install.log"; exit 1; }
+
+step() {
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  timeout --kill-after=10 "$step_timeout" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$out/steps.txt"
+  tail -n 25 "$out/$name.log"
+}
+
+for part in "${parts[@]}"; do
+  case "$part" in
+    pytest)
+      step pytest-gpu python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs \
+        --pipecheck-json="$out/pipecheck.json" --pipecheck-html="$out/pipecheck.html" \
+        --junitxml="$out/junit.xml" tests reference_kernels
+      ;;
+    scripts)
+      for s in scripts/gpu/*.py; do
+        n=$(basename "$s" .py)
+        step "$n" python3 "$s" "$out/$n"
+      done
+      ;;
+    *)
+      step "$part" python3 "scripts/gpu/$part.py" "$out/$part"
+      ;;
+  esac
+done
+
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" && echo "archive: $out.tgz"

@@ -1,0 +1,56 @@
+"""pytest-xdist: results reach the controller's summary; one GPU per worker."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xdist")
+
+FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"
+
+TESTS = """
+import os
+import pytest
+from pytest_pipecheck.results import CheckResult, Verdict
+
+@pytest.mark.parametrize("i", range(4))
+def test_k(pipecheck, i):
+    pipecheck.record(CheckResult("coverage", Verdict.PASS, f"case {i} on {os.environ.get('CUDA_VISIBLE_DEVICES')}"))
+    with open(f"seen-{os.environ.get('PYTEST_XDIST_WORKER')}-{i}", "w") as fh:
+        fh.write(os.environ.get("CUDA_VISIBLE_DEVICES", "unset") + " " + str(pipecheck.seed))
+"""
+
+
+def test_two_workers_one_summary(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=none",
+                                           "--pipecheck-json=r.json", "--pipecheck-seed=11", "-p", "xdist")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["pipecheck checks: 4 pass, 0 fail, 0 skip, 0 error"])
+    doc = json.loads((pytester.path / "r.json").read_text())
+    assert len(doc["results"]) == 4
+    # the seed of a test is the same with and without xdist
+    serial = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-seed=11", "-p", "xdist")
+    serial.assert_outcomes(passed=4)
+
+
+def test_one_gpu_per_worker(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKEBIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_subprocess("-n", "auto", "--pipecheck-sanitizer=none", "-p", "xdist")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*2 workers*"])  # -n auto: one worker per visible GPU
+    seen: dict[str, set[str]] = {}
+    for f in pytester.path.glob("seen-gw*"):
+        worker = f.name.split("-")[1]
+        seen.setdefault(worker, set()).add(f.read_text().split()[0])
+    # each worker saw exactly one GPU, and the two workers saw different ones
+    assert all(len(v) == 1 for v in seen.values()), seen
+    assert len({next(iter(v)) for v in seen.values()}) == len(seen) == 2, seen
