@@ -16,7 +16,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "occupancy": ("pytest_pipecheck.occupancy", "occupancy"),
+    # the submodule itself: it is callable (``pytest_pipecheck.occupancy(arch, ...)``) and also
+    # exposes ``Occupancy``, so the name means the same thing in every import order
+    "occupancy": ("pytest_pipecheck.occupancy", ""),
     "Occupancy": ("pytest_pipecheck.occupancy", "Occupancy"),
     "KernelSpec": ("pytest_pipecheck.spec", "KernelSpec"),
     "Tensor": ("pytest_pipecheck.spec", "Tensor"),
@@ -37,6 +39,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'pytest_pipecheck' has no attribute {name!r}") from None
     import importlib
 
-    value = getattr(importlib.import_module(module), attr)
+    mod = importlib.import_module(module)
+    value = getattr(mod, attr) if attr else mod
     globals()[name] = value
     return value

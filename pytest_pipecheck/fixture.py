@@ -42,6 +42,9 @@ class Pipecheck:
         self.seed = derive_seed(run_seed, nodeid)
         self.random = random.Random(self.seed)
         self.results: list[CheckResult] = []
+        # where relative paths in the configuration (baseline_dir) are resolved; the plugin sets
+        # the pytest rootdir here
+        self.rootdir: str = "."
 
     # ------------------------------------------------------------------ basics
     @property
@@ -110,6 +113,8 @@ class Pipecheck:
         """Ragged and boundary shapes for ``spec`` (see :func:`pytest_pipecheck.shapes.generate`)."""
         from . import shapes
 
+        # a stages= override from the marker also moves the generated loop trip counts
+        kwargs.setdefault("stages", self.config.stages)
         return shapes.generate(spec, level=level or self.config.shape_level, **kwargs)
 
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:

@@ -236,6 +236,7 @@ def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
     config = request.config
     pc = Pipecheck(item.nodeid, item_config(item), config.stash[TIER], config.stash[RUN_SEED])
     pc.results = item_results(item)
+    pc.rootdir = str(config.rootpath)
     return pc
 
 
@@ -306,6 +307,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             tr = config.pluginmanager.get_plugin("terminalreporter")
             if tr is not None:
                 tr.write_line(f"pipecheck: could not write JSON report {run_config.json!r}: {exc}", red=True)
+    if run_config.html:
+        from .report import html as html_report
+
+        # never raises: a bad path or a plotting bug becomes one red line, results stay as they are
+        written, line = html_report.write_html_for_run(run_config.html, results, config.stash[TIER],
+                                                       config.stash[RUN_SEED], run_config)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(line, red=not written)
 
 
 def results_as_json(results: list[CheckResult]) -> str:

@@ -1,0 +1,244 @@
+"""Per-architecture resource tables: what one SM and one block may hold on each compute capability.
+
+The numbers come from NVIDIA's CUDA C++ Programming Guide (technical specifications per compute
+capability) and the occupancy header shipped with the toolkit (``cuda_occupancy.h``), and are
+recorded in ../shared/FACTS.md section 5. The occupancy calculation (:mod:`pytest_pipecheck.occupancy`)
+reads nothing but this table, so a wrong number here is a wrong verdict everywhere: on a GPU,
+:func:`compare_with_device` checks the row of the live device against its reported attributes.
+
+Names are parsed by :func:`pytest_pipecheck.config.normalize_arch`: ``sm_90``, ``sm_90a``, ``9.0``, ``90``
+and ``compute_90`` all name compute capability 9.0. The ``a``/``f`` suffixes select arch-specific
+instructions, not different resources, so they share the base row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .config import normalize_arch
+from .results import PipecheckError
+
+__all__ = [
+    "ARCHS",
+    "ArchError",
+    "ArchSpec",
+    "arch_spec",
+    "compare_with_device",
+    "known_archs",
+]
+
+
+class ArchError(PipecheckError, ValueError):
+    """An architecture name pipecheck has no table for, or cannot parse."""
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """Resources of one SM and one block for a compute capability.
+
+    Sizes are bytes; register counts are 32-bit registers. ``carveouts_kb`` are the shared-memory
+    sizes (KB) the L1/shared split can be configured to; the SM's shared memory is always one of them.
+    """
+
+    major: int
+    minor: int
+    max_threads_per_block: int
+    warp_size: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    registers_per_sm: int
+    registers_per_block: int
+    max_registers_per_thread: int
+    # registers are handed to a warp in units of this many (per warp, not per thread)
+    register_alloc_granularity: int
+    # a block's warps are spread over this many sub-partitions (each 1/N of the register file);
+    # a block is charged registers for its warp count rounded up to this
+    warp_alloc_granularity: int
+    sub_partitions: int
+    smem_per_sm: int
+    smem_per_block: int  # default limit without the opt-in attribute
+    smem_per_block_optin: int
+    smem_reserved_per_block: int  # taken by the driver from every block (sm_80+)
+    smem_alloc_granularity: int
+    carveouts_kb: tuple[int, ...]
+    # hardware barriers per block slot; on sm_90+ the occupancy limit includes them
+    barriers_per_block_slot: int
+    max_barriers_per_block: int = 16
+
+    @property
+    def name(self) -> str:
+        return f"sm_{self.major}{self.minor}"
+
+    @property
+    def cc(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def max_threads_per_sm(self) -> int:
+        return self.max_warps_per_sm * self.warp_size
+
+    @property
+    def barrier_limit_applies(self) -> bool:
+        """Whether block barriers limit occupancy (compute capability 9.0 and later)."""
+        return self.major >= 9
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["carveouts_kb"] = list(self.carveouts_kb)
+        data["name"] = self.name
+        return data
+
+
+_KB = 1024
+_CARVE_70 = (0, 8, 16, 32, 64, 96)
+_CARVE_75 = (32, 64)
+_CARVE_100K = (0, 8, 16, 32, 64, 100)
+_CARVE_164K = (0, 8, 16, 32, 64, 100, 132, 164)
+_CARVE_228K = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+
+
+def _row(cc: str, *, smem_sm: int, optin: int, reserved: int, gran: int, warps: int, blocks: int,
+         carve: tuple[int, ...], barriers: int) -> ArchSpec:
+    major, minor = (int(p) for p in cc.split("."))
+    return ArchSpec(
+        major=major,
+        minor=minor,
+        max_threads_per_block=1024,
+        warp_size=32,
+        max_warps_per_sm=warps,
+        max_blocks_per_sm=blocks,
+        registers_per_sm=65536,
+        registers_per_block=65536,
+        max_registers_per_thread=255,
+        register_alloc_granularity=256,
+        warp_alloc_granularity=4,
+        sub_partitions=4,
+        smem_per_sm=smem_sm,
+        smem_per_block=48 * _KB,
+        smem_per_block_optin=optin,
+        smem_reserved_per_block=reserved,
+        smem_alloc_granularity=gran,
+        carveouts_kb=carve,
+        barriers_per_block_slot=barriers,
+    )
+
+
+# One row per compute capability (FACTS.md section 5). Keyed by the canonical sm_XY name.
+ARCHS: dict[str, ArchSpec] = {
+    a.name: a
+    for a in (
+        _row("7.0", smem_sm=96 * _KB, optin=96 * _KB, reserved=0, gran=256, warps=64, blocks=32,
+             carve=_CARVE_70, barriers=2),
+        _row("7.5", smem_sm=64 * _KB, optin=64 * _KB, reserved=0, gran=256, warps=32, blocks=16,
+             carve=_CARVE_75, barriers=2),
+        _row("8.0", smem_sm=164 * _KB, optin=163 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
+             carve=_CARVE_164K, barriers=2),
+        _row("8.6", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=16,
+             carve=_CARVE_100K, barriers=1),
+        _row("8.7", smem_sm=164 * _KB, optin=163 * _KB, reserved=_KB, gran=128, warps=48, blocks=16,
+             carve=_CARVE_164K, barriers=1),
+        _row("8.9", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
+             carve=_CARVE_100K, barriers=1),
+        _row("9.0", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
+             carve=_CARVE_228K, barriers=2),
+        _row("10.0", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
+             carve=_CARVE_228K, barriers=2),
+        _row("10.3", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
+             carve=_CARVE_228K, barriers=2),
+        _row("11.0", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
+             carve=_CARVE_228K, barriers=1),
+        _row("12.0", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
+             carve=_CARVE_100K, barriers=1),
+        _row("12.1", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
+             carve=_CARVE_100K, barriers=1),
+    )
+}
+
+
+def known_archs() -> tuple[str, ...]:
+    """The canonical names of every architecture with a table, oldest first."""
+    return tuple(ARCHS)
+
+
+def base_arch(name: str) -> str:
+    """``sm_90a`` -> ``sm_90``; raises :class:`ArchError` for an unknown name."""
+    try:
+        canonical = normalize_arch(str(name))
+    except ValueError as exc:
+        raise ArchError(str(exc)) from None
+    return canonical.rstrip("af")
+
+
+def arch_spec(arch: str | ArchSpec) -> ArchSpec:
+    """The table row for ``arch`` (``sm_90``, ``sm_90a``, ``9.0``, ``90`` or an :class:`ArchSpec`).
+
+    Raises :class:`ArchError` (a :class:`PipecheckError`) naming the input when it is unknown.
+    """
+    if isinstance(arch, ArchSpec):
+        return arch
+    if not isinstance(arch, str):
+        raise ArchError(f"architecture {arch!r} must be a name such as 'sm_90'")
+    return ARCHS[base_arch(arch)]
+
+
+# Attribute names under which each backend reports a device property, mapped to our field. torch's
+# get_device_properties() object uses snake_case; CuPy's getDeviceProperties() and cuda-python's
+# cudaDeviceProp use the CUDA runtime's camelCase.
+_DEVICE_KEYS: dict[str, tuple[str, ...]] = {
+    "major": ("major",),
+    "minor": ("minor",),
+    "warp_size": ("warp_size", "warpSize"),
+    "max_threads_per_block": ("max_threads_per_block", "maxThreadsPerBlock"),
+    "max_threads_per_sm": ("max_threads_per_multi_processor", "maxThreadsPerMultiProcessor",
+                           "max_threads_per_multiprocessor"),
+    "max_blocks_per_sm": ("max_blocks_per_multi_processor", "maxBlocksPerMultiProcessor",
+                          "max_blocks_per_multiprocessor"),
+    "registers_per_sm": ("regs_per_multiprocessor", "regsPerMultiprocessor"),
+    "registers_per_block": ("regs_per_block", "regsPerBlock"),
+    "smem_per_sm": ("shared_memory_per_multiprocessor", "sharedMemPerMultiprocessor"),
+    "smem_per_block": ("shared_memory_per_block", "sharedMemPerBlock"),
+    "smem_per_block_optin": ("shared_memory_per_block_optin", "sharedMemPerBlockOptin"),
+    "smem_reserved_per_block": ("reserved_shared_memory_per_block", "reservedSharedMemPerBlock"),
+}
+
+
+def _lookup(attributes: Any, names: tuple[str, ...]) -> Any:
+    for n in names:
+        if isinstance(attributes, Mapping):
+            if n in attributes:
+                return attributes[n]
+        elif hasattr(attributes, n):
+            return getattr(attributes, n)
+    return None
+
+
+def compare_with_device(attributes: Any, arch: str | ArchSpec | None = None) -> list[str]:
+    """Compare the table with a live device's attributes; return one line per disagreement.
+
+    ``attributes`` is a mapping or an object: ``torch.cuda.get_device_properties(i)``,
+    ``cupy.cuda.runtime.getDeviceProperties(i)`` or any dict using either spelling. Attributes the
+    backend does not report are not compared. ``arch`` defaults to the device's own major.minor.
+    An empty list means the table agrees. Raises :class:`ArchError` if the device's compute capability
+    has no table.
+    """
+    if arch is None:
+        major, minor = _lookup(attributes, ("major",)), _lookup(attributes, ("minor",))
+        if major is None or minor is None:
+            raise ArchError("device attributes carry no major/minor compute capability")
+        arch = f"{int(major)}.{int(minor)}"
+    spec = arch_spec(arch)
+    out: list[str] = []
+    for field_name, keys in _DEVICE_KEYS.items():
+        live = _lookup(attributes, keys)
+        if live is None:
+            continue
+        try:
+            live_value = int(live)
+        except (TypeError, ValueError):
+            continue
+        ours = getattr(spec, field_name)
+        if live_value != ours:
+            out.append(f"{spec.name} {field_name}: table {ours}, device {live_value}")
+    return out

@@ -1,0 +1,315 @@
+"""Backend-neutral arrays for the coverage checks: guarded allocations, poison, host copies.
+
+Every array a check hands to a kernel lives inside a larger flat allocation:
+
+    [ guard before | row 0 | pad | row 1 | pad | ... | last row | pad | guard after ]
+
+The array itself is a *strided view* (row stride = last dim + padding, rounded up to 16 elements so
+TMA and vector loads stay aligned). Outputs start as poison (NaN for floats, a sentinel for
+integers) and their guards and padding hold a finite canary; inputs hold their values and their
+guards and padding hold NaN (a sentinel for integers), so an unmasked load past an edge turns the
+result into NaN and an unmasked store past an edge changes a canary. A kernel that assumes
+contiguity instead of reading strides writes into the padding and is caught the same way.
+
+Works for torch tensors (CPU or CUDA) and CuPy arrays; analysis happens on host NumPy copies.
+torch, cupy and numpy are imported lazily.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "GuardedArray",
+    "alloc_guarded",
+    "bits",
+    "guard_report",
+    "poison_bits",
+    "poison_value",
+    "synchronize",
+    "to_numpy",
+]
+
+_ALIGN_ELEMS = 16
+_GUARD_MIN = 1024
+# A finite value, exactly representable in fp16/bf16/fp32, that a correct kernel is unlikely to write.
+_FLOAT_CANARY = -1234.0
+_INT_CANARY = 0x5A
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith("float") or dtype == "bfloat16"
+
+
+# NaN with a payload: a kernel that computes NaN writes the canonical NaN (0x7E00 / 0x7FFF in fp16),
+# so "still poison" (never written) and "wrote NaN" stay distinguishable.
+_NAN_POISON_BITS = {"float16": 0x7E5A, "bfloat16": 0x7FDA, "float32": 0x7FC05A5A, "float64": 0x7FF8000000005A5A}
+
+
+def poison_bits(dtype: str) -> int:
+    """The raw bits (unsigned) of the poison an unwritten output element holds."""
+    if _is_float(dtype):
+        return _NAN_POISON_BITS[dtype]
+    import numpy as np
+
+    value = poison_value(dtype)
+    return int(np.array([value], dtype=dtype).view(_bits_dtype(dtype))[0])
+
+
+def _signed(pattern: int, bits_dtype: str) -> int:
+    width = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}[bits_dtype]
+    return pattern - (1 << width) if pattern >= 1 << (width - 1) else pattern
+
+
+def poison_value(dtype: str) -> float | int:
+    """What an unwritten output element holds: NaN for floats, a sentinel near the minimum for ints."""
+    if _is_float(dtype):
+        return math.nan
+    import numpy as np
+
+    return int(np.iinfo(_np_dtype_name(dtype)).min) + 7
+
+
+def _input_guard_value(dtype: str) -> float | int:
+    """What an input's guards hold: NaN for floats (poisons any result that reads it), else a big int."""
+    if _is_float(dtype):
+        return math.nan
+    import numpy as np
+
+    return int(np.iinfo(_np_dtype_name(dtype)).max) - 7
+
+
+def _output_guard_value(dtype: str) -> float | int:
+    return _FLOAT_CANARY if _is_float(dtype) else _INT_CANARY
+
+
+def _np_dtype_name(dtype: str) -> str:
+    return "float32" if dtype == "bfloat16" else dtype
+
+
+def _bits_dtype(dtype: str) -> str:
+    size = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
+            "int16": 2, "int32": 4, "int64": 8}[dtype]
+    return {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}[size]
+
+
+def backend_of(array: Any) -> str:
+    """'torch', 'cupy' or 'numpy', from the array's type (without importing anything new)."""
+    mod = type(array).__module__
+    if mod.startswith("torch"):
+        return "torch"
+    if mod.startswith("cupy"):
+        return "cupy"
+    return "numpy"
+
+
+def to_numpy(array: Any) -> Any:
+    """A host NumPy copy of ``array`` (bfloat16 becomes float32; torch, CuPy and NumPy accepted)."""
+    import numpy as np
+
+    kind = backend_of(array)
+    if kind == "torch":
+        import torch
+
+        t = array.detach()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        # .numpy() of a CPU tensor shares its memory; a snapshot must not follow later writes
+        return t.cpu().numpy().copy()
+    if kind == "cupy":
+        import cupy
+
+        return cupy.asnumpy(array)
+    return np.asarray(array)
+
+
+def bits(array: Any, dtype: str) -> Any:
+    """A host NumPy array of the raw bits of ``array`` (for bitwise comparison; NaN-safe)."""
+    import numpy as np
+
+    kind = backend_of(array)
+    if kind == "torch":
+        import torch
+
+        width = {"uint8": torch.uint8, "uint16": torch.int16, "uint32": torch.int32, "uint64": torch.int64}
+        t = array.detach()
+        if not t.is_contiguous():
+            t = t.contiguous()
+        return t.view(width[_bits_dtype(dtype)]).cpu().numpy().view(_bits_dtype(dtype)).copy()
+    if kind == "cupy":
+        import cupy
+
+        return cupy.asnumpy(cupy.ascontiguousarray(array).view(_bits_dtype(dtype)))
+    return np.array(array, copy=True, order="C").view(_bits_dtype(dtype))
+
+
+def synchronize(backend: str, device: str) -> None:
+    """Wait for the device so that outputs are final (no-op on CPU)."""
+    if backend == "cupy":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+    elif device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+@dataclass
+class GuardedArray:
+    """A strided view (``array``) inside a flat allocation (``buffer``) with guard bands and row padding."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    buffer: Any
+    array: Any
+    offset: int  # elements before the first array element
+    strides: tuple[int, ...]  # in elements
+    guard_value: float | int
+    backend: str
+    _initial_bits: Any = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def interior_mask(self) -> Any:
+        """Boolean NumPy mask over the flat buffer: True where an array element lives."""
+        import numpy as np
+
+        total = int(self.buffer.shape[0])
+        mask = np.zeros(total, dtype=bool)
+        if self.size:
+            idx = np.full((), self.offset, dtype=np.int64)
+            for n, s in zip(self.shape, self.strides):
+                idx = np.add.outer(idx, np.arange(n, dtype=np.int64) * s)
+            mask[idx.ravel()] = True
+        return mask
+
+    def snapshot(self) -> None:
+        """Remember the buffer's bits so :meth:`changed` can tell what a launch modified."""
+        self._initial_bits = bits(self.buffer, self.dtype)
+
+    def changed(self) -> Any:
+        """Boolean NumPy mask over the flat buffer of elements whose bits changed since snapshot()."""
+        return bits(self.buffer, self.dtype) != self._initial_bits
+
+
+def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
+                  device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None) -> GuardedArray:
+    """Allocate ``shape`` as a padded strided view inside a guarded flat buffer.
+
+    ``role="output"``: the view is filled with poison and the guards with a finite canary.
+    ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
+    (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
+    guard after the array so that an overrun of one whole tile in every dim stays inside it.
+    """
+    shape = tuple(int(n) for n in shape)
+    ndim = len(shape)
+    tiles = tuple(tiles) if tiles is not None else (1,) * ndim
+    if ndim >= 2:
+        pad = max(_ALIGN_ELEMS, int(tiles[-1]))
+        row = -(-(shape[-1] + pad) // _ALIGN_ELEMS) * _ALIGN_ELEMS
+    else:
+        row = shape[-1] if ndim else 1
+    strides_rev = [1]
+    extent = row
+    for n in reversed(shape[:-1]):
+        strides_rev.append(extent)
+        extent *= n
+    strides = tuple(reversed(strides_rev)) if ndim else ()
+    span = extent if ndim >= 2 else (shape[0] if ndim else 1)
+    overrun = sum(int(t) * s for t, s in zip(tiles, strides))
+    before = _GUARD_MIN
+    after = -(-(overrun + _GUARD_MIN) // _ALIGN_ELEMS) * _ALIGN_ELEMS
+    total = before + span + after
+
+    guard = _output_guard_value(dtype) if role == "output" else _input_guard_value(dtype)
+    interior = poison_value(dtype) if role == "output" else None
+    if backend == "cupy":
+        import cupy
+
+        buf = cupy.empty(total, dtype=_np_dtype_name(dtype))
+        buf.fill(guard)
+        itemsize = buf.itemsize
+        view = cupy.lib.stride_tricks.as_strided(buf[before:], shape=shape,
+                                                 strides=tuple(s * itemsize for s in strides))
+        if interior is not None:
+            view.view(_bits_dtype(dtype))[...] = poison_bits(dtype)
+        else:
+            view[...] = cupy.asarray(values if backend_of(values) != "torch" else to_numpy(values))
+    else:
+        import torch
+
+        tdtype = getattr(torch, dtype)
+        buf = torch.empty(total, dtype=tdtype, device=device)
+        buf.fill_(guard)
+        view = torch.as_strided(buf, shape, strides, before)
+        if interior is not None:
+            sized = {"uint8": torch.uint8, "uint16": torch.int16, "uint32": torch.int32, "uint64": torch.int64}
+            bdt = _bits_dtype(dtype)
+            view.view(sized[bdt]).fill_(_signed(poison_bits(dtype), bdt))
+        else:
+            src = values if backend_of(values) == "torch" else torch.as_tensor(values)
+            view.copy_(src.to(device=device, dtype=tdtype))
+    g = GuardedArray(name, dtype, shape, buf, view, before, strides, guard, backend)
+    g.snapshot()
+    return g
+
+
+def guard_report(g: GuardedArray, changed: Any, interior: Any) -> str | None:
+    """Describe writes outside the array (before, in row padding, after); None when there are none."""
+    import numpy as np
+
+    outside = changed & ~interior
+    n = int(outside.sum())
+    if n == 0:
+        return None
+    where = np.flatnonzero(outside)
+    begin = g.offset
+    end_of_view = begin + (g.shape[0] * g.strides[0] if g.shape else 1)
+    n_before = int((where < begin).sum())
+    n_after = int((where >= end_of_view).sum())
+    n_pad = n - n_before - n_after
+    parts = []
+    if n_before:
+        parts.append(f"{n_before} before its start (first at offset {int(where[0]) - begin})")
+    if n_pad:
+        first = int(where[(where >= begin) & (where < end_of_view)][0]) - begin
+        if len(g.shape) >= 2:
+            row_stride = g.strides[-2]
+            row, col = divmod(first, row_stride)
+            lead = ", ".join(str(int(i)) for i in np.unravel_index(row, g.shape[:-1]))
+            parts.append(f"{n_pad} in the row padding (first just past row [{lead}], at column {col} of a "
+                         f"{g.shape[-1]}-wide row)")
+        else:
+            parts.append(f"{n_pad} in the padding")
+    if n_after:
+        first_after = int(where[where >= end_of_view][0]) - end_of_view
+        parts.append(f"{n_after} past its end (first {first_after} elements past)")
+    return f"{n} element(s) written outside '{g.name}': " + ", ".join(parts)
+
+
+def describe_index(index: Sequence[int], dims: Sequence[str], tiles: Mapping[str, int],
+                   shape: Sequence[int]) -> str:
+    """``[64, 3] (M tile 4 of 5 (last, partial 1/16), N tile 0 of 1)`` for a flat-array index."""
+    parts = []
+    for i, d, n in zip(index, dims, shape):
+        t = tiles.get(d)
+        if not t:
+            continue
+        count = -(-n // t)
+        k = int(i) // t
+        note = ""
+        if k == count - 1 and count > 1:
+            rem = n % t
+            note = f" (last, partial {rem}/{t})" if rem else " (last)"
+        elif count == 1 and n % t:
+            note = f" (partial {n}/{t})"
+        parts.append(f"{d} tile {k} of {count}{note}")
+    head = "[" + ", ".join(str(int(i)) for i in index) + "]"
+    return head + (f" ({', '.join(parts)})" if parts else "")

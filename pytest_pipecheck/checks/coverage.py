@@ -1,0 +1,495 @@
+"""Coverage checks driven by a KernelSpec: poison and guards, comparison, tile probe, determinism.
+
+* :func:`check_coverage` -- outputs start poisoned inside guarded, row-padded allocations (inputs sit
+  in NaN guard bands); after one launch every output element must be written, no guard or padding
+  element may change, inputs must be untouched, and every element must match the higher-precision
+  reference within tolerance (NaN never passes). A failure gives counts, fractions, the worst
+  element by index and by tile, and the tolerance used.
+* :func:`check_tile_probe` -- one launch per tile of the loop dimension with the loop-dim slices of
+  the inputs zero outside that tile; each tile's output must match the reference of those inputs, so
+  a dropped or doubled tile is named: ``K tile 7 of 8, the last (epilogue), never reached the output``.
+* :func:`check_determinism` -- ``determinism_runs`` launches on the same inputs must be bitwise equal
+  unless the kernel declares ``deterministic=False``; a difference is reported as a suspected race.
+* :func:`check_all` -- the checks above that ``pc.config.checks`` selects.
+
+Each check records one CheckResult (``coverage``, ``tile_probe``, ``determinism``) on the fixture
+and raises PipecheckFailure on a defect; a bad spec or input raises PipecheckError naming the spec.
+Inputs come from the test's seed (``pc.torch_generator()`` / ``pc.numpy_rng()``).
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
+from ..spec import KernelSpec, Shape, Tensor
+from . import arrays as _arr
+from . import tolerance as _tol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..fixture import Pipecheck
+
+__all__ = ["check_all", "check_coverage", "check_determinism", "check_tile_probe"]
+
+MAX_PROBE_TILES = 16
+
+
+# ----------------------------------------------------------------------------- plumbing
+
+
+def _where(spec: KernelSpec, shape: Shape) -> str:
+    return f"{spec.name} at {shape}"
+
+
+def _stages_override(pc: Pipecheck, spec: KernelSpec) -> dict[str, Any]:
+    stages = getattr(pc.config, "stages", None)
+    if stages is None or stages == spec.stages:
+        return {}
+    if not spec.launch_accepts_stages():
+        raise PipecheckError(f"spec {spec.name!r}: stages={stages} is configured but its launch() takes no "
+                             "`stages` keyword, so the override cannot reach the kernel")
+    return {"stages": stages}
+
+
+def _tiles_of(spec: KernelSpec, t: Tensor) -> list[int]:
+    return [spec.tiles.get(d, 1) for d in t.dims]
+
+
+def _input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offset: int) -> Any:
+    """Values for one input from the test's seed; small or normal values, never all zero."""
+    dims = t.shape(shape)
+    values: Any
+    if spec.backend == "cupy":
+        import numpy as np
+
+        rng = pc.numpy_rng(offset)
+        if callable(t.init):
+            values = np.asarray(_arr.to_numpy(t.init(dims, rng)))
+        elif t.init == "randint" or not t.dtype.startswith(("float", "bfloat")):
+            values = rng.integers(-3, 4, size=dims)
+        elif t.init == "uniform":
+            values = rng.random(dims)
+        else:
+            values = rng.standard_normal(dims)
+        if values.size and not values.any():
+            values.flat[0] = 1
+        return values
+    import torch
+
+    gen = pc.torch_generator(offset=offset)
+    if callable(t.init):
+        out = t.init(dims, gen)
+        values = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
+    elif t.init == "randint" or not t.dtype.startswith(("float", "bfloat")):
+        values = torch.randint(-3, 4, dims, generator=gen)
+    elif t.init == "uniform":
+        values = torch.rand(dims, generator=gen)
+    else:
+        values = torch.randn(dims, generator=gen)
+    if values.numel() and not bool(values.any()):
+        values.view(-1)[0] = 1
+    return values
+
+
+def _device(pc: Pipecheck, spec: KernelSpec) -> str:
+    return pc.device if spec.backend == "torch" else "cuda"
+
+
+def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape,
+                  values: Mapping[str, Any]) -> dict[str, _arr.GuardedArray]:
+    return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
+                                       device=_device(pc, spec), values=values[t.name],
+                                       tiles=_tiles_of(spec, t))
+            for t in spec.inputs}
+
+
+def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape) -> dict[str, _arr.GuardedArray]:
+    return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
+                                       device=_device(pc, spec), tiles=_tiles_of(spec, t))
+            for t in spec.outputs}
+
+
+def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+            extra: Mapping[str, Any], what: str, check: str) -> dict[str, _arr.GuardedArray]:
+    """Allocate poisoned outputs, launch once, synchronize; a crash becomes a PipecheckFailure."""
+    __tracebackhide__ = True
+    outputs = _alloc_outputs(pc, spec, shape)
+    arrays = {name: g.array for name, g in {**inputs, **outputs}.items()}
+    try:
+        spec.launch(arrays, shape.dims, **extra)
+        _arr.synchronize(spec.backend, _device(pc, spec))
+    except Exception as exc:
+        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        loc = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+        hint = ""
+        if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
+            hint = "; an unmasked load or store past an edge?"
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        message = f"{_where(spec, shape)}: the kernel raised during {what}: {type(exc).__name__}: {text}{loc}{hint}"
+        result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
+                                       kernel=spec.name, details={"shape": str(shape), "error": message}))
+        raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc
+    return outputs
+
+
+def _reference(spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+               fn: Any = None, label: str = "reference") -> dict[str, Any]:
+    """Call the reference and validate names, shapes and dtypes; returns host float64 arrays."""
+    import numpy as np
+
+    fn = fn or spec.reference
+    try:
+        got = fn({name: g.array for name, g in inputs.items()}, shape.dims)
+    except Exception as exc:
+        raise PipecheckError(f"spec {spec.name!r}: the {label} raised at {shape}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(got, Mapping):
+        raise PipecheckError(f"spec {spec.name!r}: the {label} must return a dict of outputs "
+                             f"({', '.join(t.name for t in spec.outputs)}), got {type(got).__name__}")
+    out: dict[str, Any] = {}
+    for t in spec.outputs:
+        if t.name not in got:
+            raise PipecheckError(f"spec {spec.name!r}: the {label} returned no {t.name!r} "
+                                 f"(returned: {', '.join(map(str, got)) or 'nothing'})")
+        value = got[t.name]
+        want = t.shape(shape)
+        have = tuple(int(n) for n in getattr(value, "shape", ()))
+        if have != want:
+            raise PipecheckError(f"spec {spec.name!r}: the {label}'s {t.name!r} has shape {have}, expected "
+                                 f"{want} = ({', '.join(t.dims)}) at {shape}")
+        try:
+            from ..spec import normalize_dtype
+
+            dt = normalize_dtype(getattr(value, "dtype", ""))
+        except ValueError:
+            dt = str(getattr(value, "dtype", "?"))
+        if label == "reference":
+            _check_reference_dtype(spec, t, dt)
+        host = np.asarray(_arr.to_numpy(value), dtype=np.float64)
+        out[t.name] = host
+    return out
+
+
+def _check_reference_dtype(spec: KernelSpec, t: Tensor, dt: str) -> None:
+    floats = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+    if t.dtype in floats:
+        need = 32 if floats[t.dtype] <= 16 else floats[t.dtype]
+        if dt not in floats or floats[dt] < need:
+            raise PipecheckError(f"spec {spec.name!r}: the reference's {t.name!r} has dtype {dt}; it must be "
+                                 f"computed in higher precision than the {t.dtype} output "
+                                 f"(float32 or float64)")
+    elif dt in floats:
+        raise PipecheckError(f"spec {spec.name!r}: the reference's {t.name!r} has dtype {dt}, but the "
+                             f"output is {t.dtype}: an integer reference is required")
+
+
+def _fail(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, lines: list[str],
+          details: dict[str, Any]) -> None:
+    __tracebackhide__ = True
+    result = pc.record(CheckResult(check, Verdict.FAIL, summary, kernel=spec.name, details=details))
+    message = "\n  ".join(lines) + f"\n  reproduce: {pc.reproduce}"
+    raise PipecheckFailure(message, result)
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{n} of {total} ({100.0 * n / total:.2f}%)" if total else f"{n}"
+
+
+# ----------------------------------------------------------------------------- coverage
+
+
+def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: str = "auto",
+                   rtol: float | None = None, atol: float | None = None) -> CheckResult:
+    """Poisoned, guarded outputs; every element written; guards intact; match the reference.
+
+    ``tolerance``: "auto" (calibrated when the spec has ``same_precision``, else by dtype), "fixed"
+    or "calibrated". ``rtol``/``atol`` override everything else. Raises PipecheckFailure with counts,
+    the worst element by index and tile and the tolerance used; PipecheckError for a bad spec/shape.
+    """
+    __tracebackhide__ = True
+    shp = spec.check_shape(shape)
+    if tolerance not in ("auto", "fixed", "calibrated"):
+        raise PipecheckError(f"spec {spec.name!r}: tolerance={tolerance!r} must be auto, fixed or calibrated")
+    if tolerance == "calibrated" and spec.same_precision is None:
+        raise PipecheckError(f"spec {spec.name!r}: tolerance='calibrated' needs the spec's same_precision "
+                             "implementation")
+    extra = _stages_override(pc, spec)
+    values = {t.name: _input_values(pc, spec, t, shp, i) for i, t in enumerate(spec.inputs)}
+    inputs = _alloc_inputs(pc, spec, shp, values)
+    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage")
+    ref = _reference(spec, shp, inputs)
+    lowp = None
+    if spec.same_precision is not None and tolerance in ("auto", "calibrated") and rtol is None and atol is None:
+        lowp = _reference(spec, shp, inputs, spec.same_precision, "same_precision implementation")
+
+    lines = [f"{_where(spec, shp)}: coverage failed"]
+    details: dict[str, Any] = {"shape": str(shp), "outputs": {}}
+    worst_rel = 0.0
+    tol_used: _tol.Tolerance | None = None
+    for name, g in inputs.items():
+        if g.changed().any():
+            n = int(g.changed().sum())
+            lines.append(f"input {name!r}: {n} element(s) of its allocation changed; a kernel must not write "
+                         "its inputs (an output pointer or stride mixed up?)")
+    import numpy as np
+
+    for t in spec.outputs:
+        g = outputs[t.name]
+        want = ref[t.name]
+        got = _arr.to_numpy(g.array)
+        changed = g.changed()
+        interior = g.interior_mask()
+        info: dict[str, Any] = {}
+        guard = _arr.guard_report(g, changed, interior)
+        if guard:
+            lines.append(f"output {t.name!r}: {guard} (an unmasked store past an edge, or strides ignored?)")
+            info["outside_writes"] = int((changed & ~interior).sum())
+        # unwritten: the bits still equal the poison (NaN stays NaN bitwise only if never written)
+        poison_bits = _arr.bits(g.array, t.dtype) == _arr.poison_bits(t.dtype)
+        unwritten = poison_bits & ~np.isnan(want) if t.dtype.startswith(("float", "bfloat")) else (
+            poison_bits & (want != _arr.poison_value(t.dtype)))
+        n_unwritten = int(unwritten.sum())
+        if n_unwritten:
+            first = tuple(int(i) for i in np.argwhere(unwritten)[0])
+            lines.append(f"output {t.name!r}: {_pct(n_unwritten, want.size)} elements never written (still "
+                         f"poison); first at {_arr.describe_index(first, t.dims, spec.tiles, want.shape)}")
+            info["unwritten"] = n_unwritten
+        if lowp is not None:
+            err = float(np.nanmax(np.abs(lowp[t.name] - want))) if want.size else 0.0
+            tol = _tol.calibrated(t.dtype, err, float(np.nanmax(np.abs(want))) if want.size else 0.0,
+                                  spec.calibration_k)
+        else:
+            tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec.rtol, spec_atol=spec.atol,
+                               config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
+        tol_used = tol
+        cmp = _tol.compare(got, want, tol, exclude=unwritten)
+        worst_rel = max(worst_rel, cmp.max_rel)
+        info.update(tolerance=str(tol), max_abs_err=cmp.max_abs, max_rel_err=cmp.max_rel, bad=cmp.bad,
+                    nan=cmp.nan)
+        if cmp.bad:
+            nan_note = (f", {cmp.nan} of them NaN where the reference is finite (read a NaN guard band: an "
+                        "unmasked load past an edge?)") if cmp.nan else ""
+            where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.tiles, want.shape)
+            lines.append(
+                f"output {t.name!r}: {_pct(cmp.bad, want.size)} elements exceed the tolerance{nan_note}; "
+                f"worst at {where}: got {cmp.worst_got:.6g}, expected {cmp.worst_want:.6g} "
+                f"(abs err {abs(cmp.worst_got - cmp.worst_want):.3g}); tolerance {tol}")
+        details["outputs"][t.name] = info
+
+    summary = f"max rel err {worst_rel:.1e}" + (f" (tol {tol_used.short})" if tol_used else "")
+    if len(lines) > 1:
+        _fail(pc, "coverage", spec, summary + f", {len(lines) - 1} defect(s) at {shp}", lines, details)
+    return pc.record(CheckResult("coverage", Verdict.PASS, summary, kernel=spec.name, details=details))
+
+
+# ----------------------------------------------------------------------------- tile probe
+
+
+def _tile_role(j: int, count: int, size: int, tile: int) -> str:
+    rem = size - j * tile if j == count - 1 else tile
+    partial = f", partial {rem}/{tile}" if rem < tile else ""
+    if count == 1:
+        return f"the only one{partial}"
+    if j == 0:
+        return "the first (prologue)"
+    if j == count - 1:
+        return f"the last (epilogue{partial})"
+    return "a steady-state tile"
+
+
+def _probe_tiles(count: int, stages: int, limit: int) -> list[int]:
+    if count <= limit:
+        return list(range(count))
+    keep = set(range(min(stages + 1, count))) | {count // 2, count - 2, count - 1}
+    return sorted(keep)
+
+
+def _mask_loop(values: Any, axis: int, lo: int, hi: int) -> Any:
+    out = values.clone() if hasattr(values, "clone") else values.copy()
+    index: list[Any] = [slice(None)] * out.ndim
+    index[axis] = slice(0, lo)
+    out[tuple(index)] = 0
+    index[axis] = slice(hi, None)
+    out[tuple(index)] = 0
+    return out
+
+
+def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: int = MAX_PROBE_TILES,
+                     rtol: float | None = None, atol: float | None = None) -> CheckResult:
+    """Run once per loop tile with the inputs' loop-dim slices zero outside it; each must count once.
+
+    A tile whose output matches the all-zero baseline is reported as never reaching the output; one
+    that contributes about twice as "counted twice". Raises PipecheckFailure naming each bad tile
+    (``K tile 7 of 8, the last (epilogue), never reached the output``) and PipecheckError for a bad
+    spec or shape. At most ``max_tiles`` tiles are probed (first stages+1, middle, last two).
+    """
+    __tracebackhide__ = True
+    import numpy as np
+
+    shp = spec.check_shape(shape)
+    extra = _stages_override(pc, spec)
+    loop = spec.loop_dim
+    tile = spec.tiles[loop]
+    size = shp[loop]
+    count = math.ceil(size / tile)
+    stages = extra.get("stages", spec.stages)
+    base_values = {t.name: _input_values(pc, spec, t, shp, 100 + i) for i, t in enumerate(spec.inputs)}
+    looped = [t for t in spec.inputs if loop in t.dims]
+
+    def probe_values(lo: int, hi: int) -> dict[str, Any]:
+        vals = dict(base_values)
+        for t in looped:
+            vals[t.name] = _mask_loop(base_values[t.name], t.dims.index(loop), lo, hi)
+        return vals
+
+    baseline: dict[str, Any] | None = None
+    problems: list[str] = []
+    details: dict[str, Any] = {"shape": str(shp), "tiles": count, "probed": [], "bad": {}}
+    worst_rel = 0.0
+    for j in _probe_tiles(count, stages, max_tiles):
+        lo, hi = j * tile, min((j + 1) * tile, size)
+        inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi))
+        outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe")
+        ref = _reference(spec, shp, inputs)
+        details["probed"].append(j)
+        verdicts = []
+        for t in spec.outputs:
+            got = _arr.to_numpy(outputs[t.name].array).astype(np.float64)
+            want = ref[t.name]
+            tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec.rtol, spec_atol=spec.atol,
+                               config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
+            cmp = _tol.compare(got, want, tol)
+            worst_rel = max(worst_rel, cmp.max_rel)
+            if not cmp.bad:
+                continue
+            if baseline is None:
+                zero_inputs = _alloc_inputs(pc, spec, shp, probe_values(0, 0))
+                baseline = _reference(spec, shp, zero_inputs)
+            verdicts.append(_classify(got, want, baseline[t.name], t, cmp, spec, tol))
+        if verdicts:
+            role = _tile_role(j, count, size, tile)
+            # one verdict per tile (the first output's) keeps the message short
+            text = f"{loop} tile {j} of {count}, {role}, {verdicts[0]}"
+            problems.append(text)
+            details["bad"][str(j)] = text
+    summary = (f"{len(details['probed'])} of {count} {loop} tiles each counted once, max rel err {worst_rel:.1e}")
+    if problems:
+        lines = [f"{_where(spec, shp)}: tile probe along {loop} ({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
+                 f"found {len(problems)} bad tile(s)", *problems]
+        _fail(pc, "tile_probe", spec, problems[0], lines, details)
+    return pc.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
+
+
+def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, spec: KernelSpec,
+              tol: _tol.Tolerance) -> str:
+    """Name what happened to a probed tile from how its output relates to the expected contribution."""
+    import numpy as np
+
+    expected = want - base
+    nan = np.isnan(got)
+    if nan.all():
+        return f"never reached the output ({t.name!r} never written)"
+    ok = ~nan & ~np.isnan(expected)
+    denom = float((expected[ok] ** 2).sum())
+    where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.tiles, want.shape)
+    if denom <= 0:
+        return f"mismatch in {t.name!r} at {where} (tolerance {tol.short})"
+    ratio = float(((got[ok] - base[ok]) * expected[ok]).sum()) / denom
+    nan_note = f"; {int(nan.sum())} elements of {t.name!r} NaN or never written" if nan.any() else ""
+    if abs(ratio) < 0.25:
+        return f"never reached the output{nan_note}"
+    if abs(ratio - 2.0) < 0.25:
+        return f"counted twice{nan_note}"
+    if abs(ratio - 1.0) < 0.05:
+        return (f"counted once but {cmp.bad} elements of {t.name!r} are wrong, worst at {where}: got "
+                f"{cmp.worst_got:.6g}, expected {cmp.worst_want:.6g}{nan_note}")
+    return f"contributes {ratio:.2f}x what it should{nan_note}"
+
+
+# ----------------------------------------------------------------------------- determinism
+
+
+def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int | None = None) -> CheckResult:
+    """``runs`` (default ``pc.config.determinism_runs``) launches on the same inputs must be bitwise equal.
+
+    Skipped (recorded, with the reason) when the kernel or the test declares it non-deterministic.
+    Raises PipecheckFailure "suspected race" with where the runs differ.
+    """
+    __tracebackhide__ = True
+    import numpy as np
+
+    shp = spec.check_shape(shape)
+    deterministic = pc.config.deterministic if "deterministic" in pc.config.sources else spec.deterministic
+    if not deterministic:
+        return pc.skip_check("determinism", f"{spec.name} is declared non-deterministic (deterministic=False)",
+                             kernel=spec.name)
+    n = runs if runs is not None else pc.config.determinism_runs
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise PipecheckError(f"spec {spec.name!r}: determinism runs={n!r} must be an integer >= 2")
+    extra = _stages_override(pc, spec)
+    values = {t.name: _input_values(pc, spec, t, shp, 200 + i) for i, t in enumerate(spec.inputs)}
+    inputs = _alloc_inputs(pc, spec, shp, values)
+    first: dict[str, Any] | None = None
+    lines: list[str] = []
+    for run in range(n):
+        outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism")
+        got = {t.name: _arr.bits(outputs[t.name].array, t.dtype) for t in spec.outputs}
+        if first is None:
+            first = got
+            continue
+        for t in spec.outputs:
+            diff = got[t.name] != first[t.name]
+            if diff.any():
+                idx = tuple(int(i) for i in np.argwhere(diff)[0])
+                where = _arr.describe_index(idx, t.dims, spec.tiles, diff.shape)
+                lines.append(f"suspected race: run {run + 1} differs from run 1 in {_pct(int(diff.sum()), diff.size)} "
+                             f"elements of {t.name!r}; first at {where}")
+        if lines:
+            break
+    if lines:
+        _fail(pc, "determinism", spec, lines[0].split(";")[0],
+              [f"{_where(spec, shp)}: determinism failed over {n} runs on the same inputs", *lines,
+               "(a kernel that is legitimately non-deterministic declares deterministic=False)"],
+              {"shape": str(shp), "runs": n})
+    return pc.record(CheckResult("determinism", Verdict.PASS, f"{n} runs bitwise equal", kernel=spec.name,
+                                 details={"shape": str(shp), "runs": n}))
+
+
+# ----------------------------------------------------------------------------- all
+
+
+def check_all(pc: Pipecheck, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
+    """Run the selected checks among coverage, tile_probe and determinism; raise once with every failure.
+
+    Keyword arguments go to the checks that accept them (``tolerance``, ``rtol``, ``atol`` to
+    coverage; ``max_tiles`` to the tile probe; ``runs`` to determinism).
+    """
+    __tracebackhide__ = True
+    spec.check_shape(shape)
+    plan = (("coverage", check_coverage, ("tolerance", "rtol", "atol")),
+            ("tile_probe", check_tile_probe, ("max_tiles", "rtol", "atol")),
+            ("determinism", check_determinism, ("runs",)))
+    known = {k for _, _, keys in plan for k in keys}
+    unknown = [k for k in kwargs if k not in known]
+    if unknown:
+        raise PipecheckError(f"spec {spec.name!r}: check_kernel got unknown keyword {unknown[0]!r} "
+                             f"(known: {', '.join(sorted(known))})")
+    results: list[CheckResult] = []
+    failures: list[PipecheckFailure] = []
+    for name, fn, keys in plan:
+        if not pc.config.wants(name):
+            continue
+        try:
+            results.append(fn(pc, spec, shape, **{k: v for k, v in kwargs.items() if k in keys}))
+        except PipecheckFailure as exc:
+            failures.append(exc)
+            if exc.result is not None:
+                results.append(exc.result)
+    if failures:
+        if len(failures) == 1:
+            raise failures[0]
+        raise PipecheckFailure("\n".join(str(f) for f in failures), failures[0].result)
+    return results

@@ -1,0 +1,603 @@
+"""Resources of CUDA C++ kernels per target architecture, read from the compiler.
+
+Each target is compiled to a cubin (nvcc when present, otherwise NVRTC through NVIDIA's cuda-python)
+with ptxas in verbose mode, and its report is parsed kernel by kernel::
+
+    ptxas info    : Compiling entry function '_Z4tmplILi256EEvPfi' for 'sm_90'
+    ptxas info    : Function properties for _Z4tmplILi256EEvPfi
+        0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+    ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 364 bytes cmem[0]
+
+The wording differs between toolkit versions and targets (``barriers`` and ``cmem`` come and go,
+older versions say ``lmem``), so each comma-separated item is matched on its own and unknown items
+are ignored. A cubin without a log (Triton's) is read with ``cuobjdump -res-usage``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..arch import ArchError, arch_spec
+from ..config import normalize_arch
+from ..results import PipecheckError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..occupancy import Occupancy
+
+__all__ = [
+    "CompileError",
+    "KernelResources",
+    "ResourceError",
+    "compile_cubin",
+    "compile_resources",
+    "demangle",
+    "find_tool",
+    "parse_ptxas_log",
+    "parse_res_usage",
+]
+
+COMPILE_TIMEOUT_S = 300.0
+
+
+class ResourceError(PipecheckError):
+    """Resources could not be determined (a missing tool, an unreadable file)."""
+
+
+class CompileError(ResourceError):
+    """The kernel source did not compile; the message holds the compiler's output and the target."""
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What one compiled kernel uses on one architecture.
+
+    ``static_smem`` is ``__shared__`` arrays (ptxas "bytes smem"); ``dynamic_smem`` is known only for
+    kernels whose launch fixes it (Triton's ``metadata.shared``), else 0 and given at the launch.
+    ``stack_frame`` is the per-thread local memory (stack, spills included). ``barriers`` is None when
+    the compiler did not say. ``num_warps`` is set when the kernel fixes its block size (Triton).
+    """
+
+    name: str
+    mangled: str
+    arch: str
+    registers: int
+    static_smem: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_frame: int = 0
+    barriers: int | None = None
+    const_bytes: int | None = None
+    dynamic_smem: int = 0
+    num_warps: int | None = None
+    num_stages: int | None = None
+    origin: str = "nvcc"  # nvcc, nvrtc, cuobjdump, triton-aot, triton-live, cupy-live
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def spills(self) -> int:
+        """Bytes spilled to local memory (stores plus loads), 0 for a kernel that does not spill."""
+        return self.spill_stores + self.spill_loads
+
+    @property
+    def threads(self) -> int | None:
+        return None if self.num_warps is None else self.num_warps * 32
+
+    def occupancy(self, threads: int | None = None, dynamic_smem: int | None = None, *,
+                  opt_in: bool = True) -> Occupancy:
+        """Blocks/SM of this kernel on its architecture with ``threads`` per block.
+
+        ``threads`` defaults to the kernel's own block size (Triton: num_warps * 32) and
+        ``dynamic_smem`` to the kernel's own (Triton: metadata.shared). Raises
+        :class:`~pytest_pipecheck.occupancy.OccupancyInputError` for bad numbers, and
+        :class:`ResourceError` when the block size is unknown.
+        """
+        from ..occupancy import occupancy
+
+        if threads is None:
+            threads = self.threads
+            if threads is None:
+                raise ResourceError(f"kernel {self.name!r} on {self.arch}: give threads= (block size is "
+                                    "set at the launch)")
+        dyn = self.dynamic_smem if dynamic_smem is None else dynamic_smem
+        barriers = 1 if self.barriers is None else self.barriers
+        return occupancy(self.arch, threads, self.registers, self.static_smem, dyn, opt_in=opt_in,
+                         barriers=barriers)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mangled": self.mangled,
+            "arch": self.arch,
+            "registers": self.registers,
+            "static_smem": self.static_smem,
+            "dynamic_smem": self.dynamic_smem,
+            "spill_stores": self.spill_stores,
+            "spill_loads": self.spill_loads,
+            "stack_frame": self.stack_frame,
+            "barriers": self.barriers,
+            "num_warps": self.num_warps,
+            "num_stages": self.num_stages,
+            "origin": self.origin,
+        }
+
+
+# ----------------------------------------------------------------------------- parsing
+
+_ENTRY = re.compile(r"Compiling entry function\s+'([^']+)'\s+for\s+'([^']+)'")
+_PROPS = re.compile(r"Function properties for\s+'?([^'\s:]+)'?")
+_ITEM = re.compile(r"(\d+)\s+(.+)")
+
+
+def _parse_items(text: str) -> dict[str, int]:
+    """``"Used 40 registers, used 1 barriers, 8192 bytes smem"`` -> {registers: 40, barriers: 1, smem: 8192}."""
+    out: dict[str, int] = {}
+    for raw in text.split(","):
+        item = raw.strip().lower()
+        item = re.sub(r"^used\s+", "", item)
+        m = _ITEM.match(item)
+        if not m:
+            continue
+        value, what = int(m.group(1)), m.group(2).strip()
+        what = re.sub(r"^bytes\s+", "", what)
+        if what.startswith("register"):
+            out["registers"] = value
+        elif what.startswith("barrier"):
+            out["barriers"] = value
+        elif what == "smem" or what.startswith("smem"):
+            out["smem"] = value
+        elif what.startswith("cmem[0]"):
+            out["cmem"] = value
+        elif what.startswith("lmem"):
+            out["lmem"] = value
+        elif what.startswith("stack frame"):
+            out["stack_frame"] = value
+        elif what.startswith("spill store"):
+            out["spill_stores"] = value
+        elif what.startswith("spill load"):
+            out["spill_loads"] = value
+        elif what.startswith("cumulative stack"):
+            out["cumulative_stack"] = value
+    return out
+
+
+def parse_ptxas_log(log: str, *, arch: str | None = None) -> dict[str, dict[str, int]]:
+    """Per mangled entry name, the numbers ptxas ``-v`` reported (keys: registers, barriers, smem,
+    stack_frame, spill_stores, spill_loads, cmem, lmem). Only entry functions are returned.
+
+    ``arch`` (canonical ``sm_XY``) keeps only entries compiled for that target when the log covers
+    several. Lines that do not parse are skipped: the format varies between versions.
+    """
+    entries: dict[str, dict[str, int]] = {}
+    props: dict[str, dict[str, int]] = {}
+    current: str | None = None  # the function whose "Used ..." line comes next
+    in_props: str | None = None
+    entry_names: list[str] = []
+    for line in log.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            name, target = m.group(1), m.group(2)
+            in_props = None
+            if arch is not None and _base(target) != _base(arch):
+                current = None
+                continue
+            current = name
+            entries.setdefault(name, {})
+            entry_names.append(name)
+            continue
+        m = _PROPS.search(line)
+        if m:
+            in_props = m.group(1)
+            continue
+        stripped = line.strip()
+        if in_props is not None and ("stack frame" in stripped or "spill" in stripped):
+            props.setdefault(in_props, {}).update(_parse_items(stripped))
+            continue
+        if "Used" in line and "register" in line:
+            items = _parse_items(line.split(":", 1)[1] if ":" in line else line)
+            if current is not None:
+                entries[current].update(items)
+            in_props = None
+    for name in entry_names:
+        merged = dict(props.get(name, {}))
+        merged.update(entries[name])
+        entries[name] = merged
+    return entries
+
+
+def _base(arch: str) -> str:
+    m = re.search(r"(\d+)", arch)
+    return m.group(1) if m else arch
+
+
+_RES_FUNC = re.compile(r"^\s*Function\s+([^:\s]+)\s*:")
+_RES_KV = re.compile(r"([A-Z_]+(?:\[\d+\])?):(\d+)")
+
+
+def parse_res_usage(text: str) -> dict[str, dict[str, int]]:
+    """``cuobjdump -res-usage`` output -> per mangled function {REG, STACK, SHARED, LOCAL, ...}."""
+    out: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        m = _RES_FUNC.match(line)
+        if m:
+            current = m.group(1)
+            out[current] = {}
+            continue
+        if current is not None:
+            pairs = _RES_KV.findall(line)
+            if pairs:
+                out[current].update({k: int(v) for k, v in pairs})
+    return out
+
+
+# ----------------------------------------------------------------------------- names
+
+_DEMANGLE_CACHE: dict[str, str] = {}
+
+
+def _strip_signature(demangled: str) -> str:
+    """``"void tmpl<256>(float*, int)"`` -> ``"tmpl<256>"``; ``"ns::k(float*)"`` -> ``"ns::k"``."""
+    depth = 0
+    cut = len(demangled)
+    for i, ch in enumerate(demangled):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            cut = i
+            break
+    head = demangled[:cut].strip()
+    # a template function's demangled name starts with its return type: drop what precedes the name
+    depth = 0
+    for i in range(len(head) - 1, -1, -1):
+        ch = head[i]
+        if ch == ">":
+            depth += 1
+        elif ch == "<":
+            depth -= 1
+        elif ch == " " and depth == 0:
+            return head[i + 1:]
+    return head
+
+
+def _mini_demangle(mangled: str) -> str | None:
+    """Plain and namespaced functions (``_Z3fooPf``, ``_ZN2ns3fooEv``) without a demangler tool."""
+    m = re.match(r"_ZN((?:\d+[A-Za-z_]\w*)+)E", mangled)
+    if m:
+        parts, rest = [], m.group(1)
+        while rest:
+            n = re.match(r"(\d+)", rest)
+            assert n is not None
+            length = int(n.group(1))
+            start = len(n.group(1))
+            parts.append(rest[start:start + length])
+            rest = rest[start + length:]
+        return "::".join(parts)
+    m = re.match(r"_Z(\d+)", mangled)
+    if m:
+        length = int(m.group(1))
+        start = 2 + len(m.group(1))
+        name = mangled[start:start + length]
+        if mangled[start + length:start + length + 1] == "I":
+            return None  # a template: leave it to a real demangler
+        return name
+    return None
+
+
+def demangle(mangled: Sequence[str]) -> dict[str, str]:
+    """Map each mangled kernel name to its name as written in source, without parameters.
+
+    ``extern "C"`` names stay as they are; C++ names go through ``cu++filt`` or ``c++filt`` when one is
+    installed, else a small built-in demangler for non-template names (templates then keep their
+    mangled names).
+    """
+    todo = [n for n in mangled if n.startswith("_Z") and n not in _DEMANGLE_CACHE]
+    if todo:
+        tool = find_tool("cu++filt") or shutil.which("c++filt") or shutil.which("llvm-cxxfilt")
+        results: list[str] | None = None
+        if tool:
+            try:
+                proc = subprocess.run([tool], input="\n".join(todo) + "\n", capture_output=True, text=True,
+                                      timeout=30)
+                lines = proc.stdout.splitlines()
+                if proc.returncode == 0 and len(lines) == len(todo):
+                    results = lines
+            except (OSError, subprocess.SubprocessError):
+                results = None
+        for i, name in enumerate(todo):
+            full = results[i] if results is not None else None
+            if full and full != name:
+                _DEMANGLE_CACHE[name] = _strip_signature(full)
+            else:
+                _DEMANGLE_CACHE[name] = _mini_demangle(name) or name
+    return {n: _DEMANGLE_CACHE.get(n, n) for n in mangled}
+
+
+# ----------------------------------------------------------------------------- tools
+
+def _cuda_roots() -> list[Path]:
+    roots: list[Path] = []
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
+        if os.environ.get(var):
+            roots.append(Path(os.environ[var]))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(Path(nvcc).resolve().parent.parent)
+    roots.append(Path("/usr/local/cuda"))
+    return roots
+
+
+def find_tool(name: str) -> str | None:
+    """Path of a CUDA tool (nvcc, ptxas, cuobjdump, cu++filt): PATH, the CUDA toolkit, Triton's wheel."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for root in _cuda_roots():
+        cand = root / "bin" / name
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return str(cand)
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        cand = Path(spec.origin).parent / "backends" / "nvidia" / "bin" / name
+        if cand.is_file():
+            return str(cand)
+    return None
+
+
+# ----------------------------------------------------------------------------- compiling
+
+@dataclass(frozen=True)
+class _Compiled:
+    cubin: bytes
+    log: str
+    compiler: str
+
+
+_CACHE: dict[tuple[Any, ...], _Compiled] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, Path | None]:
+    """(text, display name, path or None). A str is a path if it names an existing .cu-like file."""
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
+                                            and len(source) < 4096 and source.strip().endswith(
+                                                (".cu", ".cuh", ".cpp", ".cc", ".cxx"))):
+        path = Path(os.fspath(source))
+        if not path.is_file():
+            raise ResourceError(f"CUDA source {str(path)!r} does not exist")
+        try:
+            return path.read_text(), str(path), path
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ResourceError(f"cannot read CUDA source {str(path)!r}: {exc}") from None
+    if not isinstance(source, str):
+        raise ResourceError(f"CUDA source must be a path or source text, got {type(source).__name__}")
+    if not source.strip():
+        raise ResourceError("CUDA source text is empty")
+    return source, "<source text>", None
+
+
+def _target(arch: str) -> str:
+    try:
+        canonical = normalize_arch(str(arch))
+    except ValueError as exc:
+        raise ArchError(str(exc)) from None
+    arch_spec(canonical)
+    return canonical
+
+
+def _flags(options: Sequence[str], include_dirs: Sequence[str], defines: Mapping[str, str]) -> list[str]:
+    flags = [str(o) for o in options]
+    flags += [f"-I{d}" for d in include_dirs]
+    for k, v in defines.items():
+        flags.append(f"-D{k}" if v is None or v == "" else f"-D{k}={v}")
+    return flags
+
+
+def _compile(source: str | os.PathLike[str], arch: str, options: Sequence[str],
+             include_dirs: Sequence[str], defines: Mapping[str, str]) -> tuple[_Compiled, str]:
+    text, shown, path = _read_source(source)
+    target = _target(arch)
+    flags = _flags(options, include_dirs, defines)
+    key = (hashlib.sha256(text.encode()).hexdigest(), str(path) if path else None, target, tuple(flags))
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit, target
+    nvcc = find_tool("nvcc")
+    if nvcc is not None:
+        result = _compile_nvcc(nvcc, text, shown, path, target, flags)
+    else:
+        result = _compile_nvrtc(text, shown, path, target, flags)
+    with _CACHE_LOCK:
+        _CACHE[key] = result
+    return result, target
+
+
+def _compile_nvcc(nvcc: str, text: str, shown: str, path: Path | None, target: str,
+                  flags: list[str]) -> _Compiled:
+    with tempfile.TemporaryDirectory(prefix="pipecheck-cubin-") as tmp:
+        src = path if path is not None else Path(tmp) / "kernels.cu"
+        if path is None:
+            src.write_text(text)
+        out = Path(tmp) / "out.cubin"
+        cmd = [nvcc, "-cubin", f"-arch={target}", "-Xptxas", "-v", *flags, str(src), "-o", str(out)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"nvcc did not finish compiling {shown} for {target} within "
+                               f"{COMPILE_TIMEOUT_S:.0f} s") from None
+        except OSError as exc:
+            raise CompileError(f"could not run nvcc ({nvcc}) for {shown}: {exc}") from None
+        log = proc.stdout + proc.stderr
+        if proc.returncode != 0 or not out.is_file():
+            raise CompileError(f"nvcc failed to compile {shown} for {target} (exit {proc.returncode}):\n"
+                               f"{_trim(log)}")
+        return _Compiled(out.read_bytes(), log, "nvcc")
+
+
+def _trim(log: str, limit: int = 4000) -> str:
+    lines = [ln for ln in log.strip().splitlines() if not ln.startswith("ptxas info")]
+    text = "\n".join(lines)
+    return text if len(text) <= limit else text[:limit] + "\n[... compiler output truncated]"
+
+
+def _compile_nvrtc(text: str, shown: str, path: Path | None, target: str, flags: list[str]) -> _Compiled:
+    import importlib
+
+    nvrtc: Any = None
+    for mod in ("cuda.bindings.nvrtc", "cuda.nvrtc"):  # cuda-python >= 12.6, then older
+        try:
+            nvrtc = importlib.import_module(mod)
+            break
+        except ImportError:
+            continue
+    if nvrtc is None:
+        raise ResourceError(
+            f"cannot compile {shown} for {target}: neither nvcc (CUDA toolkit; set CUDA_HOME) nor NVRTC "
+            "(pip install cuda-python) is available"
+        ) from None
+
+    def check(result: Any, what: str) -> Any:
+        err = result[0]
+        if int(err) != 0:
+            raise CompileError(f"NVRTC {what} failed for {shown} on {target}: {err}")
+        return result[1] if len(result) == 2 else result[1:]
+
+    opts = [f"--gpu-architecture={target}", "-Xptxas=-v", *flags]
+    if path is not None:
+        opts.append(f"-I{path.parent}")
+    for root in _cuda_roots():
+        if (root / "include" / "cuda_pipeline.h").is_file():
+            opts.append(f"-I{root / 'include'}")
+            break
+    prog = check(nvrtc.nvrtcCreateProgram(text.encode(), (path.name if path else "kernels.cu").encode(),
+                                          0, [], []), "create")
+    try:
+        status = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])[0]
+        size = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
+        buf = b" " * int(size)
+        check((nvrtc.nvrtcGetProgramLog(prog, buf)[0], None), "log")
+        log = buf.rstrip(b"\x00 ").decode(errors="replace")
+        if int(status) != 0:
+            raise CompileError(f"NVRTC failed to compile {shown} for {target}:\n{_trim(log)}")
+        csize = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
+        cubin = b" " * int(csize)
+        check((nvrtc.nvrtcGetCUBIN(prog, cubin)[0], None), "cubin")
+        return _Compiled(bytes(cubin), log, "nvrtc")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def compile_cubin(source: str | os.PathLike[str], arch: str, *, options: Sequence[str] = (),
+                  include_dirs: Sequence[str] = (), defines: Mapping[str, str] | None = None) -> bytes:
+    """Compile CUDA C++ ``source`` (a .cu path or source text) for ``arch``; return the cubin bytes.
+
+    Uses nvcc when present, else NVRTC. Cached per (source, arch, options). Raises
+    :class:`CompileError` with the compiler's output when it does not compile, :class:`ArchError` for
+    an unknown architecture, :class:`ResourceError` when no compiler is available.
+    """
+    compiled, _ = _compile(source, arch, options, include_dirs, defines or {})
+    return compiled.cubin
+
+
+def compile_resources(source: str | os.PathLike[str], arch: str, *, options: Sequence[str] = (),
+                      include_dirs: Sequence[str] = (),
+                      defines: Mapping[str, str] | None = None) -> dict[str, KernelResources]:
+    """Per-kernel resources of CUDA C++ ``source`` compiled for ``arch``.
+
+    Keys are the kernel names as written in the source, without parameters (``"gemm"``,
+    ``"ns::gemm"``, ``"tile<128>"``). Values are :class:`KernelResources` with registers, static
+    shared memory, spills, stack frame and barriers as ptxas reported them. Cached per (source hash,
+    arch, options). Raises :class:`CompileError` (compiler output and target in the message),
+    :class:`ArchError`, or :class:`ResourceError` when no compiler is available or the log names no
+    kernel.
+    """
+    compiled, target = _compile(source, arch, options, include_dirs, defines or {})
+    return _resources_from_log(compiled, target)
+
+
+def _resources_from_log(compiled: _Compiled, target: str) -> dict[str, KernelResources]:
+    parsed = parse_ptxas_log(compiled.log, arch=target)
+    if not parsed and compiled.cubin:
+        # no verbose log (an unusual NVRTC build): fall back to reading the cubin
+        return resources_from_cubin(compiled.cubin, target, origin=compiled.compiler)
+    names = demangle(list(parsed))
+    out: dict[str, KernelResources] = {}
+    for mangled, nums in parsed.items():
+        key = names[mangled]
+        if key in out:  # overloads share a name: keep them apart by the mangled name
+            key = mangled
+        out[key] = KernelResources(
+            name=names[mangled],
+            mangled=mangled,
+            arch=target,
+            registers=nums.get("registers", 0),
+            static_smem=nums.get("smem", 0),
+            spill_stores=nums.get("spill_stores", 0),
+            spill_loads=nums.get("spill_loads", 0),
+            stack_frame=nums.get("stack_frame", nums.get("lmem", 0)),
+            barriers=nums.get("barriers"),
+            const_bytes=nums.get("cmem"),
+            origin=compiled.compiler,
+        )
+    return out
+
+
+def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") -> dict[str, KernelResources]:
+    """Per-kernel resources read from cubin bytes with ``cuobjdump -res-usage``.
+
+    On sm_90 and later cuobjdump counts the driver's reserved 1 KB inside SHARED; it is taken out so
+    ``static_smem`` means the same as ptxas's "bytes smem". Spill counts are not in this report (0).
+    Raises :class:`ResourceError` when cuobjdump is not found or fails.
+    """
+    target = _target(arch)
+    tool = find_tool("cuobjdump")
+    if tool is None:
+        raise ResourceError("cuobjdump not found (CUDA toolkit or the triton wheel provides it)")
+    with tempfile.TemporaryDirectory(prefix="pipecheck-res-") as tmp:
+        f = Path(tmp) / "k.cubin"
+        f.write_bytes(cubin)
+        try:
+            proc = subprocess.run([tool, "-res-usage", str(f)], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ResourceError(f"cuobjdump -res-usage failed: {exc}") from None
+    if proc.returncode != 0:
+        raise ResourceError(f"cuobjdump -res-usage failed (exit {proc.returncode}): {_trim(proc.stderr)}")
+    usage = parse_res_usage(proc.stdout)
+    reserved = arch_spec(target).smem_reserved_per_block if arch_spec(target).major >= 9 else 0
+    names = demangle(list(usage))
+    out: dict[str, KernelResources] = {}
+    for mangled, nums in usage.items():
+        out[names[mangled]] = KernelResources(
+            name=names[mangled], mangled=mangled, arch=target, registers=nums.get("REG", 0),
+            static_smem=max(0, nums.get("SHARED", 0) - reserved), stack_frame=nums.get("STACK", 0),
+            const_bytes=nums.get("CONSTANT[0]"), origin=origin,
+        )
+    return out
+
+
+def clear_cache() -> None:
+    """Forget compiled results (tests use it to measure cold compiles)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def with_launch(res: KernelResources, **changes: Any) -> KernelResources:
+    """A copy of ``res`` with launch facts filled in (``dynamic_smem``, ``num_warps``)."""
+    return replace(res, **changes)

@@ -1,0 +1,278 @@
+"""pytest side of the sanitizer check: the parent's batch runner and the child's marker plugin.
+
+``SanitizerPlugin`` (the parent, under ``--pipecheck``) runs every selected test under each tool in
+child processes before the normal test loop, then, when each test runs normally, records a
+``sanitizer:<tool>`` result and fails the test on a finding or a hang (errors it on an inconclusive
+run). ``ChildPlugin`` (``--pipecheck-child=TOOL``) prints the BEGIN/END lines that attribute output to
+tests, disables CuPy's memory pools, and runs the canary kernel last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from .. import plugin as _plugin
+from ..results import CheckResult, PipecheckFailure, Verdict
+from .locate import HOW_TO_GET, find_compute_sanitizer
+from .parse import BEGIN, END, FAILURE
+from .runner import BatchSpec, SanitizerRunner, TestOutcome, canary_nodeid, default_child_env, format_failure
+from .suppressions import SuppressionError, load_suppressions
+
+__all__ = ["ChildPlugin", "SanitizerPlugin"]
+
+OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
+BODY_FAILED = pytest.StashKey[bool]()
+
+
+def _selected(item: pytest.Item) -> bool:
+    return "pipecheck" in getattr(item, "fixturenames", ()) or item.get_closest_marker("pipecheck") is not None
+
+
+class SanitizerPlugin:
+    """Parent side: batches, runs and reports. Inert inside a sanitizer child."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.active = not config.getoption("pipecheck_child", default=None)
+        self.runner: SanitizerRunner | None = None
+        if not self.active:
+            return
+        run_config = config.stash[_plugin.RUN_CONFIG]
+        tier = config.stash[_plugin.TIER]
+        if run_config.tier == "gpu" and tier.has_gpu and find_compute_sanitizer() is None:
+            raise pytest.UsageError(
+                f"pipecheck: --pipecheck-tier=gpu needs compute-sanitizer for the sanitizer check, and it "
+                f"was not found; {HOW_TO_GET}"
+            )
+        if run_config.suppressions:
+            try:
+                load_suppressions(run_config.suppressions, "--pipecheck-suppressions / pipecheck_suppressions")
+            except SuppressionError as exc:
+                raise pytest.UsageError(f"pipecheck: {exc}") from None
+
+    # ------------------------------------------------------------------ helpers
+    def _write(self, msg: str) -> None:
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"pipecheck sanitizer: {msg}")
+
+    def _child_args(self) -> list[str]:
+        args = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
+                f"--pipecheck-seed={self.config.stash[_plugin.RUN_SEED]}"]
+        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+            # the entry point is not loaded in the child; load pipecheck's plugin explicitly
+            args += ["-p", "pytest_pipecheck.plugin"]
+        inipath = getattr(self.config, "inipath", None)
+        if inipath:
+            args += ["-c", str(inipath)]
+        args += [f"--rootdir={self.config.rootpath}"]
+        if self.config.pluginmanager.has_plugin("xdist"):
+            args += ["-n", "0"]  # markers need one process printing in order
+        return args
+
+    # ------------------------------------------------------------------ hooks
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        if self.active and session.items and not session.config.option.collectonly:
+            self._run_all(session.items)
+        return (yield)
+
+    def _run_all(self, items: list[pytest.Item]) -> None:
+        tier = self.config.stash[_plugin.TIER]
+        found = find_compute_sanitizer()
+        batches: dict[tuple[Any, ...], list[pytest.Item]] = {}
+        timeouts: dict[str, float] = {}
+        for item in items:
+            if not _selected(item) or _plugin.ITEM_CONFIG_ERROR in item.stash:
+                continue
+            cfg = _plugin.item_config(item)
+            if not cfg.wants("sanitizer") or not cfg.sanitizer:
+                continue
+            outcomes = item.stash.setdefault(OUTCOMES, {})
+            for tool in cfg.sanitizer:
+                if not tier.has_gpu:
+                    outcomes[tool] = TestOutcome(item.nodeid, tool, Verdict.SKIP,
+                                                 f"needs a CUDA GPU: {tier.reason}")
+                    continue
+                if found is None:
+                    outcomes[tool] = TestOutcome(item.nodeid, tool, Verdict.SKIP,
+                                                 f"compute-sanitizer not found: {HOW_TO_GET}")
+                    continue
+                if cfg.suppressions:
+                    try:
+                        load_suppressions(cfg.suppressions, f"the pipecheck marker on {item.nodeid}")
+                    except SuppressionError as exc:
+                        outcomes[tool] = TestOutcome(item.nodeid, tool, Verdict.ERROR, str(exc))
+                        continue
+                key = (tool, cfg.racecheck_report if tool == "racecheck" else "", cfg.suppressions,
+                       cfg.kernel_filter, cfg.kernel_exclude)
+                batches.setdefault(key, []).append(item)
+                timeouts[item.nodeid] = cfg.sanitizer_timeout
+        if not batches or found is None or tier.device is None:
+            return
+        device = tier.device
+        env = default_child_env(device.uuid or str(device.index))
+        use_xml = os.environ.get("PIPECHECK_SANITIZER_XML", "1") != "0"
+        self.runner = SanitizerRunner(
+            found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
+            timeouts=timeouts, default_timeout=self.config.stash[_plugin.RUN_CONFIG].sanitizer_timeout,
+            progress=self._write, use_xml=use_xml)
+        self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)")
+        for key, group in batches.items():
+            tool, report, supp, kfilter, kexclude = key
+            spec = BatchSpec(tool, tuple(i.nodeid for i in group), report or "analysis", supp, kfilter, kexclude)
+            notes: list[str] = []
+            if supp:
+                reasons = load_suppressions(supp)
+                notes.append(f"suppressions {supp}: " + "; ".join(f"{s.kind} {s.what}: {s.reason}" for s in reasons))
+                self._write(notes[-1])
+            start = time.monotonic()
+            self._write(f"{tool}: {len(group)} test(s) in one child")
+            try:
+                results = self.runner.run(spec)
+            except Exception as exc:  # a runner bug must surface as an error, never as a pass
+                results = {i.nodeid: TestOutcome(i.nodeid, tool, Verdict.ERROR,
+                                                 f"inconclusive: runner failed: {type(exc).__name__}: {exc}")
+                           for i in group}
+            self._write(f"{tool}: done in {time.monotonic() - start:.1f} s, {self.runner.children} child(ren) so far")
+            for item in group:
+                out = results.get(item.nodeid) or TestOutcome(item.nodeid, tool, Verdict.ERROR,
+                                                                "inconclusive: no result from the runner")
+                if notes:
+                    out.reason = (out.reason + "\n" if out.reason else "") + "\n".join(notes)
+                item.stash[OUTCOMES][tool] = out
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        __tracebackhide__ = True
+        outcomes = item.stash.get(OUTCOMES, {})
+        try:
+            res = yield
+        except BaseException:
+            item.stash[BODY_FAILED] = True
+            raise
+        finally:
+            results = _plugin.item_results(item)
+            for tool, out in outcomes.items():
+                results.append(CheckResult(f"sanitizer:{tool}", out.verdict, out.summary,
+                                           kernel=next((f.kernel for f in out.findings if f.kernel), None),
+                                           details=out.details(), nodeid=item.nodeid))
+        failed = [o for o in outcomes.values() if o.verdict == Verdict.FAIL]
+        if failed:
+            message = "\n\n".join(format_failure(o) for o in failed)
+            raise PipecheckFailure(message, results[-1] if results else None)
+        return res
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        errors = [o for o in item.stash.get(OUTCOMES, {}).values() if o.verdict == Verdict.ERROR]
+        # a test that already failed on its own is reported as that failure; the result still says why
+        if errors and not item.stash.get(BODY_FAILED, False):
+            pytest.fail("pipecheck sanitizer inconclusive (an error, not a pass):\n"
+                        + "\n\n".join(format_failure(o) for o in errors), pytrace=False)
+
+
+# --------------------------------------------------------------------------- child
+
+
+def _emit(line: str) -> None:
+    """Write a marker line to the real stdout (fd 1), after whatever pytest has buffered.
+
+    The parent attributes sanitizer output by these lines, which the sanitizer interleaves with the
+    child's fd 1; they must not go through pytest's capture or terminal writer.
+    """
+    for stream in (sys.stdout, sys.__stdout__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os.write(1, ("\n" + line + "\n").encode("utf-8", "replace"))
+
+
+def _synchronize() -> str | None:
+    """Wait for the device (only through modules the test already imported); the error text, if any."""
+    try:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        cupy = sys.modules.get("cupy")
+        if cupy is not None:
+            cupy.cuda.runtime.deviceSynchronize()
+    except Exception as exc:
+        return f"device synchronize failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+class ChildPlugin:
+    """Child side: BEGIN/END lines per test, pools off, canary last."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.tool = str(config.getoption("pipecheck_child"))
+        self.reports: dict[str, list[pytest.TestReport]] = {}
+        # lets a test (or pipecheck's own tests) know it runs under a sanitizer
+        os.environ["PIPECHECK_CHILD"] = self.tool
+        self._disable_pools()
+
+    @staticmethod
+    def _disable_pools() -> None:
+        import importlib.util
+
+        if os.environ.get("PIPECHECK_CANARY_DRYRUN") or importlib.util.find_spec("cupy") is None:
+            return
+        try:
+            import cupy
+
+            # the pool hides out-of-bounds accesses from memcheck (FACTS.md 3)
+            cupy.cuda.set_allocator(None)
+            cupy.cuda.set_pinned_memory_allocator(None)
+        except Exception:
+            pass
+
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self.reports[nodeid] = []
+        _emit(BEGIN + nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.setdefault(report.nodeid, []).append(report)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
+        reports = self.reports.pop(nodeid, [])
+        sync_error = _synchronize()
+        outcome = "passed"
+        text = ""
+        for r in reports:
+            if r.failed:
+                outcome, text = "failed", r.longreprtext
+                break
+            if r.skipped:
+                outcome, text = "skipped", r.longreprtext
+        if sync_error and outcome == "passed":
+            outcome, text = "failed", sync_error
+        if text:
+            _emit(FAILURE + nodeid + " " + json.dumps(text[-4000:]))
+        _emit(f"{END}{nodeid} {outcome}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            if os.environ.get("PIPECHECK_CANARY") == "1" and not session.shouldstop:
+                from .canary import run_canary
+
+                nodeid = canary_nodeid(self.tool)
+                _emit(BEGIN + nodeid)
+                outcome, message = run_canary(self.tool)
+                _synchronize()
+                if message and outcome != "passed":
+                    _emit(FAILURE + nodeid + " " + json.dumps(message))
+                _emit(f"{END}{nodeid} {outcome}")

@@ -1,0 +1,561 @@
+"""Run batches of tests under compute-sanitizer in child processes, with a watchdog, and decide verdicts.
+
+One child per tool runs many tests (Python start-up dominates the cost, FACTS.md 3). The child plugin
+prints ``PIPECHECK-BEGIN``/``PIPECHECK-END`` around each test, so every finding is attributed to the
+test it was printed in. Only when that is ambiguous (a finding outside every test) is the batch split
+in halves and re-run. The watchdog kills a child whose test has not ended within its timeout (a
+consumer that never waits hangs forever, even under the sanitizer), reports that test as a hang, and
+runs the remaining tests in a new child.
+
+Verdicts cannot lie: a pass needs the test's END line with outcome ``passed``, no finding, the tool's
+summary line, an exit status consistent with the findings, and a canary kernel with a known bug that
+the same tool caught in this run. Everything else is a failure (a finding, a hang) or an error
+(inconclusive).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..results import Verdict
+from .parse import (
+    BEGIN,
+    END,
+    Finding,
+    MarkerSplit,
+    group_findings,
+    merge_xml,
+    parse_text,
+    parse_xml,
+    split_markers,
+)
+
+__all__ = [
+    "CANARY_EXPECTS",
+    "ERROR_EXITCODE",
+    "BatchSpec",
+    "CanaryStatus",
+    "ChildRun",
+    "SanitizerRunner",
+    "TestOutcome",
+    "build_command",
+    "canary_nodeid",
+    "format_failure",
+    "run_child",
+]
+
+#: the exit code compute-sanitizer is told to use when it found errors
+ERROR_EXITCODE = 86
+#: the finding kind that proves each tool works, caught in the canary kernel
+CANARY_EXPECTS = {"racecheck": "race", "synccheck": "barrier", "memcheck": "invalid_access",
+                  "initcheck": "uninit_read"}
+#: exit statuses of the child pytest that still allow a verdict: all passed, some failed, errors found
+_CONSISTENT_RC = (0, 1, ERROR_EXITCODE)
+_OUTPUT_KEEP = 6000  # characters of a test's output kept in a result's details
+
+
+def canary_nodeid(tool: str) -> str:
+    """The pseudo node id the child prints around the canary kernel for ``tool``."""
+    return f"pipecheck-canary::{tool}"
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """Tests that share one child per tool: same tool and the same sanitizer options."""
+
+    tool: str
+    nodeids: tuple[str, ...]
+    racecheck_report: str = "analysis"
+    suppressions: str | None = None
+    kernel_filter: str | None = None
+    kernel_exclude: str | None = None
+    print_limit: int = 100
+
+    def with_nodeids(self, nodeids: Sequence[str]) -> BatchSpec:
+        return BatchSpec(self.tool, tuple(nodeids), self.racecheck_report, self.suppressions,
+                         self.kernel_filter, self.kernel_exclude, self.print_limit)
+
+
+@dataclass
+class TestOutcome:
+    """One test's verdict for one tool."""
+
+    nodeid: str
+    tool: str
+    verdict: Verdict
+    summary: str
+    findings: list[Finding] = field(default_factory=list)
+    child_outcome: str | None = None
+    reason: str = ""
+    output: str = ""
+    command: str = ""
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "findings": [f.to_json() for f in self.findings[:50]],
+            "groups": group_findings(self.findings),
+            "child_outcome": self.child_outcome,
+            "reason": self.reason,
+            "output": self.output[-_OUTPUT_KEEP:],
+            "reproduce": self.command,
+        }
+
+
+@dataclass
+class CanaryStatus:
+    state: str = "unproven"  # unproven, caught, missed, unavailable
+    message: str = ""
+
+
+@dataclass
+class ChildRun:
+    """What one child process did."""
+
+    command: list[str]
+    output: str
+    returncode: int | None
+    killed_in: str | None = None  # the test that was running when the watchdog fired
+    kill_reason: str = ""
+    wall: float = 0.0
+    xml: str = ""
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def build_command(sanitizer: str, spec: BatchSpec, child_args: Sequence[str], nodeids: Sequence[str],
+                  xml_path: str | None = None) -> list[str]:
+    """The full child command line: compute-sanitizer, its options, then the child pytest."""
+    cmd = [sanitizer, "--tool", spec.tool, "--error-exitcode", str(ERROR_EXITCODE),
+           "--print-limit", str(spec.print_limit)]
+    if xml_path:
+        cmd += ["--xml", "--save", xml_path]
+    if spec.tool == "racecheck":
+        cmd += ["--racecheck-report", spec.racecheck_report]
+    if spec.tool in ("memcheck", "initcheck"):
+        # CuPy and PyTorch pools are disabled in the child; padding makes small overruns visible
+        cmd += ["--padding", "32"] if spec.tool == "memcheck" else []
+    if spec.suppressions:
+        cmd += ["--suppressions", spec.suppressions]
+    if spec.kernel_filter:
+        cmd += ["--kernel-name", f"kns={spec.kernel_filter}"]
+    if spec.kernel_exclude:
+        cmd += ["--kernel-name-exclude", f"kns={spec.kernel_exclude}"]
+    return cmd + list(child_args) + [f"--pipecheck-child={spec.tool}"] + list(nodeids)
+
+
+# --------------------------------------------------------------------------- one child
+
+
+def _reader(stream: Any, q: queue.Queue[tuple[float, str | None]]) -> None:
+    try:
+        for raw in iter(stream.readline, b""):
+            q.put((time.monotonic(), raw.decode("utf-8", "replace").rstrip("\r\n")))
+    except (OSError, ValueError):
+        pass
+    finally:
+        q.put((time.monotonic(), None))
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: dict[str, float],
+              default_timeout: float, idle_limit: float,
+              on_begin: Callable[[str], None] | None = None) -> ChildRun:
+    """Run one child and watch it: a test whose END is not printed in time is killed (a hang).
+
+    ``idle_limit`` bounds the time with no output at all outside a test (start-up, collection).
+    """
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        return ChildRun(list(cmd), f"could not start {cmd[0]!r}: {exc}", None, wall=0.0)
+    q: queue.Queue[tuple[float, str | None]] = queue.Queue()
+    thread = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
+    thread.start()
+    lines: list[str] = []
+    current: str | None = None
+    began = last = start
+    killed_in: str | None = None
+    reason = ""
+    while True:
+        try:
+            stamp, line = q.get(timeout=0.2)
+        except queue.Empty:
+            now = time.monotonic()
+            if current is not None and now - began > timeouts.get(current, default_timeout):
+                killed_in = current
+                reason = (f"no PIPECHECK-END within {timeouts.get(current, default_timeout):g} s "
+                          f"(sanitizer_timeout): hang or deadlock")
+            elif current is None and now - last > idle_limit:
+                killed_in = ""
+                reason = f"no output for {idle_limit:g} s outside any test"
+            if killed_in is not None:
+                _kill(proc)
+                break
+            continue
+        if line is None:
+            break
+        last = stamp
+        lines.append(line)
+        b = line.find(BEGIN)
+        if b >= 0:
+            current, began = line[b + len(BEGIN):].strip(), stamp
+            if on_begin is not None:
+                on_begin(current)
+        elif END in line:
+            current = None
+    try:
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        rc = proc.wait(timeout=30)
+    thread.join(timeout=5)
+    while True:  # output that arrived between the kill and the pipe closing
+        try:
+            _, line = q.get_nowait()
+        except queue.Empty:
+            break
+        if line is not None:
+            lines.append(line)
+    return ChildRun(list(cmd), "\n".join(lines), rc, killed_in, reason, time.monotonic() - start)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def format_failure(outcome: TestOutcome) -> str:
+    """The failure message: findings grouped per kernel and location pair, then the reproducer."""
+    lines = [f"compute-sanitizer {outcome.tool}: {outcome.summary}"]
+    if outcome.reason:
+        lines.append(outcome.reason)
+    for g in group_findings(outcome.findings)[:12]:
+        where = g["where"] + (f" / {g['second_where']}" if g["second_where"] else "")
+        hz = f", {g['hazards']} hazards" if g["hazards"] != g["records"] else ""
+        lines.append(f"  {g['records']} x {g['label']} ({g['severity']}) in {g['kernel'] or '?'} at {where}{hz}")
+        for ex in g["examples"]:
+            lines.append(f"      e.g. {ex}")
+    if not outcome.findings and outcome.output:
+        lines.append("  partial output of the child:")
+        lines.extend("    " + ln for ln in outcome.output.splitlines()[-25:])
+    if outcome.command:
+        lines.append(f"reproduce: {outcome.command}")
+    return "\n".join(lines)
+
+
+def _describe_findings(findings: list[Finding]) -> str:
+    groups = group_findings(findings)
+    if not groups:
+        return "0 hazards"
+    g = groups[0]
+    where = g["where"] + (f"/{g['second_where']}" if g["second_where"] else "")
+    head = f"{g['records']} {g['label']}{'s' if g['records'] != 1 else ''} in {g['kernel'] or '?'} ({where})"
+    more = sum(x["records"] for x in groups[1:])
+    return head + (f" and {more} more" if more else "")
+
+
+@dataclass
+class _ChildAnalysis:
+    split: MarkerSplit
+    findings: dict[str, list[Finding]]
+    outside: list[Finding]
+    summary_seen: bool
+    tool_errors: list[Finding]
+    any_findings: bool
+
+
+def _analyze(run: ChildRun, tool: str) -> _ChildAnalysis:
+    split = split_markers(run.output)
+    whole = parse_text(run.output, tool)
+    per: dict[str, list[Finding]] = {}
+    ordered: list[Finding] = []
+    for nodeid in split.order:
+        found = [f for f in parse_text(split.segments[nodeid].text, tool).findings]
+        per[nodeid] = found
+        ordered.extend(found)
+    outside_all = parse_text(split.outside_text, tool).findings
+    tool_errors = [f for f in whole.findings if f.kind == "tool_error"]
+    outside = [f for f in outside_all if f.is_hazard]
+    for found in per.values():
+        found[:] = [f for f in found if f.is_hazard]
+    if run.xml and not outside_all:
+        merge_xml([f for f in ordered if f.is_hazard], [x for x in parse_xml(run.xml, tool)])
+    any_findings = bool(outside) or any(per.values())
+    return _ChildAnalysis(split, per, outside, whole.summary.seen, tool_errors, any_findings)
+
+
+class SanitizerRunner:
+    """Runs batches for one pytest session; remembers per tool whether the canary was caught."""
+
+    def __init__(self, sanitizer: str, *, cwd: str, child_args: Sequence[str], env: dict[str, str],
+                 timeouts: dict[str, float], default_timeout: float = 120.0,
+                 progress: Callable[[str], None] | None = None, use_xml: bool = True,
+                 max_children: int = 64) -> None:
+        self.sanitizer = sanitizer
+        self.cwd = cwd
+        self.child_args = list(child_args)
+        self.env = env
+        self.timeouts = dict(timeouts)
+        self.default_timeout = default_timeout
+        self.progress = progress or (lambda _msg: None)
+        self.use_xml = use_xml
+        self.canary: dict[str, CanaryStatus] = {}
+        self.children = 0
+        self.max_children = max_children
+
+    # ------------------------------------------------------------------ public
+    def reproduce_command(self, spec: BatchSpec, nodeid: str) -> str:
+        """The command that replays one test under the tool, as the runner ran it."""
+        cmd = build_command(self.sanitizer, spec, self.child_args, [nodeid])
+        return f"(cd {shlex.quote(self.cwd)} && {shlex.join(cmd)})"
+
+    def run(self, spec: BatchSpec) -> dict[str, TestOutcome]:
+        """Sanitize every test of ``spec``; returns one outcome per node id."""
+        status = self.canary.setdefault(spec.tool, CanaryStatus())
+        final = self._run_tests(spec, list(spec.nodeids), depth=0)
+        if status.state == "unproven" and any(o.verdict == Verdict.PASS for o in final.values()):
+            # the canary did not complete in the test children (a dead context, a crash): run it
+            # alone, in a child whose only test is deselected
+            first = spec.nodeids[0]
+            run = self._child(spec, [first, "--deselect", first], True, 0, 0)
+            self._update_canary(spec.tool, _analyze(run, spec.tool))
+        if status.state != "caught":
+            why = {
+                "missed": f"the canary kernel's known bug was NOT caught by compute-sanitizer {spec.tool}: "
+                          f"the tool is not working, so no clean verdict can be trusted",
+                "unavailable": f"the canary could not run ({status.message}); a clean verdict from "
+                               f"{spec.tool} cannot be trusted",
+                "unproven": f"the canary never completed under {spec.tool} ({status.message or 'child died first'})",
+            }[status.state]
+            for out in final.values():
+                if out.verdict == Verdict.PASS:
+                    out.verdict, out.summary, out.reason = Verdict.ERROR, "inconclusive: tool not proven", why
+        return final
+
+    # ------------------------------------------------------------------ internals
+    def _child(self, spec: BatchSpec, nodeids: list[str], canary: bool, total: int, done: int) -> ChildRun:
+        env = dict(self.env)
+        if canary:
+            env["PIPECHECK_CANARY"] = "1"
+        else:
+            env.pop("PIPECHECK_CANARY", None)
+        xml_path = None
+        tmpdir = None
+        if self.use_xml:
+            tmpdir = tempfile.mkdtemp(prefix="pipecheck-san-")
+            xml_path = os.path.join(tmpdir, f"{spec.tool}.xml")
+        cmd = build_command(self.sanitizer, spec, self.child_args, nodeids, xml_path)
+        started = time.monotonic()
+        seen = [done]
+
+        def on_begin(nodeid: str) -> None:
+            if nodeid.startswith("pipecheck-canary::"):
+                self.progress(f"{spec.tool}: canary ({time.monotonic() - started:.1f} s)")
+                return
+            seen[0] += 1
+            self.progress(f"{spec.tool}: test {seen[0]} of {total} ({time.monotonic() - started:.1f} s) {nodeid}")
+
+        timeouts = dict(self.timeouts)
+        timeouts.setdefault(canary_nodeid(spec.tool), max(120.0, self.default_timeout))
+        idle = max(300.0, 2 * max([self.default_timeout, *timeouts.values()]))
+        self.children += 1
+        run = run_child(cmd, cwd=self.cwd, env=env, timeouts=timeouts, default_timeout=self.default_timeout,
+                        idle_limit=idle, on_begin=on_begin)
+        if xml_path and os.path.exists(xml_path):
+            try:
+                with open(xml_path, encoding="utf-8", errors="replace") as fh:
+                    run.xml = fh.read()
+            except OSError:
+                pass
+        if tmpdir:
+            for name in os.listdir(tmpdir):
+                try:
+                    os.unlink(os.path.join(tmpdir, name))
+                except OSError:
+                    pass
+            try:
+                os.rmdir(tmpdir)
+            except OSError:
+                pass
+        return run
+
+    def _update_canary(self, tool: str, an: _ChildAnalysis) -> None:
+        status = self.canary.setdefault(tool, CanaryStatus())
+        seg = an.split.segments.get(canary_nodeid(tool))
+        if seg is None or status.state == "caught":
+            return
+        if seg.outcome == "unavailable":
+            message = seg.failure or "unknown reason"
+            # a launch failure after a memcheck/synccheck abort is retried in a fresh child;
+            # only a missing CuPy is final
+            status.state = "unavailable" if message.startswith("cupy is not importable") else "unproven"
+            status.message = message
+            return
+        if seg.outcome is None:
+            status.message = "the child died in the canary"
+            return
+        expected = CANARY_EXPECTS.get(tool)
+        if any(f.kind == expected for f in an.findings.get(canary_nodeid(tool), [])):
+            status.state, status.message = "caught", ""
+        else:
+            status.state = "missed"
+            status.message = f"expected a {expected} finding, got " + (
+                ", ".join(sorted({f.kind for f in an.findings.get(canary_nodeid(tool), [])})) or "none")
+
+    def _run_tests(self, spec: BatchSpec, nodeids: list[str], depth: int) -> dict[str, TestOutcome]:
+        final: dict[str, TestOutcome] = {}
+        pending = list(nodeids)
+        total = len(nodeids)
+        while pending:
+            if self.children >= self.max_children:
+                for n in pending:
+                    final[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive: child budget exhausted",
+                                             reason=f"more than {self.max_children} sanitizer children")
+                break
+            status = self.canary.setdefault(spec.tool, CanaryStatus())
+            want_canary = status.state == "unproven"
+            run = self._child(spec, pending, want_canary, total, total - len(pending))
+            an = _analyze(run, spec.tool)
+            self._update_canary(spec.tool, an)
+            decided, rerun = self._decide(spec, pending, run, an, depth)
+            final.update(decided)
+            if rerun == pending:  # no progress: never loop forever
+                for n in rerun:
+                    final[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive: child made no progress",
+                                             output=run.output, reason=f"exit status {run.returncode}")
+                break
+            pending = rerun
+        return final
+
+    def _outcome(self, spec: BatchSpec, nodeid: str, verdict: Verdict, summary: str, **kw: Any) -> TestOutcome:
+        out = TestOutcome(nodeid, spec.tool, verdict, summary, **kw)
+        if not out.command:
+            out.command = self.reproduce_command(spec, nodeid)
+        if len(out.output) > _OUTPUT_KEEP:
+            out.output = out.output[-_OUTPUT_KEEP:]
+        return out
+
+    def _decide(self, spec: BatchSpec, nodeids: list[str], run: ChildRun, an: _ChildAnalysis,
+                depth: int) -> tuple[dict[str, TestOutcome], list[str]]:
+        """Verdicts this child settles, and the tests that must run again in a new child."""
+        decided: dict[str, TestOutcome] = {}
+        rerun: list[str] = []
+        interrupted = run.killed_in is not None or (an.split.open is not None and run.returncode != 0)
+        rc = run.returncode
+        tail = run.output[-_OUTPUT_KEEP:]
+        consistent = an.summary_seen and rc in _CONSISTENT_RC and not an.tool_errors and not (
+            rc == ERROR_EXITCODE and not an.any_findings)
+        if rc == 1 and not any(s.outcome == "failed" for s in an.split.segments.values()):
+            consistent = False
+        why_not = ("no compute-sanitizer summary line" if not an.summary_seen else
+                   f"tool error: {an.tool_errors[0].message}" if an.tool_errors else
+                   f"exit status {rc} without any finding" if rc == ERROR_EXITCODE else
+                   f"unexpected exit status {rc}")
+        provisional: list[str] = []
+        # memcheck and synccheck errors abort the kernel and leave the CUDA context dead (FACTS.md 3):
+        # tests that fail after such a finding in the same child are run again in a fresh child.
+        poisoned = False
+        for n in nodeids:
+            seg = an.split.segments.get(n)
+            found = an.findings.get(n, [])
+            if poisoned and not found and seg is not None and seg.outcome == "failed":
+                rerun.append(n)
+                continue
+            if found and spec.tool in ("memcheck", "synccheck"):
+                poisoned = True
+            if run.killed_in == n:
+                decided[n] = self._outcome(
+                    spec, n, Verdict.FAIL, "hang: killed by the watchdog", findings=found,
+                    reason=run.kill_reason + (f"; the sanitizer reported: {_describe_findings(found)}" if found else ""),
+                    output=seg.text if seg else tail)
+            elif found:
+                decided[n] = self._outcome(spec, n, Verdict.FAIL, _describe_findings(found), findings=found,
+                                           child_outcome=seg.outcome if seg else None,
+                                           output=seg.text if seg else "")
+            elif seg is None:
+                if interrupted:
+                    rerun.append(n)
+                else:
+                    decided[n] = self._outcome(
+                        spec, n, Verdict.ERROR, "inconclusive: did not run in the child",
+                        reason=f"no PIPECHECK-BEGIN for this test (exit status {rc})", output=tail)
+            elif seg.outcome is None:
+                decided[n] = self._outcome(
+                    spec, n, Verdict.ERROR, "inconclusive: the child died during this test",
+                    reason=f"exit status {rc}, no PIPECHECK-END", output=seg.text)
+            elif seg.outcome == "failed":
+                decided[n] = self._outcome(
+                    spec, n, Verdict.ERROR, "the test failed on its own in the child (not a sanitizer finding)",
+                    child_outcome="failed", reason=(seg.failure or "")[-2000:], output=seg.text)
+            elif seg.outcome == "skipped":
+                decided[n] = self._outcome(spec, n, Verdict.SKIP, "skipped in the child",
+                                           child_outcome="skipped", reason=seg.failure or "", output=seg.text)
+            elif interrupted:
+                # the child was killed or died later: its summary line is missing, so run again
+                rerun.append(n)
+            else:
+                provisional.append(n)
+        if not provisional:
+            return decided, rerun
+        if an.outside and run.killed_in is None:
+            if len(provisional) == 1 and len(nodeids) == 1:
+                n = provisional[0]
+                decided[n] = self._outcome(
+                    spec, n, Verdict.FAIL, _describe_findings(an.outside), findings=an.outside,
+                    reason="reported outside the test body (import, collection, fixture or exit)", output=tail)
+                return decided, rerun
+            if len(provisional) > 1 and depth < 12:
+                half = len(provisional) // 2
+                for part in (provisional[:half], provisional[half:]):
+                    self.progress(f"{spec.tool}: finding outside any test; splitting ({len(part)} tests)")
+                    decided.update(self._run_tests(spec, part, depth + 1))
+                return decided, rerun
+            if len(provisional) == 1:
+                self.progress(f"{spec.tool}: finding outside any test; re-running {provisional[0]} alone")
+                decided.update(self._run_tests(spec, provisional, depth + 1))
+                return decided, rerun
+        for n in provisional:
+            seg = an.split.segments[n]
+            if consistent:
+                decided[n] = self._outcome(spec, n, Verdict.PASS, "0 hazards", child_outcome=seg.outcome,
+                                           output=seg.text)
+            else:
+                decided[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive", child_outcome=seg.outcome,
+                                           reason=why_not, output=tail)
+        return decided, rerun
+
+
+def default_child_env(device_id: str | None) -> dict[str, str]:
+    """The child's environment: pools off, output unbuffered, the parent's GPU pinned."""
+    env = dict(os.environ)
+    env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    if device_id is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device_id
+    return env
+
+
+def python_executable() -> str:
+    return sys.executable

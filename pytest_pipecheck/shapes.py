@@ -1,0 +1,217 @@
+"""Ragged and boundary shapes generated from a kernel spec: the sizes pipelines get wrong.
+
+From the tile sizes, the loop dimension and the stage count of a :class:`~pytest_pipecheck.spec.KernelSpec`,
+:func:`generate` builds a short, deterministic list of :class:`~pytest_pipecheck.spec.Shape` values:
+
+* every tiled dimension below one tile, exactly one tile, one over a tile, one under a multiple,
+  a multiple (and at larger levels one over a multiple and bigger multiples);
+* loop trip counts of 1, stages-1, stages, stages+1 and a large odd count (so a stage ring of any
+  depth wraps around with a partial last tile), each either exact or with a partial last tile;
+* with ``sm_count``, a grid of one full wave plus one block (a partial last wave), which also
+  exercises persistent kernels whose programs loop over tiles;
+* dimensions without a tile (batch, heads) cycle through 1, 2 (and 3 at larger levels).
+
+"One over"/"one under" step by the dimension's alignment (the lcm of its ``Divisible``
+preconditions), so every shape respects the declared preconditions; a shape a callable
+precondition rejects is dropped. Levels bound the count: small (<= 8 shapes, the sanitizer tier
+and the CPU interpreter), medium (<= 14), large (<= 24, nightly).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .results import PipecheckError
+from .spec import Divisible, KernelSpec, Range, Shape
+
+__all__ = ["LEVELS", "Shape", "generate"]
+
+
+@dataclass(frozen=True)
+class _Level:
+    max_count: int
+    odd_trip_factor: int  # the large odd trip count is odd_trip_factor * stages + 1 (made odd, >= 5)
+    free_values: tuple[int, ...]
+    extra_cases: bool
+
+
+LEVELS: dict[str, _Level] = {
+    "small": _Level(8, 2, (1, 2), False),
+    "medium": _Level(14, 4, (1, 2, 3), True),
+    "large": _Level(24, 8, (1, 3, 2), True),
+}
+
+
+def _align(spec: KernelSpec, dim: str) -> int:
+    a = 1
+    for pre in spec.preconditions:
+        if isinstance(pre, Divisible) and pre.dim == dim:
+            a = a * pre.n // math.gcd(a, pre.n)
+    return a
+
+
+def _bounds(spec: KernelSpec, dim: str) -> tuple[int, int]:
+    lo, hi = 1, 2**62
+    for pre in spec.preconditions:
+        if isinstance(pre, Range) and pre.dim == dim:
+            lo, hi = max(lo, pre.lo), min(hi, pre.hi)
+    return lo, hi
+
+
+def _fit(spec: KernelSpec, dim: str, value: int) -> int:
+    """Snap ``value`` up to the dim's alignment and into its declared range."""
+    a = _align(spec, dim)
+    lo, hi = _bounds(spec, dim)
+    value = max(value, lo, 1)
+    value = -(-value // a) * a
+    if value > hi:
+        value = (hi // a) * a
+    return max(value, a)
+
+
+def _tiled_value(tile: int, align: int, category: str) -> int:
+    """A size for a tiled, non-loop dimension in the given boundary category."""
+    step = align if align < tile else 1
+    if category == "below":
+        return max(1, tile // 2 + 1) if tile > 1 else 1
+    if category == "one":
+        return tile
+    if category == "over":
+        return tile + step
+    if category == "under":
+        return 2 * tile - step
+    if category == "multiple":
+        return 2 * tile
+    if category == "over_multiple":
+        return 2 * tile + step
+    if category == "big":
+        return 4 * tile + step
+    raise ValueError(category)  # pragma: no cover - internal table
+
+
+def _loop_value(tile: int, align: int, trips: int, ragged: bool) -> int:
+    """A loop-dim size with exactly ``trips`` tiles; ``ragged`` makes the last one partial."""
+    if not ragged or tile <= 1:
+        return trips * tile
+    step = align if align < tile else 1
+    if trips == 1:
+        return max(1, tile // 2 + 1) if align < tile else tile
+    return trips * tile - step
+
+
+def generate(spec: KernelSpec, level: str = "small", sm_count: int | None = None, *,
+             stages: int | None = None, max_count: int | None = None) -> list[Shape]:
+    """Boundary shapes for ``spec`` at ``level`` ("small", "medium" or "large").
+
+    Deterministic for a given spec, level, ``sm_count`` and ``stages`` (defaults to
+    ``spec.stages``). ``sm_count`` adds a partial-last-wave case; ``max_count`` lowers the cap.
+    Raises PipecheckError naming the spec for a bad level or when no shape meets the preconditions.
+    """
+    if not isinstance(spec, KernelSpec):
+        raise PipecheckError(f"shapes.generate needs a KernelSpec, got {type(spec).__name__}")
+    if level not in LEVELS:
+        raise PipecheckError(f"spec {spec.name!r}: shape level {level!r} is not one of {', '.join(LEVELS)}")
+    if sm_count is not None and (isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 1):
+        raise PipecheckError(f"spec {spec.name!r}: sm_count={sm_count!r} must be an integer >= 1")
+    lv = LEVELS[level]
+    s = spec.stages if stages is None else stages
+    if isinstance(s, bool) or not isinstance(s, int) or s < 1:
+        raise PipecheckError(f"spec {spec.name!r}: stages={s!r} must be an integer >= 1")
+    cap = lv.max_count if max_count is None else max(1, min(max_count, lv.max_count))
+
+    loop = spec.loop_dim
+    tiled = [d for d in spec.dim_names if d in spec.tiles and d != loop]
+    odd = max(5, lv.odd_trip_factor * s + 1)
+    if odd % 2 == 0:
+        odd += 1
+    if odd <= s + 1:
+        odd = s + 2 if (s + 2) % 2 else s + 3
+
+    # (loop trips, ragged last loop tile, category per tiled dim): ordered so that truncation to a
+    # low cap keeps the cases that find the most bugs (partial tiles, ring wrap) first.
+    cases: list[tuple[int, bool, tuple[str, ...]]] = []
+
+    def add(trips: int, ragged: bool, *categories: str) -> None:
+        cats = tuple(categories[i % len(categories)] for i in range(len(tiled))) if tiled else ()
+        cases.append((max(1, trips), ragged, cats))
+
+    add(1, True, "below")                      # everything below one tile
+    add(1, False, "one")                       # exactly one tile everywhere
+    add(odd, True, "over", "under")            # ring wraps, partial last loop tile, ragged edges
+    add(s + 1, True, "multiple")               # one more trip than stages
+    add(s, False, "under")                     # trips == stages
+    add(max(s - 1, 1), True, "over")           # trips == stages - 1 (the prologue alone)
+    add(2, False, "below", "over_multiple")    # mixed partial tiles
+    if lv.extra_cases:
+        add(s + 1, False, "over_multiple", "below")
+        add(s, True, "multiple", "one")
+        add(odd + 2, False, "under", "over")
+        add(2 * s + 1, True, "big", "below")
+        add(max(s - 1, 1), False, "one", "multiple")
+        if level == "large":
+            add(odd * 2 + 1, True, "big")
+            add(3, True, "big", "over_multiple")
+            add(s + 2, True, "under", "big")
+
+    shapes: list[Shape] = []
+    for i, (trips, ragged, cats) in enumerate(cases):
+        dims: dict[str, int] = {}
+        for d in spec.dim_names:
+            if d == loop:
+                dims[d] = _fit(spec, d, _loop_value(spec.tiles[d], _align(spec, d), trips, ragged))
+            elif d in spec.tiles:
+                cat = cats[tiled.index(d)]
+                dims[d] = _fit(spec, d, _tiled_value(spec.tiles[d], _align(spec, d), cat))
+            else:
+                dims[d] = _fit(spec, d, lv.free_values[i % len(lv.free_values)])
+        shapes.append(Shape(dims))
+
+    if sm_count is not None:
+        shapes.insert(min(3, len(shapes)), _wave_shape(spec, sm_count, s))
+
+    out: list[Shape] = []
+    for shp in shapes:
+        if shp in out or spec.violations(shp):
+            continue
+        out.append(shp)
+        if len(out) >= cap:
+            break
+    if not out:
+        raise PipecheckError(f"spec {spec.name!r}: no generated shape meets the preconditions "
+                             f"({', '.join(str(p) for p in spec.preconditions)})")
+    return out
+
+
+def _wave_shape(spec: KernelSpec, sm_count: int, stages: int) -> Shape:
+    """One full wave of blocks plus one (a partial last wave), with a partial last output tile."""
+    loop = spec.loop_dim
+    out_dims = [d for t in spec.outputs for d in t.dims]
+    grid_dims = [d for d in spec.dim_names if d in spec.tiles and d != loop and d in out_dims]
+    dims: dict[str, int] = {}
+    for d in spec.dim_names:
+        tile = spec.tiles.get(d)
+        if d == loop:
+            dims[d] = _fit(spec, d, _loop_value(tile or 1, _align(spec, d), stages, False))
+        elif grid_dims and d == grid_dims[0] and tile:
+            # sm_count full tiles plus a partial one: sm_count + 1 blocks along this dim
+            step = _align(spec, d) if _align(spec, d) < tile else 1
+            dims[d] = _fit(spec, d, sm_count * tile + step)
+        elif tile:
+            dims[d] = _fit(spec, d, tile)
+        else:
+            dims[d] = _fit(spec, d, 1)
+    return Shape(dims)
+
+
+def describe(spec: KernelSpec, shape: Mapping[str, int]) -> str:
+    """A short human description of a shape: tiles per dim and loop trips (for messages)."""
+    parts = []
+    for d, tile in spec.tiles.items():
+        n = shape[d]
+        tiles = math.ceil(n / tile)
+        partial = n % tile
+        kind = f"{tiles} tile{'s' if tiles != 1 else ''}" + (f", last {partial}/{tile}" if partial else "")
+        parts.append(f"{d}={n} ({kind})")
+    return ", ".join(parts)

@@ -1,0 +1,449 @@
+"""Describe a kernel once; every correctness check is driven from the description.
+
+The API (stable; other modules and kernel packages are written against it)::
+
+    KernelSpec(
+        name,                # shown in messages and the summary, e.g. "triton_gemm"
+        launch,              # launch(arrays, dims) -> None: writes the outputs in place
+        reference,           # reference(arrays, dims) -> {output name: array}, higher precision
+        tensors,             # sequence of Tensor(...): inputs and outputs with named dims
+        tiles,               # {"M": 128, "N": 128, "K": 64}: tile size per dimension
+        loop_dim,            # the pipelined loop dimension, e.g. "K"
+        stages=1,            # pipeline depth (num_stages); drives the generated trip counts
+        backend="torch",     # "torch" (CPU or CUDA tensors) or "cupy"
+        preconditions=(),    # Divisible("K", 8), Range("M", 1, 2**20), or callables(dims) -> str | None
+        deterministic=True,  # False: repeated runs may differ bitwise (atomics, split-K)
+        flops=None,          # flops(dims) -> float, for perf reports
+        bytes_moved=None,    # bytes_moved(dims) -> float, for perf reports
+        description="",
+        rtol=None, atol=None,      # tolerance overrides (float, or {output name: float})
+        same_precision=None,       # same_precision(arrays, dims) -> outputs in the output dtype:
+                                   # enables the calibrated tolerance mode
+        calibration_k=2.0,         # calibrated mode: error <= k * same-precision error
+    )
+
+    Tensor(name, dims, dtype="float16", role="input", init="randn")
+
+* ``launch`` gets ``arrays`` (name -> torch tensor on the test's device, or CuPy array when
+  ``backend="cupy"``) and ``dims`` (name -> int). Arrays may be *strided views* into larger guarded
+  allocations: a launcher must take strides from the arrays, never assume contiguity. A launcher
+  that accepts a ``stages`` keyword lets the ``stages=`` marker/config override reach the kernel.
+* ``reference`` returns every output, computed from the inputs in higher precision (float32 or
+  float64 for 16-bit outputs), with the output's shape. It may return torch, CuPy or NumPy arrays.
+* ``init`` is ``"randn"`` (normal values), ``"randint"`` (small integers in [-3, 3], never all zero:
+  keeps sums exact), ``"uniform"`` ([0, 1)), or a callable ``init(shape, generator) -> array`` that
+  returns values (torch/NumPy, any dtype); pipecheck casts them and places them on the device.
+  ``generator`` is a ``torch.Generator`` (torch backend) or ``numpy.random.Generator`` (CuPy).
+
+:class:`Shape` is a frozen, hashable mapping of dimension sizes whose ``str`` is the pytest id
+(``M129-N65-K200``), so ``pytest.mark.parametrize("shape", shapes, ids=str)`` reads well.
+
+Bad specs raise :class:`~pytest_pipecheck.results.PipecheckError` with a one-line message that
+names the spec (``spec 'triton_gemm': loop_dim 'Q' is not a dimension of any input (a, b)``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .results import PipecheckError
+
+__all__ = [
+    "BACKENDS",
+    "DTYPES",
+    "Divisible",
+    "KernelSpec",
+    "Precondition",
+    "Range",
+    "Shape",
+    "Tensor",
+]
+
+BACKENDS = ("torch", "cupy")
+# dtype names pipecheck understands; the values are (kind, bits)
+DTYPES: dict[str, tuple[str, int]] = {
+    "float16": ("f", 16),
+    "bfloat16": ("f", 16),
+    "float32": ("f", 32),
+    "float64": ("f", 64),
+    "int8": ("i", 8),
+    "int16": ("i", 16),
+    "int32": ("i", 32),
+    "int64": ("i", 64),
+    "uint8": ("u", 8),
+}
+_DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
+                  "fp32": "float32", "double": "float64", "fp64": "float64"}
+INITS = ("randn", "randint", "uniform")
+ROLES = ("input", "output")
+
+
+def normalize_dtype(dtype: Any) -> str:
+    """Return pipecheck's name for ``dtype`` (a string, a torch dtype or a NumPy/CuPy dtype).
+
+    Raises ValueError for a dtype pipecheck cannot poison and compare.
+    """
+    text = str(dtype)
+    for prefix in ("torch.", "<class 'numpy.", "numpy."):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    text = text.rstrip("'>").strip().lower()
+    text = _DTYPE_ALIASES.get(text, text)
+    if text not in DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r} (supported: {', '.join(DTYPES)})")
+    return text
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+class Shape(Mapping[str, int]):
+    """A frozen, hashable set of dimension sizes; ``str(shape)`` is the pytest id ``M129-N65-K200``."""
+
+    __slots__ = ("_items",)
+    _items: tuple[tuple[str, int], ...]
+
+    def __init__(self, dims: Mapping[str, int] | None = None, **kwargs: int) -> None:
+        merged = dict(dims or {})
+        merged.update(kwargs)
+        items = []
+        for name, value in merged.items():
+            if not isinstance(name, str) or not name:
+                raise PipecheckError(f"Shape dimension names must be non-empty strings, got {name!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PipecheckError(f"Shape dimension {name}={value!r} must be an integer >= 1")
+            items.append((name, int(value)))
+        object.__setattr__(self, "_items", tuple(items))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Shape is immutable")
+
+    def __getitem__(self, key: str) -> int:
+        for name, value in self._items:
+            if name == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Shape):
+            return dict(self._items) == dict(other._items)
+        if isinstance(other, Mapping):
+            return dict(self._items) == dict(other)
+        return NotImplemented
+
+    @property
+    def dims(self) -> dict[str, int]:
+        """A fresh ``dict`` of the sizes (safe to modify)."""
+        return dict(self._items)
+
+    @property
+    def id(self) -> str:
+        return "-".join(f"{name}{value}" for name, value in self._items)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def __repr__(self) -> str:
+        return f"Shape({self.id})"
+
+    def replace(self, **changes: int) -> Shape:
+        """A copy with some sizes changed."""
+        dims = self.dims
+        dims.update(changes)
+        return Shape(dims)
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        """Parse an id such as ``M129-N65-K200`` back into a Shape."""
+        import re
+
+        dims: dict[str, int] = {}
+        for part in text.split("-"):
+            m = re.fullmatch(r"([A-Za-z_][A-Za-z_]*?)(\d+)", part.strip())
+            if not m:
+                raise PipecheckError(f"cannot parse shape {text!r}: {part!r} is not NAME<size> (e.g. M129)")
+            dims[m.group(1)] = int(m.group(2))
+        return cls(dims)
+
+
+def as_shape(shape: Shape | Mapping[str, int] | str, spec_name: str = "") -> Shape:
+    """Accept a Shape, a dict of sizes or an id string; raise a PipecheckError naming the spec."""
+    if isinstance(shape, Shape):
+        return shape
+    try:
+        if isinstance(shape, str):
+            return Shape.parse(shape)
+        if isinstance(shape, Mapping):
+            return Shape(shape)
+    except PipecheckError as exc:
+        raise PipecheckError(f"spec {spec_name!r}: {exc}") from None
+    raise PipecheckError(f"spec {spec_name!r}: a shape must be a Shape, a dict of sizes or an id like "
+                         f"'M129-N65', got {type(shape).__name__} {shape!r}")
+
+
+# ----------------------------------------------------------------------------- preconditions
+
+
+@dataclass(frozen=True)
+class Divisible:
+    """The dimension must be a multiple of ``n`` (alignment for vector loads, TMA, ...)."""
+
+    dim: str
+    n: int
+
+    def check(self, dims: Mapping[str, int]) -> str | None:
+        value = dims.get(self.dim)
+        if value is not None and value % self.n:
+            return f"{self.dim}={value} is not a multiple of {self.n}"
+        return None
+
+    def __str__(self) -> str:
+        return f"Divisible({self.dim!r}, {self.n})"
+
+
+@dataclass(frozen=True)
+class Range:
+    """The dimension must lie in ``[lo, hi]`` (inclusive)."""
+
+    dim: str
+    lo: int = 1
+    hi: int = 2**31 - 1
+
+    def check(self, dims: Mapping[str, int]) -> str | None:
+        value = dims.get(self.dim)
+        if value is not None and not self.lo <= value <= self.hi:
+            return f"{self.dim}={value} is outside [{self.lo}, {self.hi}]"
+        return None
+
+    def __str__(self) -> str:
+        return f"Range({self.dim!r}, {self.lo}, {self.hi})"
+
+
+# a Divisible, a Range, or a callable(dims) returning an error string (None or "" when it holds)
+Precondition = Divisible | Range | Callable[[Mapping[str, int]], Any]
+
+
+def _check_precondition(pre: Precondition, dims: Mapping[str, int]) -> str | None:
+    if isinstance(pre, (Divisible, Range)):
+        return pre.check(dims)
+    result = pre(dims)
+    if result is None or result is True or result == "":
+        return None
+    if result is False:
+        return f"precondition {getattr(pre, '__name__', repr(pre))} does not hold"
+    return str(result)
+
+
+# ----------------------------------------------------------------------------- tensors
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One kernel argument array: its name, named dimensions, dtype, role and how inputs are filled."""
+
+    name: str
+    dims: tuple[str, ...]
+    dtype: str = "float16"
+    role: str = "input"
+    init: str | Callable[..., Any] = "randn"
+
+    def __post_init__(self) -> None:
+        # a list is fine; a string "MK" is read as the dims ("M", "K")
+        object.__setattr__(self, "dims", tuple(self.dims))
+
+    @property
+    def is_output(self) -> bool:
+        return self.role == "output"
+
+    def shape(self, dims: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(int(dims[d]) for d in self.dims)
+
+
+# ----------------------------------------------------------------------------- the spec
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A kernel described once: launch, reference, tensors with named dims, tiles, loop dim, stages."""
+
+    name: str
+    launch: Callable[..., Any]
+    reference: Callable[..., Any]
+    tensors: Sequence[Tensor]
+    tiles: Mapping[str, int]
+    loop_dim: str
+    stages: int = 1
+    backend: str = "torch"
+    preconditions: Sequence[Precondition] = ()
+    deterministic: bool = True
+    flops: Callable[[Mapping[str, int]], float] | None = None
+    bytes_moved: Callable[[Mapping[str, int]], float] | None = None
+    description: str = ""
+    rtol: float | Mapping[str, float] | None = None
+    atol: float | Mapping[str, float] | None = None
+    same_precision: Callable[..., Any] | None = None
+    calibration_k: float = 2.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tensors", tuple(self.tensors))
+        object.__setattr__(self, "tiles", dict(self.tiles))
+        object.__setattr__(self, "preconditions", tuple(self.preconditions))
+        self.validate()
+
+    # -------------------------------------------------------------- validation
+    def _error(self, message: str) -> PipecheckError:
+        return PipecheckError(f"spec {self.name!r}: {message}")
+
+    def validate(self) -> None:
+        """Check the description itself; raises PipecheckError naming the spec and the bad field."""
+        if not isinstance(self.name, str) or not self.name:
+            raise PipecheckError(f"a KernelSpec needs a non-empty name, got {self.name!r}")
+        if not callable(self.launch):
+            raise self._error(f"launch must be callable, got {type(self.launch).__name__}")
+        if not callable(self.reference):
+            raise self._error(f"reference must be callable, got {type(self.reference).__name__}")
+        if self.backend not in BACKENDS:
+            raise self._error(f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        if not self.tensors:
+            raise self._error("tensors is empty; declare the inputs and outputs with Tensor(...)")
+        seen: set[str] = set()
+        for t in self.tensors:
+            if not isinstance(t, Tensor):
+                raise self._error(f"tensors must hold Tensor(...) objects, got {t!r}")
+            if t.name in seen:
+                raise self._error(f"tensor name {t.name!r} is declared twice")
+            seen.add(t.name)
+            if t.role not in ROLES:
+                raise self._error(f"tensor {t.name!r} has role {t.role!r}; must be 'input' or 'output'")
+            if not t.dims or not all(isinstance(d, str) and d for d in t.dims):
+                raise self._error(f"tensor {t.name!r} dims must be a non-empty tuple of names, got {t.dims!r}")
+            try:
+                object.__setattr__(t, "dtype", normalize_dtype(t.dtype))
+            except ValueError as exc:
+                raise self._error(f"tensor {t.name!r}: {exc}") from None
+            if isinstance(t.init, str) and t.init not in INITS:
+                raise self._error(f"tensor {t.name!r} init {t.init!r} is not one of {', '.join(INITS)} "
+                                  "or a callable")
+            if not isinstance(t.init, str) and not callable(t.init):
+                raise self._error(f"tensor {t.name!r} init must be a name or a callable, got {t.init!r}")
+        if not self.outputs:
+            raise self._error("no tensor has role='output'; nothing to check")
+        if not self.inputs:
+            raise self._error("no tensor has role='input'")
+        input_dims = {d for t in self.inputs for d in t.dims}
+        if self.loop_dim not in input_dims:
+            names = ", ".join(t.name for t in self.inputs)
+            raise self._error(f"loop_dim {self.loop_dim!r} is not a dimension of any input ({names})")
+        all_dims = set(self.dim_names)
+        for dim, size in self.tiles.items():
+            if dim not in all_dims:
+                raise self._error(f"tiles names {dim!r}, which is not a dimension of any tensor "
+                                  f"(dims: {', '.join(self.dim_names)})")
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise self._error(f"tile size {dim}={size!r} must be an integer >= 1")
+        if self.loop_dim not in self.tiles:
+            raise self._error(f"tiles has no entry for the loop dimension {self.loop_dim!r}")
+        if isinstance(self.stages, bool) or not isinstance(self.stages, int) or self.stages < 1:
+            raise self._error(f"stages={self.stages!r} must be an integer >= 1")
+        for pre in self.preconditions:
+            if isinstance(pre, (Divisible, Range)):
+                if pre.dim not in all_dims:
+                    raise self._error(f"precondition {pre} names {pre.dim!r}, not a dimension of any tensor")
+                if isinstance(pre, Divisible) and (not isinstance(pre.n, int) or pre.n < 1):
+                    raise self._error(f"precondition {pre} needs n >= 1")
+                if isinstance(pre, Range) and pre.lo > pre.hi:
+                    raise self._error(f"precondition {pre} is empty (lo > hi)")
+            elif not callable(pre):
+                raise self._error(f"precondition {pre!r} must be Divisible, Range or a callable")
+        for tol_name in ("rtol", "atol"):
+            tol = getattr(self, tol_name)
+            if isinstance(tol, Mapping):
+                unknown = [k for k in tol if k not in {t.name for t in self.outputs}]
+                if unknown:
+                    raise self._error(f"{tol_name} names {unknown[0]!r}, which is not an output")
+        if not self.calibration_k > 0:
+            raise self._error(f"calibration_k={self.calibration_k!r} must be > 0")
+
+    # -------------------------------------------------------------- views
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.role == "input")
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.role == "output")
+
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        """Every dimension name, in order of first appearance (inputs first, then outputs)."""
+        out: list[str] = []
+        for t in self.tensors:
+            for d in t.dims:
+                if d not in out:
+                    out.append(d)
+        return tuple(out)
+
+    def tensor(self, name: str) -> Tensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise self._error(f"has no tensor named {name!r}")
+
+    def loop_trips(self, shape: Mapping[str, int]) -> int:
+        """How many loop tiles the pipelined loop runs at ``shape``."""
+        return math.ceil(shape[self.loop_dim] / self.tiles[self.loop_dim])
+
+    def violations(self, shape: Mapping[str, int]) -> list[str]:
+        """Every precondition that ``shape`` breaks, as readable strings (empty when it is fine)."""
+        out = []
+        for pre in self.preconditions:
+            try:
+                msg = _check_precondition(pre, shape)
+            except Exception as exc:  # a user's precondition callable crashed: say which
+                msg = f"precondition {getattr(pre, '__name__', repr(pre))} raised {type(exc).__name__}: {exc}"
+            if msg:
+                out.append(msg)
+        return out
+
+    def check_shape(self, shape: Shape | Mapping[str, int] | str) -> Shape:
+        """Return ``shape`` as a Shape after checking it names every dim and meets the preconditions.
+
+        Raises PipecheckError naming the spec, the shape and the broken precondition.
+        """
+        shp = as_shape(shape, self.name)
+        missing = [d for d in self.dim_names if d not in shp]
+        if missing:
+            raise self._error(f"shape {shp} has no size for {', '.join(missing)} "
+                              f"(needs {', '.join(self.dim_names)})")
+        extra = [d for d in shp if d not in self.dim_names]
+        if extra:
+            raise self._error(f"shape {shp} names {', '.join(extra)}, not a dimension of this kernel "
+                              f"({', '.join(self.dim_names)})")
+        broken = self.violations(shp)
+        if broken:
+            raise self._error(f"input shape {shp} violates a declared precondition: {'; '.join(broken)}")
+        return shp
+
+    def launch_accepts_stages(self) -> bool:
+        """Whether ``launch`` takes a ``stages`` keyword (so a stages override can reach the kernel)."""
+        try:
+            params = inspect.signature(self.launch).parameters
+        except (TypeError, ValueError):
+            return False
+        return "stages" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+    def __str__(self) -> str:
+        return self.name

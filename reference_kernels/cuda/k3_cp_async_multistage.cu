@@ -1,0 +1,142 @@
+// k3_cp_async_multistage.cu -- rung 3: cp.async multi-stage pipeline (cuda_pipeline.h primitives).
+//
+// What it demonstrates: asynchronous global->shared copies that bypass registers
+// (__pipeline_memcpy_async = cp.async), grouped per tile (__pipeline_commit) and awaited by age
+// (__pipeline_wait_prior). STAGES-1 tiles are in flight while the warps multiply the oldest one, so
+// the per-tile cost approaches max(load latency, compute) instead of their sum.
+//
+// Pipeline scheme: a ring of STAGES smem buffers, STAGES-1 tiles in flight, one barrier per tile.
+//   prologue : issue tiles 0 .. STAGES-2, one commit group each (empty groups past the last tile
+//              keep the group count uniform, so the wait below never needs a runtime argument)
+//   main loop: k = 0 .. n-1 :
+//                wait_prior(STAGES-2)  -> this thread's copies of tile k have landed
+//                __syncthreads          -> everyone's copies have landed, AND everyone finished tile k-1
+//                issue tile k+STAGES-1 into stage (k-1) % STAGES (just freed), commit
+//                mma stage k % STAGES
+//   epilogue : the last STAGES-1 iterations issue nothing (the drain); then the accumulators go to C.
+//   STAGES == 1 is the unpipelined reference point of the stage sweep: issue, wait, compute.
+//
+// Preconditions (checked by the launcher): sm_80+ (cp.async); A (M,K) fp16, B (K,N) fp16, C (M,N)
+// fp32, row-major, unit column stride; M, N, K >= 1. Chunks that are not fully inside the matrix or
+// not 16-byte aligned are gathered synchronously with zero fill (gemm_common.cuh).
+// Launch: grid (ceil(N/128), ceil(M/128)), 256 threads, dynamic smem STAGES * 18944 bytes
+// (37888 for the default STAGES=2: two blocks per SM on sm_80, sm_86, sm_89 and sm_90).
+// Compile-time knobs: PIPECHECK_STAGES (1..4); PIPECHECK_LOAD_ONLY / PIPECHECK_COMPUTE_ONLY build the
+// load-only and compute-only variants the cost model is fed with (results are then meaningless).
+// Numbers reached: to be measured on H100/H200 (scripts/gpu/cuda_ladder_bench.py).
+#include <cuda_pipeline.h>
+
+#include "gemm_common.cuh"
+
+#ifndef PIPECHECK_STAGES
+#define PIPECHECK_STAGES 2  // pipecheck:stages
+#endif
+
+namespace {
+constexpr int STAGES = PIPECHECK_STAGES;
+static_assert(STAGES >= 1 && STAGES <= 4, "PIPECHECK_STAGES must be 1..4 (4 stages = 75776 B of smem)");
+constexpr int BM = 128, BN = 128;
+constexpr int THREADS = 256;             // 8 warps, 2 (M) x 4 (N)
+constexpr int WARPS_N = 4;
+constexpr int WM = 4, WN = 4;            // warp tile 64 x 32
+using AT = pc::ATile<BM>;
+using BT = pc::BTile<BN>;
+constexpr int STAGE_ELEMS = AT::ELEMS + BT::ELEMS;  // one stage: A (BM, BK+skew) then B (BK, BN+skew)
+constexpr int A_CHUNKS_PER_ROW = pc::BK / pc::kChunk;
+constexpr int B_CHUNKS_PER_ROW = BN / pc::kChunk;
+constexpr int CHUNKS_PER_THREAD = (BM * pc::BK / pc::kChunk) / THREADS;  // 2
+
+// One 16-byte chunk: cp.async when it is whole and aligned, otherwise a zero-filled gather.
+__device__ __forceinline__ void copy_chunk(__half* dst, const __half* base, int rows, int cols, int ld, int r,
+                                           int c) {
+  const bool whole = pc::chunk_in_bounds(base, rows, cols, ld, r, c);  // pipecheck:tail_guard
+  if (whole) {
+    __pipeline_memcpy_async(dst, base + static_cast<long long>(r) * ld + c, 16);
+  } else {
+    *reinterpret_cast<uint4*>(dst) = pc::gather_chunk(base, rows, cols, ld, r, c);
+  }
+}
+
+// Issue this thread's copies of K tile k_tile into smem stage `stage` (no commit).
+__device__ __forceinline__ void issue_tile(__half* smem, int stage, int k_tile, const __half* A, const __half* B,
+                                           int M, int N, int K, int lda, int ldb, int block_m0, int block_n0,
+                                           int tid) {
+  __half* As = smem + stage * STAGE_ELEMS;  // (BM, BK + skew)
+  __half* Bs = As + AT::ELEMS;              // (BK, BN + skew)
+  const int k0 = k_tile * pc::BK;
+#pragma unroll
+  for (int i = 0; i < CHUNKS_PER_THREAD; ++i) {
+    const int chunk = tid + i * THREADS;
+    const int ar = chunk / A_CHUNKS_PER_ROW, ac = (chunk % A_CHUNKS_PER_ROW) * pc::kChunk;
+    const int br = chunk / B_CHUNKS_PER_ROW, bc = (chunk % B_CHUNKS_PER_ROW) * pc::kChunk;
+    copy_chunk(&As[ar * AT::LD + ac], A, M, K, lda, block_m0 + ar, k0 + ac);
+    copy_chunk(&Bs[br * BT::LD + bc], B, K, N, ldb, k0 + br, block_n0 + bc);
+  }
+}
+
+__device__ __forceinline__ void compute_stage(const __half* smem, int stage, float (&acc)[WM][WN][4],
+                                              int warp_m0, int warp_n0, int lane) {
+#ifndef PIPECHECK_LOAD_ONLY
+  const __half* As = smem + stage * STAGE_ELEMS;
+  pc::mma_tile<WM, WN, AT::LD, BT::LD>(As, As + AT::ELEMS, acc, warp_m0, warp_n0, lane);
+#endif
+}
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 2)
+gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C,
+                 int M, int N, int K, int lda, int ldb, int ldc) {
+  extern __shared__ __align__(16) __half smem[];  // (STAGES, STAGE_ELEMS)
+
+  const int tid = threadIdx.x;
+  const int lane = tid % pc::kWarp;
+  const int warp = tid / pc::kWarp;
+  const int block_m0 = blockIdx.y * BM;
+  const int block_n0 = blockIdx.x * BN;
+  const int warp_m0 = (warp / WARPS_N) * (WM * 16);
+  const int warp_n0 = (warp % WARPS_N) * (WN * 8);
+  const int num_k_tiles = (K + pc::BK - 1) / pc::BK;
+
+  float acc[WM][WN][4];
+  pc::zero_acc(acc);
+
+#ifdef PIPECHECK_COMPUTE_ONLY
+  // Compute-only variant: stage 0 is filled once, then the loop only multiplies.
+  issue_tile(smem, 0, 0, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+  for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) compute_stage(smem, 0, acc, warp_m0, warp_n0, lane);
+#else
+  if constexpr (STAGES == 1) {
+    for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
+      issue_tile(smem, 0, k_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+      __pipeline_commit();
+      __pipeline_wait_prior(0);
+      __syncthreads();
+      compute_stage(smem, 0, acc, warp_m0, warp_n0, lane);
+      __syncthreads();
+    }
+  } else {
+    // prologue: fill STAGES-1 stages
+    for (int fill = 0; fill < STAGES - 1; ++fill) {  // pipecheck:prologue_depth
+      if (fill < num_k_tiles) issue_tile(smem, fill, fill, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+      __pipeline_commit();
+    }
+    // main loop (its last STAGES-1 iterations are the drain: nothing left to issue)
+    for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
+      const int read_stage = k_tile % STAGES;
+      __pipeline_wait_prior(STAGES - 2);  // pipecheck:wait
+      __syncthreads();                    // pipecheck:sync_after_wait
+      const int fetch_tile = k_tile + STAGES - 1;  // pipecheck:fetch_distance
+      if (fetch_tile < num_k_tiles) {
+        issue_tile(smem, fetch_tile % STAGES, fetch_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+      }
+      __pipeline_commit();  // pipecheck:commit
+      compute_stage(smem, read_stage, acc, warp_m0, warp_n0, lane);
+    }
+  }
+#endif
+  // epilogue: accumulators to C
+  pc::store_acc(C, M, N, ldc, acc, block_m0 + warp_m0, block_n0 + warp_n0, lane);
+}

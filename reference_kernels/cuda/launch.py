@@ -1,0 +1,303 @@
+"""Launchers for the CUDA pipelining ladder (k1..k6): compile with NVRTC through CuPy, validate, launch.
+
+Every kernel computes ``C = A @ B`` with A (M, K) fp16, B (K, N) fp16 and C (M, N) fp32, all 2-D with
+unit column stride; rows may be padded (the leading dimensions are read from the strides), which
+is how pipecheck's coverage check hands over guarded views. CuPy arrays and CUDA torch tensors are
+both accepted (torch tensors are wrapped zero-copy and launched on torch's current stream).
+
+CuPy and torch are imported inside the functions that need them, so importing this module (and
+collecting the tests next to it) works on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_pipecheck.results import PipecheckError
+
+__all__ = [
+    "CUDA_DIR",
+    "KERNELS",
+    "CudaCompileError",
+    "CudaKernel",
+    "CudaLaunchError",
+    "compile_options",
+    "dynamic_smem",
+    "gemm",
+    "include_dirs",
+    "kernel_source",
+    "source_stages",
+]
+
+CUDA_DIR = Path(__file__).resolve().parent
+_STAGES_RE = re.compile(r"^\s*#define\s+PIPECHECK_STAGES\s+(\d+)", re.MULTILINE)
+
+
+class CudaCompileError(PipecheckError):
+    """A ladder kernel (or mutant) did not compile; the message holds the compiler log and target."""
+
+
+class CudaLaunchError(PipecheckError):
+    """Bad arguments to a ladder launcher; the message says what the kernel needs."""
+
+
+@dataclass(frozen=True)
+class CudaKernel:
+    """One rung of the ladder: its file, entry point, block shape and shared-memory footprint."""
+
+    name: str            # short name used in specs, mutants and reports
+    file: str            # .cu file in this directory
+    entry: str           # extern "C" kernel name
+    threads: int         # threads per block
+    bm: int              # block tile rows (M)
+    bn: int              # block tile columns (N)
+    stage_bytes: int     # dynamic shared memory per pipeline stage (0: static smem only)
+    extra_smem: int = 0  # dynamic shared memory on top of the stages (k6's C staging tile)
+    persistent: bool = False  # grid = min(#tiles, 2 * #SMs), blocks loop over tiles
+    min_stages: int = 1
+    max_stages: int = 4
+    description: str = ""
+
+    @property
+    def path(self) -> Path:
+        return CUDA_DIR / self.file
+
+
+BK = 32
+_STAGE_128x128 = (128 * (BK + 8) + BK * (128 + 8)) * 2  # 18944: A (128, 40) + B (32, 136) halves
+_STAGE_128x64 = (128 * (BK + 8) + BK * (64 + 8)) * 2    # 14848: A (128, 40) + B (32, 72) halves
+
+KERNELS: dict[str, CudaKernel] = {
+    k.name: k
+    for k in (
+        CudaKernel("k1_sync_tiled", "k1_sync_tiled.cu", "gemm_k1_sync_tiled", 256, 128, 128, 0,
+                   min_stages=1, max_stages=1, description="load / sync / compute / sync (baseline)"),
+        CudaKernel("k2_register_prefetch", "k2_register_prefetch.cu", "gemm_k2_register_prefetch", 256, 128,
+                   128, 0, min_stages=2, max_stages=2,
+                   description="LDG-to-register prefetch, double-buffered smem"),
+        CudaKernel("k3_cp_async", "k3_cp_async_multistage.cu", "gemm_k3_cp_async", 256, 128, 128,
+                   _STAGE_128x128, min_stages=1, max_stages=4,
+                   description="cp.async multi-stage ring (cuda_pipeline.h)"),
+        CudaKernel("k4_cuda_pipeline", "k4_cuda_pipeline_block.cu", "gemm_k4_cuda_pipeline", 256, 128, 128,
+                   _STAGE_128x128, min_stages=2, max_stages=4,
+                   description="block-scoped cuda::pipeline + cuda::memcpy_async"),
+        CudaKernel("k5_warp_specialized", "k5_warp_specialized.cu", "gemm_k5_warp_specialized", 288, 128,
+                   128, _STAGE_128x128, min_stages=2, max_stages=4,
+                   description="1 producer + 8 consumer warps, partitioned cuda::pipeline"),
+        CudaKernel("k6_loader_compute_storer", "k6_loader_compute_storer.cu",
+                   "gemm_k6_loader_compute_storer", 320, 128, 64, _STAGE_128x64,
+                   extra_smem=128 * (64 + 4) * 4, persistent=True, min_stages=2, max_stages=4,
+                   description="persistent loader / compute / storer warps"),
+    )
+}
+
+
+def kernel_source(kernel: CudaKernel | str) -> str:
+    """The .cu text of a ladder kernel."""
+    k = _kernel(kernel)
+    return k.path.read_text()
+
+
+def source_stages(source: str, kernel: CudaKernel) -> int:
+    """The stage count a source compiles to without -D: its ``#define PIPECHECK_STAGES`` (1 if none)."""
+    m = _STAGES_RE.search(source)
+    if m:
+        return int(m.group(1))
+    return kernel.min_stages
+
+
+def dynamic_smem(kernel: CudaKernel | str, stages: int) -> int:
+    """Dynamic shared memory (bytes) the launch must request for ``stages`` pipeline stages."""
+    k = _kernel(kernel)
+    if k.stage_bytes == 0:
+        return 0
+    return stages * k.stage_bytes + k.extra_smem
+
+
+def include_dirs() -> list[str]:
+    """Include directories for NVRTC: this directory, CuPy's bundled CCCL, the CUDA toolkit's headers.
+
+    CuPy's CCCL comes first so <cuda/pipeline> resolves to one consistent libcudacxx; the toolkit
+    include directory supplies cuda_pipeline.h when NVRTC does not have it built in.
+    """
+    dirs = [str(CUDA_DIR)]
+    try:
+        import cupy
+
+        cccl = Path(cupy.__file__).resolve().parent / "_core" / "include" / "cupy" / "_cccl"
+        for sub in ("libcudacxx", "cub", "thrust"):
+            d = cccl / sub
+            if d.is_dir():
+                dirs.append(str(d))
+    except ImportError:
+        pass
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    for root in roots:
+        if root and (Path(root) / "include" / "cuda_pipeline.h").is_file():
+            dirs.append(str(Path(root) / "include"))
+            break
+    return dirs
+
+
+def compile_options(defines: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """NVRTC options (CuPy adds -arch=sm_XX of the current device itself)."""
+    opts = ["-std=c++17", "--generate-line-info"]
+    opts += [f"-I{d}" for d in include_dirs()]
+    for key, value in sorted((defines or {}).items()):
+        opts.append(f"-D{key}" if value is None or value == "" else f"-D{key}={value}")
+    return tuple(opts)
+
+
+_MODULES: dict[tuple[str, tuple[str, ...], int], Any] = {}
+
+
+def _device_arch() -> tuple[int, str]:
+    import cupy
+
+    dev = cupy.cuda.Device()
+    return int(dev.id), f"sm_{dev.compute_capability}"
+
+
+def _function(source: str, entry: str, defines: Mapping[str, Any], label: str) -> Any:
+    import cupy
+
+    options = compile_options(defines)
+    dev_id, arch = _device_arch()
+    key = (hashlib.sha256(source.encode()).hexdigest(), (*options, entry), dev_id)
+    fn = _MODULES.get(key)
+    if fn is not None:
+        return fn
+    try:
+        module = cupy.RawModule(code=source, options=options, backend="nvrtc")
+        fn = module.get_function(entry)
+    except cupy.cuda.compiler.CompileException as exc:
+        raise CudaCompileError(f"{label}: NVRTC failed for {arch} with options {' '.join(options)}:\n"
+                               f"{exc.get_message() if hasattr(exc, 'get_message') else exc}") from None
+    _MODULES[key] = fn
+    return fn
+
+
+def _kernel(kernel: CudaKernel | str) -> CudaKernel:
+    if isinstance(kernel, CudaKernel):
+        return kernel
+    try:
+        return KERNELS[kernel]
+    except KeyError:
+        raise CudaLaunchError(f"unknown CUDA ladder kernel {kernel!r} (known: {', '.join(KERNELS)})") from None
+
+
+def _as_cupy(name: str, x: Any, label: str) -> tuple[Any, bool]:
+    """(cupy array, came_from_torch)."""
+    import cupy
+
+    if isinstance(x, cupy.ndarray):
+        return x, False
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        if not getattr(x, "is_cuda", False):
+            raise CudaLaunchError(f"{label}: {name} is a CPU torch tensor; the kernel needs a CUDA tensor")
+        return cupy.asarray(x), True
+    raise CudaLaunchError(f"{label}: {name} must be a CuPy array or a CUDA torch tensor, got {type(x).__name__}")
+
+
+def _leading_dim(name: str, x: Any, dtype: str, label: str) -> int:
+    import numpy as np
+
+    if x.ndim != 2:
+        raise CudaLaunchError(f"{label}: {name} must be 2-D, got shape {tuple(x.shape)}")
+    if x.dtype != np.dtype(dtype):
+        raise CudaLaunchError(f"{label}: {name} must be {dtype}, got {x.dtype}")
+    item = x.dtype.itemsize
+    rows, cols = x.shape
+    s0, s1 = x.strides
+    if cols > 1 and s1 != item:
+        raise CudaLaunchError(f"{label}: {name} needs unit column stride (row-major rows may be padded), "
+                              f"got strides {x.strides} bytes for {dtype}")
+    if s0 % item or (rows > 1 and s0 < cols * item):
+        raise CudaLaunchError(f"{label}: {name} row stride {s0} bytes is not a whole number of {dtype} "
+                              f"elements >= {cols} columns")
+    ld = s0 // item if rows > 1 else max(cols, 1)
+    if ld >= 2**31:
+        raise CudaLaunchError(f"{label}: {name} leading dimension {ld} does not fit in int32")
+    return int(ld)
+
+
+def gemm(kernel: CudaKernel | str, a: Any, b: Any, c: Any, *, stages: int | None = None,
+         source: str | None = None, defines: Mapping[str, Any] | None = None, entry: str | None = None,
+         label: str | None = None) -> Any:
+    """Launch ladder kernel ``kernel``: ``c[:] = a @ b`` in place; returns ``c``.
+
+    ``stages`` overrides the compile-time stage count (PIPECHECK_STAGES); ``source`` / ``entry`` run a
+    modified source (the mutants do this); ``defines`` adds -D macros (e.g. PIPECHECK_LOAD_ONLY).
+    Raises :class:`CudaLaunchError` for bad arguments (shape, dtype, strides, device, stage count) and
+    :class:`CudaCompileError` with the NVRTC log when the source does not compile.
+    """
+    import numpy as np
+
+    k = _kernel(kernel)
+    label = label or k.name
+    src = source if source is not None else kernel_source(k)
+    defs = dict(defines or {})
+    if stages is not None:
+        if isinstance(stages, bool) or not isinstance(stages, int) or not k.min_stages <= stages <= k.max_stages:
+            raise CudaLaunchError(f"{label}: stages={stages!r} is not supported; this kernel takes "
+                                  f"{k.min_stages}..{k.max_stages}")
+        if k.stage_bytes == 0 and stages != k.min_stages:
+            raise CudaLaunchError(f"{label}: the stage count is fixed at {k.min_stages}")
+        if k.stage_bytes:
+            defs["PIPECHECK_STAGES"] = stages
+    eff_stages = int(defs.get("PIPECHECK_STAGES", source_stages(src, k)))
+
+    a_, a_torch = _as_cupy("A", a, label)
+    b_, _ = _as_cupy("B", b, label)
+    c_, _ = _as_cupy("C", c, label)
+    lda = _leading_dim("A", a_, "float16", label)
+    ldb = _leading_dim("B", b_, "float16", label)
+    ldc = _leading_dim("C", c_, "float32", label)
+    M, K = a_.shape
+    K2, N = b_.shape
+    if K != K2 or tuple(c_.shape) != (M, N):
+        raise CudaLaunchError(f"{label}: shapes do not chain: A {tuple(a_.shape)} @ B {tuple(b_.shape)} -> "
+                              f"C must be ({M}, {N}), got {tuple(c_.shape)}")
+    if min(M, N, K) < 1:
+        raise CudaLaunchError(f"{label}: M, N, K must be >= 1, got M={M} N={N} K={K}")
+    devices = {a_.device.id, b_.device.id, c_.device.id}
+    if len(devices) != 1:
+        raise CudaLaunchError(f"{label}: A, B and C must be on one device, got devices {sorted(devices)}")
+
+    import cupy
+
+    with cupy.cuda.Device(devices.pop()):
+        major = int(cupy.cuda.Device().compute_capability) // 10
+        if major < 8:
+            raise CudaLaunchError(f"{label}: needs sm_80 or newer (cp.async, mma.sync m16n8k16), "
+                                  f"this GPU is sm_{cupy.cuda.Device().compute_capability}")
+        fn = _function(src, entry or k.entry, defs, label)
+        smem = dynamic_smem(k, eff_stages)
+        if smem > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem
+        tiles_m = -(-M // k.bm)
+        tiles_n = -(-N // k.bn)
+        if k.persistent:
+            sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+            grid: tuple[int, int, int] = (min(tiles_m * tiles_n, 2 * sms), 1, 1)
+        else:
+            if tiles_m > 65535:
+                raise CudaLaunchError(f"{label}: M={M} needs {tiles_m} row blocks, more than gridDim.y allows")
+            grid = (tiles_n, tiles_m, 1)
+        args = (a_, b_, c_, np.int32(M), np.int32(N), np.int32(K), np.int32(lda), np.int32(ldb), np.int32(ldc))
+        if a_torch:
+            import torch
+
+            stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+            with stream:
+                fn(grid, (k.threads, 1, 1), args, shared_mem=smem)
+        else:
+            fn(grid, (k.threads, 1, 1), args, shared_mem=smem)
+    return c

@@ -1,0 +1,153 @@
+"""CUDA mutants: each ladder kernel with one deliberate pipelining bug, named for the bug.
+
+A mutant is not a copy of a .cu file. The reference kernels mark the lines a bug would touch with a
+trailing ``// pipecheck:<tag>`` comment; a mutant is a declaration (base kernel, {tag: replacement
+line}, the pipecheck check that must catch it, and a fragment of what that check says) applied to
+the base source when it is loaded. So a mutant provably differs from its kernel in exactly the tagged
+lines (plus its entry point, renamed ``<entry>__<mutant>`` so sanitizer reports name the mutant), and
+a fix to a reference kernel reaches its mutants automatically.
+
+``check`` is one of: ``coverage``, ``tile_probe`` (wrong numbers), ``sanitizer:racecheck``,
+``sanitizer:synccheck``, ``sanitizer:memcheck``, ``hang`` (needs a watchdog: never launch it in the
+test process), ``perf`` (correct but slower), ``occupancy`` (a cliff provable from the cubin).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reference_kernels.cuda.launch import KERNELS, CudaKernel, gemm, kernel_source
+
+__all__ = ["MUTANTS", "CudaMutant", "MutantError", "apply_edits", "mutant"]
+
+_TAG_RE = re.compile(r"//\s*pipecheck:([A-Za-z0-9_]+)")
+CHECKS = ("coverage", "tile_probe", "sanitizer:racecheck", "sanitizer:synccheck", "sanitizer:memcheck",
+          "hang", "perf", "occupancy")
+
+
+class MutantError(ValueError):
+    """A mutant declaration that does not apply to its base source (a tag missing or duplicated)."""
+
+
+def tagged_lines(source: str) -> dict[str, int]:
+    """{tag: 0-based line index} of every ``// pipecheck:<tag>`` marker; a duplicated tag is an error."""
+    out: dict[str, int] = {}
+    for i, line in enumerate(source.splitlines()):
+        m = _TAG_RE.search(line)
+        if m:
+            if m.group(1) in out:
+                raise MutantError(f"tag pipecheck:{m.group(1)} appears on lines {out[m.group(1)] + 1} and {i + 1}")
+            out[m.group(1)] = i
+    return out
+
+
+def apply_edits(source: str, edits: Mapping[str, str], *, name: str = "mutant") -> str:
+    """Replace each tagged line with its replacement (indentation kept; "" deletes the statement)."""
+    lines = source.splitlines()
+    tags = tagged_lines(source)
+    for tag, replacement in edits.items():
+        if tag not in tags:
+            raise MutantError(f"{name}: tag pipecheck:{tag} not found in the base source (known: {sorted(tags)})")
+        i = tags[tag]
+        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+        lines[i] = f"{indent}{replacement}  // MUTANT {name}: was pipecheck:{tag}".rstrip()
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class CudaMutant:
+    name: str
+    base: str                   # key of reference_kernels.cuda.launch.KERNELS
+    edits: Mapping[str, str]    # tag -> replacement line
+    check: str                  # the pipecheck check that must catch it (see CHECKS)
+    expect: str                 # a fragment of what that check reports
+    bug: str                    # the bug, in one line
+    stages: int | None = None   # stage count to run it with (None: the source's own)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.check not in CHECKS:
+            raise MutantError(f"{self.name}: check {self.check!r} is not one of {CHECKS}")
+
+    @property
+    def kernel(self) -> CudaKernel:
+        return KERNELS[self.base]
+
+    @property
+    def entry(self) -> str:
+        return f"{self.kernel.entry}__{self.name}"
+
+    def source(self) -> str:
+        base = kernel_source(self.kernel)
+        mutated = apply_edits(base, self.edits, name=self.name)
+        renamed, count = re.subn(rf"\b{re.escape(self.kernel.entry)}\b", self.entry, mutated)
+        if count != 1:
+            raise MutantError(f"{self.name}: entry {self.kernel.entry} appears {count} times in the base source")
+        return renamed
+
+    def launch(self, a: Any, b: Any, c: Any, **kwargs: Any) -> Any:
+        """Launch the mutant like :func:`reference_kernels.cuda.launch.gemm` (never for ``check='hang'``
+        outside a watchdog)."""
+        kwargs.setdefault("stages", self.stages)
+        return gemm(self.kernel, a, b, c, source=self.source(), entry=self.entry,
+                    label=f"{self.base} mutant {self.name}", **kwargs)
+
+
+MUTANTS: dict[str, CudaMutant] = {
+    m.name: m
+    for m in (
+        CudaMutant(
+            "missing_wait_prior", "k3_cp_async", {"wait": ""}, "sanitizer:racecheck",
+            "memcpy_async",
+            "no __pipeline_wait_prior: the barrier passes while tile k's cp.async copies are still landing"),
+        CudaMutant(
+            "missing_sync_after_wait", "k3_cp_async", {"sync_after_wait": ""}, "sanitizer:racecheck",
+            "hazard",
+            "no __syncthreads after the wait: a warp reads chunks other threads' copies have not delivered, "
+            "and refills a stage other warps still read"),
+        CudaMutant(
+            "epilogue_wrong_buffer", "k2_register_prefetch",
+            {"epilogue_buffer": "const int last_buf = num_k_tiles & 1;"}, "tile_probe", "the last",
+            "the epilogue multiplies buffer num_k_tiles & 1 instead of (num_k_tiles - 1) & 1"),
+        CudaMutant(
+            "epilogue_skipped", "k2_register_prefetch", {"epilogue": ""}, "tile_probe", "never reached",
+            "the epilogue is dropped: the last K tile is staged but never multiplied"),
+        CudaMutant(
+            "stages_exceed_buffers", "k3_cp_async",
+            {"prologue_depth": "for (int fill = 0; fill < STAGES; ++fill) {",
+             "fetch_distance": "const int fetch_tile = k_tile + STAGES;",
+             "wait": "__pipeline_wait_prior(STAGES - 1);"},
+            "sanitizer:racecheck", "hazard",
+            "STAGES tiles in flight in a ring of STAGES buffers: the refill lands in the stage being read"),
+        CudaMutant(
+            "consumer_skips_wait", "k5_warp_specialized", {"consumer_wait": ""}, "hang", "timed out",
+            "a consumer releases stages it never waited for: the phase parities never line up (deadlock)"),
+        CudaMutant(
+            "serialized_wait_after_commit", "k3_cp_async",
+            {"commit": "__pipeline_commit(); __pipeline_wait_prior(0); __syncthreads();"}, "perf", "slower",
+            "the wait moved after the commit and tightened to wait_prior(0): every copy completes before "
+            "the compute it should overlap (correct, serialized)"),
+        CudaMutant(
+            "unguarded_tail", "k3_cp_async", {"tail_guard": "const bool whole = true;"},
+            "sanitizer:memcheck", "Invalid __global__ read",
+            "the ragged-tail guard is dropped: every chunk is a 16-byte cp.async, past the matrix edges too"),
+        CudaMutant(
+            "divergent_barrier", "k1_sync_tiled", {"sync_stored": "if (lane < 16) __syncthreads();"},
+            "sanitizer:synccheck", "Barrier error",
+            "the barrier after the smem stores sits under a per-lane condition: divergent __syncthreads"),
+        CudaMutant(
+            "stage_cliff_sm86", "k3_cp_async", {"stages": "#define PIPECHECK_STAGES 3"}, "occupancy", "sm_86",
+            "one more stage (2 -> 3, 56832 B smem) halves blocks/SM on sm_86 (49 KB cliff) but not on sm_90"),
+    )
+}
+
+
+def mutant(name: str) -> CudaMutant:
+    """The mutant called ``name``; a clear error listing the known ones otherwise."""
+    try:
+        return MUTANTS[name]
+    except KeyError:
+        raise MutantError(f"unknown CUDA mutant {name!r} (known: {', '.join(MUTANTS)})") from None

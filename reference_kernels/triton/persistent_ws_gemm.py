@@ -1,0 +1,135 @@
+"""Persistent, warp-specialized GEMM in Triton with tensor descriptors (TMA): C = A @ B.
+
+What it shows
+    A persistent kernel: one program per SM loops over output tiles (tile = pid, pid + NUM_SMS, ...),
+    so the last wave is a partial loop iteration, not a partial grid. A and B are read through host
+    tensor descriptors (TMA on sm_90: bulk asynchronous copies into shared memory, completion tracked
+    by mbarriers), and the inner K loop is ``tl.range(..., num_stages=STAGES, warp_specialize=True)``:
+    Triton splits it into a producer partition that issues the TMA loads and consumer warps that run
+    the MMAs, handing stages over through the ring.
+
+Pipeline scheme
+    Producer: wait "slot free", TMA-load A and B tiles of K step k into ring slot k % STAGES, signal
+    "slot full"; consumer: wait "slot full", MMA, release the slot. Edges are handled by TMA itself:
+    out-of-bounds rows/columns load as zero and the descriptor store clips to (M, N).
+
+Preconditions
+    Hopper or newer (sm_90+), a Triton with ``tl.range(warp_specialize=...)`` and
+    ``triton.tools.tensor_descriptor`` (3.4 or later; the GPU machine has 3.6); base pointers 16-byte
+    aligned and row strides multiples of 16 bytes (pipecheck's padded allocations are); fp16/bf16.
+    Elsewhere :func:`unavailable_reason` says why and the tests skip with that reason. The Triton
+    interpreter (CPU tier) does not model warp specialization, so it is skipped there too.
+
+Spec tiles
+    GPU: BLOCK 128 x 128 x 64, 3 stages, 8 warps (FACTS.md section 4 measured 683 TFLOP/s for a
+    stages-3 warp-specialized GEMM on the H200; this kernel's own numbers: to be measured).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import triton
+import triton.language as tl
+
+from pytest_pipecheck.spec import KernelSpec, Tensor
+
+__all__ = ["GPU_CONFIG", "launch", "persistent_ws_gemm_spec", "unavailable_reason", "ws_gemm_kernel"]
+
+GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3, "warps": 8, "warp_specialize": True}
+
+
+@triton.jit
+def ws_gemm_kernel(a_desc, b_desc, c_desc, M, N, K,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   NUM_SMS: tl.constexpr, STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tiles_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
+        off_m = (tile // tiles_n) * BLOCK_M
+        off_n = (tile % tiles_n) * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in tl.range(0, k_tiles, num_stages=STAGES, warp_specialize=WARP_SPECIALIZE):
+            a = a_desc.load([off_m, kt * BLOCK_K])               # (BLOCK_M, BLOCK_K), zero past edges
+            b = b_desc.load([kt * BLOCK_K, off_n])               # (BLOCK_K, BLOCK_N)
+            acc = tl.dot(a, b, acc)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))      # clipped to (M, N) by the descriptor
+
+
+def unavailable_reason(device: str) -> str | None:
+    """Why this kernel cannot run on ``device`` here (None when it can)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "the Triton interpreter (CPU tier) does not run warp-specialized tensor-descriptor kernels"
+    if not str(device).startswith("cuda"):
+        return "needs a CUDA GPU (sm_90 or newer)"
+    try:
+        import inspect
+
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+        if "warp_specialize" not in inspect.signature(tl.range.__init__).parameters:
+            return f"Triton {triton.__version__} has no tl.range(warp_specialize=...)"
+    except ImportError:
+        return f"Triton {triton.__version__} has no triton.tools.tensor_descriptor"
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    if major < 9:
+        return f"needs sm_90 or newer for TMA and warp specialization; this GPU is sm_{major}{minor}"
+    return None
+
+
+def launch(arrays: Mapping[str, Any], cfg: Mapping[str, Any], num_sms: int) -> None:
+    """Build descriptors for strided a (M,K), b (K,N), c (M,N) and launch one program per SM."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a, b, c = arrays["a"], arrays["b"], arrays["c"]
+    M, K = a.shape
+    N = b.shape[1]
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            raise ValueError(f"TMA needs {name} row-major with 16-byte aligned base and row stride; "
+                             f"got strides {tuple(t.stride())}")
+    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    grid = (min(num_sms, tiles),)
+    ws_gemm_kernel[grid](a_desc, b_desc, c_desc, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_SMS=num_sms,
+                         STAGES=cfg["stages"], WARP_SPECIALIZE=cfg["warp_specialize"], num_warps=cfg["warps"])
+
+
+def reference(arrays: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:
+    """fp64 A @ B."""
+    return {"c": arrays["a"].double() @ arrays["b"].double()}
+
+
+def persistent_ws_gemm_spec(device: str = "cuda", dtype: str = "float16",
+                            config: Mapping[str, Any] | None = None, num_sms: int | None = None) -> KernelSpec:
+    """The spec (GPU only: call :func:`unavailable_reason` first). ``num_sms`` defaults to the device's."""
+    cfg = dict(config or GPU_CONFIG)
+    if num_sms is None:
+        import torch
+
+        num_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 1
+    sms = int(num_sms)
+
+    def run(arrays: Mapping[str, Any], dims: Mapping[str, int], stages: int | None = None) -> None:
+        launch(arrays, {**cfg, **({"stages": stages} if stages else {})}, sms)
+
+    return KernelSpec(
+        name=f"triton_persistent_ws_gemm_{dtype}",
+        launch=run,
+        reference=reference,
+        tensors=(Tensor("a", ("M", "K"), dtype), Tensor("b", ("K", "N"), dtype),
+                 Tensor("c", ("M", "N"), dtype, role="output")),
+        tiles={"M": cfg["BLOCK_M"], "N": cfg["BLOCK_N"], "K": cfg["BLOCK_K"]},
+        loop_dim="K",
+        stages=cfg["stages"],
+        flops=lambda d: 2.0 * d["M"] * d["N"] * d["K"],
+        bytes_moved=lambda d: 2.0 * (d["M"] * d["K"] + d["K"] * d["N"] + d["M"] * d["N"]),
+        description="persistent TMA GEMM, warp-specialized K loop",
+    )

@@ -1,0 +1,148 @@
+"""Benchmark the CUDA pipelining ladder at 4096^3 fp16 (fp32 accumulate) against torch.matmul.
+
+    python scripts/gpu/cuda_ladder_bench.py OUT_DIR [--n 4096] [--repeats 20]
+
+Prints a table and writes OUT_DIR/cuda_ladder_bench.{json,md}: GPU, date, command, per rung TFLOP/s
+and fraction of cuBLAS measured in the same run; a stage sweep 1..4 of k3; k3's load-only and
+compute-only variants with the cost model's prediction next to the measurement. Every case runs in
+its own try/except; a failure is recorded, never fatal. (No mutant that can hang is run here.)
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def _time_ms(fn: Any, repeats: int) -> float:
+    import cupy
+
+    for _ in range(3):
+        fn()
+    cupy.cuda.Device().synchronize()
+    samples = []
+    for _ in range(repeats):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(start, stop))
+    return statistics.median(samples)
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    import cupy
+
+    from pytest_pipecheck.perf.cost_model import predict_from_variants
+    from reference_kernels.cuda.launch import KERNELS, gemm
+
+    n = args.n
+    flops = 2.0 * n**3
+    rng = cupy.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=cupy.float32).astype(cupy.float16)
+    b = rng.standard_normal((n, n), dtype=cupy.float32).astype(cupy.float16)
+    c = cupy.empty((n, n), dtype=cupy.float32)
+    want = a.astype(cupy.float32) @ b.astype(cupy.float32)
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    result: dict[str, Any] = {
+        "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+        "sm_count": props["multiProcessorCount"],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([sys.executable, *sys.argv]),
+        "n": n, "repeats": args.repeats, "timing": "CUDA events, median, hot L2",
+        "rungs": [], "stage_sweep": [], "cost_model": [], "errors": [],
+    }
+
+    def tflops(ms: float) -> float:
+        return flops / (ms * 1e-3) / 1e12
+
+    cublas_ms = None
+    try:
+        import torch
+
+        ta = torch.as_tensor(a, device="cuda")
+        tb = torch.as_tensor(b, device="cuda")
+        cublas_ms = _time_ms(lambda: torch.matmul(ta, tb), args.repeats)
+        result["cublas"] = {"what": "torch.matmul fp16 -> fp16", "ms": cublas_ms, "tflops": tflops(cublas_ms)}
+    except Exception as exc:
+        result["errors"].append(f"torch.matmul: {exc!r}")
+
+    def run(name: str, stages: int | None = None, defines: dict[str, Any] | None = None) -> dict[str, Any]:
+        row: dict[str, Any] = {"kernel": name, "stages": stages, "defines": defines or {}}
+        try:
+            ms = _time_ms(lambda: gemm(name, a, b, c, stages=stages, defines=defines), args.repeats)
+            row.update(ms=ms, tflops=tflops(ms))
+            if cublas_ms:
+                row["frac_cublas"] = cublas_ms / ms
+            if not defines:
+                err = float(cupy.max(cupy.abs(c - want)) / cupy.max(cupy.abs(want)))
+                row["max_rel_err"] = err
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            result["errors"].append(f"{name} stages={stages}: {traceback.format_exc(limit=2)}")
+        return row
+
+    for name in KERNELS:
+        result["rungs"].append(run(name))
+    for s in (1, 2, 3, 4):
+        result["stage_sweep"].append(run("k3_cp_async", stages=s))
+    for s in (2, 3, 4):
+        full = next((r for r in result["stage_sweep"] if r["stages"] == s), {})
+        lo = run("k3_cp_async", stages=s, defines={"PIPECHECK_LOAD_ONLY": 1})
+        co = run("k3_cp_async", stages=s, defines={"PIPECHECK_COMPUTE_ONLY": 1})
+        row = {"stages": s, "load_only_ms": lo.get("ms"), "compute_only_ms": co.get("ms"),
+               "measured_ms": full.get("ms")}
+        if lo.get("ms") and co.get("ms"):
+            p = predict_from_variants(lo["ms"], co["ms"], tiles=-(-n // 32), stages=s)
+            row.update(serialized_ms=p.serialized, predicted_ms=p.pipelined, bound=p.bound)
+        result["cost_model"].append(row)
+
+    def fmt(v: Any, f: str = ".3f") -> str:
+        return format(v, f) if isinstance(v, (int, float)) else "-"
+
+    lines = [f"# CUDA ladder at {n}^3 fp16 -> fp32", "",
+             f"GPU: {result['gpu']} ({result['sm_count']} SMs); date {result['date']}",
+             f"command: `{result['command']}`; {result['timing']}, {args.repeats} repeats", ""]
+    if cublas_ms:
+        lines.append(f"torch.matmul (cuBLAS): {cublas_ms:.3f} ms, {tflops(cublas_ms):.1f} TFLOP/s\n")
+    lines += ["| kernel | stages | ms | TFLOP/s | of cuBLAS | max rel err |", "|---|---|---|---|---|---|"]
+    for r in result["rungs"] + result["stage_sweep"]:
+        lines.append(f"| {r['kernel']} | {r['stages'] or 'default'} | {fmt(r.get('ms'))} | {fmt(r.get('tflops'), '.1f')} "
+                     f"| {fmt(r.get('frac_cublas'), '.2f')} | {fmt(r.get('max_rel_err'), '.1e')} {r.get('error', '')} |")
+    lines += ["", "Cost model (k3): per-tile serialized = load + compute, pipelined = max(load, compute) + fill/drain",
+              "", "| stages | load-only ms | compute-only ms | serialized ms | predicted ms | measured ms | bound |",
+              "|---|---|---|---|---|---|---|"]
+    for r in result["cost_model"]:
+        lines.append(f"| {r['stages']} | {fmt(r.get('load_only_ms'))} | {fmt(r.get('compute_only_ms'))} | "
+                     f"{fmt(r.get('serialized_ms'))} | {fmt(r.get('predicted_ms'))} | {fmt(r.get('measured_ms'))} | "
+                     f"{r.get('bound', '-')} |")
+    if result["errors"]:
+        lines += ["", "Errors:", *[f"- {e.splitlines()[0]}" for e in result["errors"]]]
+    text = "\n".join(lines) + "\n"
+    (out / "cuda_ladder_bench.md").write_text(text)
+    (out / "cuda_ladder_bench.json").write_text(json.dumps(result, indent=2))
+    print(text)
+    return 0 if not result["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

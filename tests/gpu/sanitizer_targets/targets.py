@@ -1,0 +1,208 @@
+"""Target tests for tests/gpu/test_sanitizer_gpu.py: one seeded bug each, plus clean kernels.
+
+Copied into a pytester directory as ``test_targets.py`` and run with ``--pipecheck``. A buggy kernel
+is launched only inside the sanitizer child (PIPECHECK_CHILD is set there): in the parent, a hang
+would hang the run and a memcheck/synccheck abort would kill the CUDA context for later tests.
+Each bug line carries ``// BUG`` so the test can compute the line the sanitizer must name.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+cp = pytest.importorskip("cupy")
+
+OPTS = ("--generate-line-info", "--std=c++17")
+
+RACE = r"""
+extern "C" __global__ void racy_tile(const float* in, float* out) {
+    __shared__ float tile[256];
+    int t = threadIdx.x;
+    tile[t] = in[t];
+    out[t] = tile[(t + 32) % 256];  // BUG: no __syncthreads between the write and this read
+}
+"""
+CLEAN_TILE = RACE.replace("racy_tile", "clean_tile").replace("    out[t]", "    __syncthreads();\n    out[t]")
+CPASYNC = r"""
+#include <cuda_pipeline.h>
+extern "C" __global__ void cpasync_nowait(const float* in, float* out) {
+    __shared__ float s[256];
+    int t = threadIdx.x;
+    __pipeline_memcpy_async(&s[t], &in[t], sizeof(float));
+    __pipeline_commit();
+    __syncthreads();
+    out[t] = s[(t + 1) % 256];  // BUG: read before __pipeline_wait_prior(0)
+}
+"""
+CPASYNC_CLEAN = CPASYNC.replace("cpasync_nowait", "cpasync_waits").replace(
+    "    __syncthreads();", "    __pipeline_wait_prior(0);\n    __syncthreads();")
+DIVERGENT = r"""
+extern "C" __global__ void divergent_barrier(float* out) {
+    if (threadIdx.x < 16) {
+        __syncthreads();  // BUG: half a warp reaches the barrier
+    }
+    out[threadIdx.x] = 1.0f;
+}
+"""
+TAIL = r"""
+extern "C" __global__ void tail_oob(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = 2.0f * x[i];  // BUG: no `if (i < n)` for the ragged last block
+}
+"""
+UNINIT = r"""
+extern "C" __global__ void uninit_read(const float* in, float* out) {
+    out[threadIdx.x] = in[threadIdx.x] + 1.0f;  // BUG: in was never written
+}
+"""
+NEVER_WAITS = r"""
+#include <cuda/pipeline>
+#include <cooperative_groups.h>
+extern "C" __global__ void ws_never_waits(const float* in, float* out, int tiles) {
+    namespace cg = cooperative_groups;
+    __shared__ float buf[2][128];
+    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, 2> state;
+    auto block = cg::this_thread_block();
+    const bool producer = threadIdx.x < 32;
+    auto pipe = cuda::make_pipeline(block, &state,
+                                    producer ? cuda::pipeline_role::producer : cuda::pipeline_role::consumer);
+    float acc = 0.0f;
+    for (int tile = 0; tile < tiles; ++tile) {
+        int stage = tile % 2;
+        if (producer) {
+            pipe.producer_acquire();
+            for (int i = threadIdx.x; i < 128; i += 32)
+                cuda::memcpy_async(&buf[stage][i], &in[tile * 128 + i], sizeof(float), pipe);
+            pipe.producer_commit();
+        } else {
+            acc += buf[stage][threadIdx.x - 32];  // BUG: no pipe.consumer_wait() before this read
+            pipe.consumer_release();
+        }
+    }
+    if (!producer) out[threadIdx.x - 32] = acc;
+}
+"""
+
+
+def bug_line(source: str) -> int:
+    """1-based line of the ``// BUG`` comment in ``source``."""
+    return next(i for i, line in enumerate(source.splitlines(), 1) if "// BUG" in line)
+
+
+def _in_child() -> bool:
+    return bool(os.environ.get("PIPECHECK_CHILD"))
+
+
+def _kernel(src: str, name: str):  # type: ignore[no-untyped-def]
+    return cp.RawModule(code=src, options=OPTS).get_function(name)
+
+
+def _sync() -> None:
+    cp.cuda.runtime.deviceSynchronize()
+
+
+@pytest.mark.pipecheck(sanitizer="all")
+def test_clean_tile(pipecheck):  # type: ignore[no-untyped-def]
+    x = cp.arange(256, dtype=cp.float32)
+    y = cp.zeros(256, dtype=cp.float32)
+    _kernel(CLEAN_TILE, "clean_tile")((1,), (256,), (x, y))
+    _sync()
+    assert float(y[0]) == 32.0
+
+
+@pytest.mark.pipecheck(sanitizer="all")
+def test_cpasync_clean(pipecheck):  # type: ignore[no-untyped-def]
+    x = cp.arange(256, dtype=cp.float32)
+    y = cp.zeros(256, dtype=cp.float32)
+    _kernel(CPASYNC_CLEAN, "cpasync_waits")((1,), (256,), (x, y))
+    _sync()
+    assert float(y[0]) == 1.0
+
+
+@pytest.mark.pipecheck(sanitizer="racecheck")
+def test_missing_syncthreads(pipecheck):  # type: ignore[no-untyped-def]
+    x = cp.arange(256, dtype=cp.float32)
+    y = cp.zeros(256, dtype=cp.float32)
+    _kernel(RACE, "racy_tile")((1,), (256,), (x, y))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="racecheck")
+def test_missing_pipeline_wait(pipecheck):  # type: ignore[no-untyped-def]
+    x = cp.arange(256, dtype=cp.float32)
+    y = cp.zeros(256, dtype=cp.float32)
+    _kernel(CPASYNC, "cpasync_nowait")((1,), (256,), (x, y))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="synccheck")
+def test_divergent_barrier(pipecheck):  # type: ignore[no-untyped-def]
+    if not _in_child():
+        return
+    y = cp.zeros(32, dtype=cp.float32)
+    _kernel(DIVERGENT, "divergent_barrier")((1,), (32,), (y,))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="memcheck")
+def test_oob_tail(pipecheck):  # type: ignore[no-untyped-def]
+    if not _in_child():
+        return
+    n = 200
+    x = cp.ones(n, dtype=cp.float32)
+    y = cp.zeros(n, dtype=cp.float32)
+    _kernel(TAIL, "tail_oob")((2,), (128,), (x, y, cp.int32(n)))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="initcheck")
+def test_uninit_read(pipecheck):  # type: ignore[no-untyped-def]
+    if not _in_child():
+        return
+    x = cp.empty(32, dtype=cp.float32)
+    y = cp.zeros(32, dtype=cp.float32)
+    _kernel(UNINIT, "uninit_read")((1,), (32,), (x, y))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="racecheck", sanitizer_timeout=45)
+def test_consumer_never_waits(pipecheck):  # type: ignore[no-untyped-def]
+    if not _in_child():
+        return
+    tiles = 64
+    x = cp.ones(tiles * 128, dtype=cp.float32)
+    y = cp.zeros(128, dtype=cp.float32)
+    _kernel(NEVER_WAITS, "ws_never_waits")((1,), (160,), (x, y, cp.int32(tiles)))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="racecheck,synccheck,memcheck")
+def test_triton_matmul_clean(pipecheck):  # type: ignore[no-untyped-def]
+    torch = pytest.importorskip("torch")
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    @triton.jit
+    def mm(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pm, pn = tl.program_id(0), tl.program_id(1)
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            x = tl.load(a + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+                        other=0.0)
+            y = tl.load(b + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N),
+                        other=0.0)
+            acc += tl.dot(x, y)
+        tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    M = N = K = 256
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    mm[(triton.cdiv(M, 64), triton.cdiv(N, 64))](a, b, c, M, N, K, BM=64, BN=64, BK=32, num_stages=3)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.float(), (a.float() @ b.float()), rtol=2e-2, atol=2e-1)

@@ -1,0 +1,132 @@
+"""Perf timing and the gate on a real GPU (skipped with the reason without one).
+
+Run on the GPU machine: ``python3 -m pytest tests/gpu/test_perf_gpu.py -v -p no:cacheprovider``
+(about a minute, most of it Triton compiles and the ceiling measurement).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pytest_pipecheck.fixture import Pipecheck
+from pytest_pipecheck.results import PipecheckFailure, Verdict
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _add(torch, n: int):
+    x = torch.randn(n, device="cuda")
+    y = torch.randn(n, device="cuda")
+    z = torch.empty(n, device="cuda")
+    return lambda: torch.add(x, y, out=z)
+
+
+def test_measure_cold_samples(torch) -> None:
+    from pytest_pipecheck.perf.timing import measure
+
+    s = measure(_add(torch, 16 * 2**20), n_samples=40)
+    assert s.n == 40 and s.meta["mode"] == "cold" and s.meta["reps"] == 1
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert s.meta["flush_bytes"] >= 2 * l2
+    # 192 MB moved: at least 20 us on any current GPU, and far below a millisecond on an H100
+    assert 20.0 < s.median < 1000.0
+    assert s.iqr < 0.2 * s.median
+
+
+def test_cold_cache_is_slower_than_hot_for_data_in_l2(torch) -> None:
+    from pytest_pipecheck.perf.timing import measure
+
+    fn = _add(torch, 1 * 2**20)  # 12 MB: fits in L2, so only the flush makes it come from HBM
+    cold = measure(fn, n_samples=50).median
+    hot = measure(fn, n_samples=50, hot_cache=True).median
+    assert cold > hot, (cold, hot)
+
+
+def test_graph_and_rotation(torch) -> None:
+    from pytest_pipecheck.perf.timing import measure
+
+    calls: list[int] = []
+    fns = [_add(torch, 4096) for _ in range(4)]
+
+    def launch(i: int) -> None:
+        calls.append(i)
+        fns[i]()
+
+    s = measure(launch, n_samples=20, n_inputs=4)
+    assert s.meta["reps"] == 4 and set(calls) == {0, 1, 2, 3}
+    g = measure(fns[0], n_samples=20, graph=True, hot_cache=True)
+    assert g.meta["graph"] and g.median < 50.0  # a 48 KB add replayed from a graph: a few microseconds
+
+
+def test_ceilings_are_plausible(torch) -> None:
+    from pytest_pipecheck.perf.timing import measure_ceilings
+
+    c = measure_ceilings(0)
+    # loose: any sm_80+ data-centre GPU; an H100/H200 reaches ~600-750 TFLOP/s and ~3-4 TB/s
+    assert 50e12 < c.matmul_flops["fp16"] < 2.5e15
+    assert 300e9 < c.copy_bytes_per_s < 10e12
+
+
+def _gemm(torch, stages: int, size: int = 4096):
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        a = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+        b = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            acc = tl.dot(tl.load(a, mask=rk[None, :] < K - k * BK, other=0.0),
+                         tl.load(b, mask=rk[:, None] < K - k * BK, other=0.0), acc)
+            a += BK * sak
+            b += BK * sbk
+        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16),
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    a = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    c = torch.empty(size, size, device="cuda", dtype=torch.float16)
+    grid = (size // 128, size // 128)
+    return lambda: kernel[grid](a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                c.stride(0), c.stride(1), BM=128, BN=128, BK=64, num_warps=4, num_stages=stages)
+
+
+def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp_path) -> None:
+    def pc(save: bool) -> Pipecheck:
+        cfg = dataclasses.replace(pipecheck.config, baseline_dir=str(tmp_path), baseline_save=save,
+                                  checks=("perf",))
+        return Pipecheck(pipecheck.nodeid, cfg, pipecheck.tier, pipecheck.run_seed)
+
+    flops = 2.0 * 4096**3
+    saved = pc(True).check_perf(_gemm(torch, 3), flops=flops, n_samples=50)
+    assert saved.verdict is Verdict.PASS and "saved as the new baseline" in saved.summary
+    assert 0.1 < saved.details["roofline_fraction"] <= 1.2
+
+    again = pc(False).check_perf(_gemm(torch, 3), flops=flops, n_samples=50)
+    assert again.verdict is Verdict.PASS, again.summary
+
+    with pytest.raises(PipecheckFailure, match=r"perf regression .* us vs .* us baseline \(\+"):
+        pc(False).check_perf(_gemm(torch, 1), flops=flops, n_samples=50)
+
+
+def test_benchmark_fixture_gets_device_times(torch, pipecheck, benchmark, tmp_path) -> None:
+    cfg = dataclasses.replace(pipecheck.config, baseline_dir=str(tmp_path), checks=("perf",))
+    pc = Pipecheck(pipecheck.nodeid, cfg, pipecheck.tier, pipecheck.run_seed)
+    r = pc.check_perf(_add(torch, 16 * 2**20), bytes=3 * 4 * 16 * 2**20, benchmark=benchmark, n_samples=30)
+    assert r.verdict is Verdict.SKIP and "no baseline" in r.summary
+    assert benchmark.stats.stats.rounds == 30
+    assert benchmark.stats.stats.median == pytest.approx(r.details["median_us"] * 1e-6, rel=1e-6)

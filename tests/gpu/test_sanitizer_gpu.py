@@ -1,0 +1,86 @@
+"""On a GPU: each seeded bug is caught by the right tool, named and attributed; clean kernels stay clean.
+
+Runs tests/gpu/sanitizer_targets/targets.py in one ``pytest --pipecheck`` subprocess (all four tools,
+per-test tool selection by marker) and reads every test's sanitizer verdicts from its output.
+Needs a CUDA GPU, compute-sanitizer and CuPy; skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TARGETS = HERE / "sanitizer_targets" / "targets.py"
+
+DUMPER = '''
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
+        return
+    for r in report.pipecheck_results:
+        print(f"\\nRESULT {report.nodeid} {r['check']} {r['verdict']} {r['summary']}")
+'''
+
+
+def _bug_lines() -> dict[str, int]:
+    text = TARGETS.read_text()
+    out = {}
+    for name in ("RACE", "CPASYNC", "DIVERGENT", "TAIL", "UNINIT"):
+        m = re.search(name + r' = r"""(.*?)"""', text, re.S)
+        assert m, name
+        out[name] = next(i for i, ln in enumerate(m.group(1).splitlines(), 1) if "// BUG" in ln)
+    return out
+
+
+@pytest.mark.gpu
+def test_seeded_bugs_caught_by_the_right_tool(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("cupy")
+    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
+
+    if find_compute_sanitizer() is None and shutil.which("compute-sanitizer") is None:
+        pytest.skip("compute-sanitizer not found")
+    pytester.makeconftest(DUMPER)
+    pytester.makepyfile(test_targets=TARGETS.read_text())
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=all", "-p", "no:cacheprovider",
+                                           "-rA", timeout=560)
+    text = result.stdout.str()
+    print(text[-20000:])
+    res: dict[tuple[str, str], tuple[str, str]] = {}
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            _, nodeid, check, verdict, summary = line.split(" ", 4)
+            res[(nodeid.rsplit("::", 1)[-1], check.split(":")[-1])] = (verdict, summary)
+    lines = _bug_lines()
+    problems: list[str] = []
+
+    def expect(test: str, tool: str, verdict: str, *needles: str) -> None:
+        got = res.get((test, tool))
+        if got is None:
+            problems.append(f"{test} {tool}: no result")
+        elif got[0] != verdict or not all(n in got[1] for n in needles):
+            problems.append(f"{test} {tool}: expected {verdict} with {needles}, got {got}")
+
+    for tool in ("racecheck", "synccheck", "memcheck", "initcheck"):
+        expect("test_clean_tile", tool, "pass", "0 hazards")
+        expect("test_cpasync_clean", tool, "pass", "0 hazards")
+    expect("test_missing_syncthreads", "racecheck", "fail", "race", "racy_tile")
+    expect("test_missing_pipeline_wait", "racecheck", "fail", "RAW race", "cpasync_nowait", f":{lines['CPASYNC']}")
+    expect("test_divergent_barrier", "synccheck", "fail", "barrier error", "divergent_barrier")
+    expect("test_oob_tail", "memcheck", "fail", "invalid __global__", "tail_oob", f":{lines['TAIL']}")
+    expect("test_uninit_read", "initcheck", "fail", "uninitialized", "uninit_read", f":{lines['UNINIT']}")
+    expect("test_consumer_never_waits", "racecheck", "fail", "hang")
+    for tool in ("racecheck", "synccheck", "memcheck"):
+        got = res.get(("test_triton_matmul_clean", tool))
+        if got is not None and got[0] != "skip":
+            expect("test_triton_matmul_clean", tool, "pass", "0 hazards")
+    # a line of the race pair must be the buggy read (RACE's write is the line before)
+    race = res.get(("test_missing_syncthreads", "racecheck"), ("", ""))[1]
+    if f":{lines['RACE']}" not in race:
+        problems.append(f"racy_tile: line {lines['RACE']} not named in {race!r}")
+    assert not problems, "\n".join(problems)

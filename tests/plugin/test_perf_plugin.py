@@ -1,0 +1,118 @@
+"""check_perf through real pytest runs: the CPU-tier skip, the gate across runs, pytest-benchmark."""
+
+from __future__ import annotations
+
+import json
+
+import numpy  # noqa: F401 - imported before pytester's in-process runs, which cannot re-import it
+import pytest
+import scipy.stats  # noqa: F401 - same reason: the gate imports it inside the in-process runs
+
+TEST_FILE = """
+import os
+import numpy as np
+import pytest
+
+def samples(seed, slow):
+    rng = np.random.default_rng(seed)
+    return list(60.0 * (1 + slow) * np.exp(rng.normal(0, 0.02, 100)))
+
+def test_kernel(pipecheck):
+    slow = float(os.environ.get("SLOW", "0"))
+    seed = int(os.environ.get("SEED", "0"))
+    pipecheck.check_perf(samples=samples(seed, slow), flops=1e9)
+
+@pytest.mark.pipecheck(perf_threshold=0.5)
+def test_lenient(pipecheck):
+    slow = float(os.environ.get("SLOW", "0"))
+    seed = int(os.environ.get("SEED", "0"))
+    pipecheck.check_perf(samples=samples(seed + 100, slow))
+"""
+
+
+def test_cpu_tier_skips_perf_with_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_k(pipecheck):
+            r = pipecheck.check_perf(lambda: None, flops=1e9)
+            assert r.verdict.value == "skip"
+        """
+    )
+    result = pytester.runpytest("--pipecheck", "--pipecheck-tier=cpu", "-v", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*perf*skip*perf needs a CUDA GPU: --pipecheck-tier=cpu was requested*"])
+
+
+def test_flops_zero_is_a_clear_failure(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_k(pipecheck):
+            pipecheck.check_perf(lambda: None, flops=0)
+        """
+    )
+    result = pytester.runpytest("--pipecheck-tier=cpu", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*PipecheckError: check_perf(flops=0) in test_flops_zero_is_a_clear_failure.py::test_k:"
+                                 " a declared FLOP count must be > 0*"])
+    # the plugin's own frames are hidden: the user's line is what pytest shows
+    assert "gate.py" not in result.stdout.str()
+
+
+def test_gate_across_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(TEST_FILE)
+    base = ["--pipecheck-tier=cpu", "--pipecheck-baseline-dir=bl", "-p", "no:cacheprovider", "-v"]
+
+    first = pytester.runpytest(*base)
+    first.assert_outcomes(passed=2)
+    first.stdout.fnmatch_lines(["*perf*skip*no baseline: directory * does not exist*"])
+    assert not (pytester.path / "bl").exists()  # nothing is written without --...-save
+
+    saved = pytester.runpytest(*base, "--pipecheck-baseline-save")
+    saved.assert_outcomes(passed=2)
+    files = list((pytester.path / "bl").iterdir())
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    assert set(data["tests"]) == {"test_gate_across_runs.py::test_kernel", "test_gate_across_runs.py::test_lenient"}
+
+    monkeypatch.setenv("SEED", "1")
+    rerun = pytester.runpytest(*base)
+    rerun.assert_outcomes(passed=2)
+
+    monkeypatch.setenv("SLOW", "0.10")
+    slow = pytester.runpytest(*base)
+    slow.assert_outcomes(passed=1, failed=1)  # test_lenient's marker threshold of 50% lets it pass
+    slow.stdout.fnmatch_lines([
+        "*perf regression in test_gate_across_runs.py::test_kernel [[]case default[]]: * us vs * us baseline (+*%, p=*",
+        "*test_gate_across_runs.py::test_kernel*perf*fail*regression: * us vs * us baseline*",
+    ])
+    assert files[0].read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n"  # untouched
+
+
+def test_benchmark_fixture_carries_device_samples(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_k(pipecheck, benchmark):
+            times = [50.0 + i * 0.1 for i in range(40)]
+            pipecheck.check_perf(samples=times, benchmark=benchmark, flops=1e9)
+        """
+    )
+    result = pytester.runpytest("--pipecheck-tier=cpu", "--benchmark-json=bench.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"][0]
+    assert bench["stats"]["rounds"] == 40
+    assert bench["stats"]["median"] == pytest.approx(51.95e-6, rel=1e-6)  # the samples, in seconds
+    assert bench["options"]["timer"] == "pipecheck.cuda_events"
+    assert bench["extra_info"]["pipecheck_case"] == "default"
+    assert bench["extra_info"]["tflops"] == pytest.approx(1e9 / 51.95e-6 / 1e12, rel=1e-3)
+
+
+def test_benchmark_fixture_unused_on_cpu_does_not_warn(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_k(pipecheck, benchmark):
+            pipecheck.check_perf(lambda: None, benchmark=benchmark)
+        """
+    )
+    result = pytester.runpytest("--pipecheck-tier=cpu", "-p", "no:cacheprovider", "-W", "error")
+    result.assert_outcomes(passed=1)
+    assert "was not used at all" not in result.stdout.str()

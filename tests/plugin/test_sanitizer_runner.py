@@ -1,0 +1,242 @@
+"""The sanitizer batch runner end to end, through real pytest runs, with a fake compute-sanitizer.
+
+The fake (tests/data/sanitizer/fake_compute_sanitizer.py) runs the child pytest it is given and
+injects recorded hazard output, hangs, crashes or drops the summary line as each test's plan says.
+A conftest in each pytester directory makes the run look like the GPU tier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
+
+GPU_CONFTEST = '''
+import pytest
+import pytest_pipecheck.device as _device
+from pytest_pipecheck.device import DeviceInfo
+
+if {fake_gpu}:
+    def _fake_device():
+        return DeviceInfo(0, "Fake H100", "9.0", 132, 81559, "580.00", "GPU-fake-0000"), ""
+    _device.detect_device = _fake_device
+
+try:
+    import pytest_pipecheck.report.terminal  # noqa: F401
+except ImportError:  # the summary module is not there yet: a stub keeps the run going
+    import sys, types
+    stub = types.ModuleType("pytest_pipecheck.report.terminal")
+    stub.write_summary = lambda *a, **k: None
+    sys.modules["pytest_pipecheck.report.terminal"] = stub
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    # print every check result so the test can assert on it
+    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
+        return
+    import pytest_pipecheck.plugin  # noqa: F401
+    for r in report.pipecheck_results:
+        print(f"\\nRESULT {{report.nodeid}} {{r['check']}} {{r['verdict']}} {{r['summary']}}")
+'''
+
+
+def _fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, object]) -> Path:
+    """Install the fake sanitizer behind a wrapper and return the log file of its invocations."""
+    wrapper = tmp_path / "bin" / "compute-sanitizer"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'fake_compute_sanitizer.py'} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "fake.log"
+    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
+    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(plan))
+    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    return log
+
+
+def _results(stdout: str) -> dict[tuple[str, str], tuple[str, str]]:
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("RESULT "):
+            _, nodeid, check, verdict, summary = line.split(" ", 4)
+            out[(nodeid.rsplit("::", 1)[-1], check)] = (verdict, summary)
+    return out
+
+
+def _setup(pytester: pytest.Pytester, fake_gpu: bool = True) -> None:
+    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=fake_gpu))
+
+
+def test_attribution_child_failure_and_suppressions(pytester: pytest.Pytester, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    supp = pytester.path / "known.supp"
+    supp.write_text(
+        "<?xml version='1.0'?>\n<ComputeSanitizerOutput>\n"
+        "  <!-- Triton shuffle reported as a race, see FACTS.md 3 -->\n"
+        "  <record><kind>Analysis</kind><what><text>Race condition</text></what></record>\n"
+        "</ComputeSanitizerOutput>\n")
+    pytester.makepyfile(test_k="""
+        import os
+        import pytest
+
+        def test_clean_a(pipecheck):
+            pass
+
+        def test_racy(pipecheck):
+            pass
+
+        @pytest.mark.pipecheck(sanitizer="racecheck")
+        def test_clean_b():
+            pass
+
+        def test_fails_in_child(pipecheck):
+            assert os.environ.get("PIPECHECK_CHILD") is None, "only fails under the sanitizer"
+
+        def test_not_selected():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           f"--pipecheck-suppressions={supp}", "-p", "no:cacheprovider")
+    text = result.stdout.str()
+    res = _results(text)
+    assert res[("test_clean_a", "sanitizer:racecheck")] == ("pass", "0 hazards")
+    assert res[("test_clean_b", "sanitizer:racecheck")] == ("pass", "0 hazards")
+    verdict, summary = res[("test_racy", "sanitizer:racecheck")]
+    assert verdict == "fail" and "RAW race" in summary and "racy_tile" in summary and ":5/" in summary
+    assert res[("test_fails_in_child", "sanitizer:racecheck")][0] == "error"
+    assert not any(k[0] == "test_not_selected" for k in res)
+    result.assert_outcomes(passed=4, failed=1, errors=1)
+    # the failure message: grouped, with line pair and hazard count, ending with the reproducer
+    result.stdout.fnmatch_lines([
+        "*1 x RAW race (error) in racy_tile at *cubin.cu:5 / *cubin.cu:6, 1024 hazards*",
+        "*reproduce: (cd * && *compute-sanitizer --tool racecheck*--pipecheck-child=racecheck*test_racy*",
+    ])
+    assert "failed on its own in the child" in text and "only fails under the sanitizer" in text
+    assert "Triton shuffle reported as a race" in text  # the suppression's reason is shown
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 1, "one child for the whole batch"
+    argv = calls[0]
+    assert argv[argv.index("--suppressions") + 1] == str(supp)
+    assert "--pipecheck" not in argv and "--pipecheck-child=racecheck" in argv
+    assert sum(a.endswith("::test_not_selected") for a in argv) == 0
+    assert "racecheck: test 4 of 4" in text
+
+
+def test_hang_then_crash_continue_in_new_children(pytester: pytest.Pytester, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _fake(tmp_path, monkeypatch, {"racecheck": {"hang": "test_hang", "crash": "test_crash"}})
+    _setup(pytester)
+    pytester.makepyfile(test_h="""
+        import pytest
+
+        def test_before(pipecheck):
+            pass
+
+        @pytest.mark.pipecheck(sanitizer_timeout=1.5)
+        def test_hang(pipecheck):
+            pass
+
+        def test_after(pipecheck):
+            pass
+
+        def test_crash(pipecheck):
+            pass
+
+        def test_last(pipecheck):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "-p", "no:cacheprovider")
+    text = result.stdout.str()
+    res = _results(text)
+    assert res[("test_hang", "sanitizer:racecheck")][0] == "fail"
+    assert "hang" in res[("test_hang", "sanitizer:racecheck")][1]
+    assert "no PIPECHECK-END within 1.5 s" in text
+    crash = res[("test_crash", "sanitizer:racecheck")]
+    assert crash[0] == "error" and "died during this test" in crash[1]
+    assert "partial output before the crash" in text
+    for name in ("test_before", "test_after", "test_last"):
+        assert res[(name, "sanitizer:racecheck")] == ("pass", "0 hazards"), name
+    result.assert_outcomes(passed=4, failed=1, errors=1)
+    assert len(log.read_text().splitlines()) == 3  # hang, crash, then the rest
+
+
+def test_canary_missed_and_missing_summary_are_errors(pytester: pytest.Pytester, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(tmp_path, monkeypatch, {"racecheck": {"canary": "blind"}, "synccheck": {"no_summary": True}})
+    _setup(pytester)
+    pytester.makepyfile(test_c="""
+        def test_one(pipecheck):
+            pass
+
+        def test_two(pipecheck):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck,synccheck",
+                                           "-p", "no:cacheprovider")
+    text = result.stdout.str()
+    res = _results(text)
+    for name in ("test_one", "test_two"):
+        assert res[(name, "sanitizer:racecheck")][0] == "error"
+        assert res[(name, "sanitizer:synccheck")][0] == "error"
+    assert "NOT caught by compute-sanitizer racecheck" in text
+    assert "no compute-sanitizer summary line" in text
+    result.assert_outcomes(passed=2, errors=2)
+
+
+def test_finding_outside_any_test_is_bisected(pytester: pytest.Pytester, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fake prints the recorded memcheck error before the first test of every child: pipecheck
+    # splits the batch down to single tests and reports it on each (it is in every child's output)
+    log = _fake(tmp_path, monkeypatch, {"memcheck": {"outside": "memcheck_oob_x.txt"}})
+    _setup(pytester)
+    pytester.makepyfile(test_o="""
+        def test_one(pipecheck):
+            pass
+
+        def test_two(pipecheck):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=memcheck",
+                                           "-p", "no:cacheprovider")
+    res = _results(result.stdout.str())
+    for name in ("test_one", "test_two"):
+        verdict, summary = res[(name, "sanitizer:memcheck")]
+        assert verdict == "fail" and "invalid __global__ read" in summary and "tail_oob" in summary
+    assert "reported outside the test body" in result.stdout.str()
+    assert len(log.read_text().splitlines()) == 3  # the batch, then each half
+
+
+@pytest.mark.parametrize("fake_gpu", [False, True])
+def test_skips_without_gpu_or_tool(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                   tmp_path: Path, fake_gpu: bool) -> None:
+    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(tmp_path / "missing"))
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                               if not (Path(p) / "compute-sanitizer").exists()))
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
+        monkeypatch.delenv(var, raising=False)
+    if not fake_gpu:
+        monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
+    _setup(pytester, fake_gpu=fake_gpu)
+    pytester.makepyfile(test_s="""
+        def test_one(pipecheck):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--pipecheck", "-p", "no:cacheprovider")
+    res = _results(result.stdout.str())
+    result.assert_outcomes(passed=1)
+    for tool in ("racecheck", "synccheck"):
+        verdict, summary = res[("test_one", f"sanitizer:{tool}")]
+        assert verdict == "skip"
+        if fake_gpu:
+            assert "compute-sanitizer not found" in summary
+        else:
+            assert "needs a CUDA GPU" in summary and "PIPECHECK_NO_GPU" in summary

@@ -1,0 +1,51 @@
+"""docs/reference.md is generated from the code and lists every setting, fixture member and command."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from pathlib import Path
+from types import ModuleType
+
+from pytest_pipecheck.config import SETTINGS
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "docs" / "reference.md"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_setting_is_documented_with_its_option_ini_key_and_marker_keyword() -> None:
+    text = REFERENCE.read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
+    for s in SETTINGS:
+        row = rows.get(f"`{s.name}`")
+        assert row is not None, f"docs/reference.md has no row for setting {s.name!r}"
+        assert (f"`{s.option}`" in row) == s.cli, s.name
+        assert (f"`{s.ini_name}`" in row) == s.ini, s.name
+        assert (f"`{s.name}=`" in row) == s.marker, s.name
+        assert s.help.split(" (")[0].replace("|", "\\|") in row, s.name
+
+
+def test_every_fixture_member_and_command_is_documented() -> None:
+    from pytest_pipecheck.cli import SUBCOMMANDS
+    from pytest_pipecheck.fixture import Pipecheck
+
+    text = REFERENCE.read_text(encoding="utf-8")
+    for name, _ in inspect.getmembers(Pipecheck):
+        if not name.startswith("_"):
+            assert f"`pipecheck.{name}" in text, name
+    for command in SUBCOMMANDS:
+        assert f"### `{command}`" in text, command
+
+
+def test_reference_is_up_to_date_with_the_code() -> None:
+    expected = _generator().render()
+    assert REFERENCE.read_text(encoding="utf-8") == expected, (
+        "docs/reference.md is out of date: run python docs/gen_reference.py")

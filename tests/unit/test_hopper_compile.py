@@ -1,0 +1,171 @@
+"""The Hopper TMA + WGMMA GEMM and its mutants, checked without a GPU.
+
+Compiles reference_kernels/hopper/tma_wgmma_gemm.cu for sm_90a with nvcc (skipped with the reason when
+nvcc is missing) and reads the SASS with cuobjdump/nvdisasm (Triton's wheel carries one): the kernel
+must use the tensor-memory accelerator (UTMALDG), warpgroup MMA (HGMMA), mbarriers (SYNCS.*) and, with
+two consumer warpgroups, register reallocation (USETMAXREG); each mutant must differ from the
+reference by exactly its one tagged line, still compile, and (where the bug is visible in SASS) show it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import cache
+
+import pytest
+
+from reference_kernels.hopper import launch as hl
+from reference_kernels.mutants.hopper import MUTANTS, apply_mutant, tagged_line
+
+CHECKS = {"coverage", "hang", "sanitizer:racecheck"}
+
+
+def _disassembler():
+    from pytest_pipecheck.inspect import disasm
+
+    return disasm.find_disassembler()
+
+
+needs_nvcc = pytest.mark.skipif(hl.find_nvcc() is None, reason="nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
+
+
+@cache
+def _build(mutant: str | None, variant: hl.Variant) -> tuple[str, str]:
+    """(ptxas log, SASS) of one build; compiled once per session, never from the on-disk cache."""
+    from pytest_pipecheck.inspect import disasm
+
+    tool = _disassembler()
+    if tool is None:
+        pytest.skip(f"no SASS disassembler: {disasm.HOW_TO_GET}")
+    cubin, log = hl.compile_cubin(hl.kernel_source(mutant), variant, label=mutant or hl.ENTRY, use_cache=False)
+    return log, disasm.disassemble(cubin, disassembler=tool)
+
+
+def _count(sass: str, pattern: str) -> int:
+    return len(re.findall(pattern, sass))
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+@needs_nvcc
+def test_reference_uses_tma_wgmma_mbarriers_and_setmaxnreg() -> None:
+    log, sass = _build(None, hl.Variant())
+    assert _count(sass, r"\bUTMALDG\.2D\b") == 2, "one TMA load for the A tile and one for the B tile"
+    assert _count(sass, r"\bHGMMA\.64x128x16\.F32\.BF16\b") == 4, "4 x k16 WGMMA per 64-wide K tile"
+    assert _count(sass, r"\bSYNCS\.EXCH\.64\b") == 2 * 4, "full + empty barrier per stage (4 stages)"
+    assert _count(sass, r"\bSYNCS\.PHASECHK\.TRANS64\.TRYWAIT\b") >= 2, "parity waits on full and empty"
+    assert _count(sass, r"\bSYNCS\.ARRIVE\.TRANS64\b") >= 2, "expect-tx arrive and the release arrive"
+    assert "USETMAXREG.DEALLOC" in sass and "USETMAXREG.TRY_ALLOC" in sass, "setmaxnreg dec/inc missing"
+    assert re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x1", sass), "wgmma.wait_group 1 in the main loop"
+    assert re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x0", sass), "wgmma.wait_group 0 before the epilogue"
+    assert "C7508" not in log, f"ptxas ignored setmaxnreg:\n{log}"
+    assert re.search(r"0 bytes spill stores, 0 bytes spill loads", log), f"register spills:\n{log}"
+    assert re.search(r"Used 168 registers", log), f"384 threads with __launch_bounds__(.., 1) cap at 168:\n{log}"
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("variant", "hgmma", "setmaxnreg"),
+    [
+        (hl.Variant(consumers=1, stages=2), r"HGMMA\.64x128x16\.F32\.BF16", False),
+        (hl.Variant(bn=256, stages=4), r"HGMMA\.64x256x16\.F32\.BF16", True),
+        (hl.Variant(fp16=True, stages=3), r"HGMMA\.64x128x16\.F32(\.F16)?\b", True),
+    ],
+    ids=str,
+)
+def test_variants_compile_to_the_right_wgmma(variant: hl.Variant, hgmma: str, setmaxnreg: bool) -> None:
+    log, sass = _build(None, variant)
+    assert _count(sass, hgmma) == 4, f"{variant}: expected 4 x {hgmma}"
+    assert _count(sass, r"\bUTMALDG\.2D\b") == 2
+    assert _count(sass, r"\bSYNCS\.EXCH\.64\b") == 2 * variant.stages
+    assert ("USETMAXREG" in sass) is setmaxnreg
+    assert re.search(r"0 bytes spill stores, 0 bytes spill loads", log), f"register spills:\n{log}"
+
+
+def test_variant_limits_and_shared_memory() -> None:
+    assert hl.Variant().smem_bytes == 4 * (128 + 128) * 64 * 2 + 1024
+    assert hl.Variant(consumers=1, stages=2).threads == 256
+    assert hl.Variant(bn=256, stages=4).smem_bytes == 4 * 49152 + 1024
+    with pytest.raises(hl.HopperLaunchError, match=r"2\.\.6 stages"):
+        hl.Variant(stages=1)
+    with pytest.raises(hl.HopperLaunchError, match="exceed the 227 KB"):
+        hl.Variant(bn=256, stages=5)
+    with pytest.raises(hl.HopperLaunchError, match="consumers=3"):
+        hl.Variant(consumers=3)
+
+
+def test_nvcc_command_targets_sm90a_with_the_variant_macros() -> None:
+    cmd = hl.nvcc_command("nvcc", "x.cu", "x.cubin", hl.Variant(stages=3, consumers=1, bn=256))
+    assert "-gencode=arch=compute_90a,code=sm_90a" in cmd
+    assert {"-DPIPECHECK_STAGES=3", "-DPIPECHECK_CONSUMERS=1", "-DPIPECHECK_BN=256"} <= set(cmd)
+    assert "-lineinfo" in cmd
+
+
+# ----------------------------------------------------------------------------- mutants
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutant_differs_by_exactly_its_tagged_line(name: str) -> None:
+    source = hl.kernel_source()
+    mutated = apply_mutant(source, name)
+    diff = [d for d in difflib.ndiff(source.splitlines(), mutated.splitlines()) if d[:2] in ("- ", "+ ")]
+    assert len(diff) == 2, f"{name} changes more than one line: {diff}"
+    _, line = tagged_line(source, MUTANTS[name].tag)
+    assert diff[0] == "- " + line
+    assert MUTANTS[name].new in diff[1]
+    assert MUTANTS[name].expected_check in CHECKS
+    assert set(MUTANTS[name].may_also) <= CHECKS
+
+
+def test_every_mutant_has_its_own_tag_and_unknown_names_are_refused() -> None:
+    tags = [m.tag for m in MUTANTS.values()]
+    assert len(tags) == len(set(tags))
+    with pytest.raises(ValueError, match="unknown Hopper mutant"):
+        apply_mutant(hl.kernel_source(), "no_such_mutant")
+    with pytest.raises(ValueError, match="no longer contains"):
+        apply_mutant(hl.kernel_source().replace("phase);  // pipecheck:full_wait", "p);  // pipecheck:full_wait"),
+                     "hopper_full_wait_wrong_parity")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutant_still_compiles_with_tma_and_wgmma(name: str) -> None:
+    _, sass = _build(name, hl.Variant())
+    assert _count(sass, r"\bUTMALDG\.2D\b") == 2
+    assert _count(sass, r"\bHGMMA\.64x128x16\.F32\.BF16\b") == 4
+    _, ref = _build(None, hl.Variant())
+    assert sass != ref, f"{name} compiled to the same SASS as the reference"
+
+
+@needs_nvcc
+def test_release_mutant_has_no_wait_between_wgmma_and_release() -> None:
+    _, sass = _build("hopper_stage_released_before_wgmma_done", hl.Variant())
+    assert not re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x1", sass), (
+        "ptxas put the dropped wgmma.wait_group back: the mutant would not have its bug")
+
+
+# ----------------------------------------------------------------------------- spec and launcher (no GPU)
+
+
+def test_spec_describes_the_kernel_and_its_shapes_respect_tma_alignment() -> None:
+    from pytest_pipecheck import shapes
+    from reference_kernels.hopper.spec import spec
+
+    s = spec()
+    assert s.tiles == {"M": 128, "N": 128, "K": 64}
+    assert s.loop_dim == "K" and s.stages == 4
+    assert s.launch_accepts_stages()
+    generated = shapes.generate(s, level="small")
+    assert generated and all(sh["K"] % 8 == 0 for sh in generated)
+    assert spec(hl.Variant(consumers=1, bn=256, stages=3)).tiles == {"M": 64, "N": 256, "K": 64}
+
+
+def test_launcher_refuses_cpu_tensors_with_a_clear_error() -> None:
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(64, 64, dtype=torch.bfloat16)
+    b = torch.zeros(64, 64, dtype=torch.bfloat16)
+    c = torch.zeros(64, 64, dtype=torch.float32)
+    with pytest.raises(hl.HopperLaunchError, match="on cpu; the Hopper GEMM needs CUDA tensors"):
+        hl.gemm(a, b, c)

@@ -1,0 +1,230 @@
+"""Baseline storage: keying, atomic writes, corrupt and foreign files, missing and unwritable dirs."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from pytest_pipecheck.perf import baseline as bl
+from pytest_pipecheck.perf.baseline import BaselineError, BaselineStore, EnvKey
+from pytest_pipecheck.perf.stats import Samples
+
+H100 = EnvKey.create(gpu="NVIDIA H100 80GB HBM3", sm_count=132, compute_capability="9.0", driver="580.65",
+                     cuda="13.0", torch="2.11.0", triton="3.6.0", cupy="14.2.0")
+H200 = EnvKey.create(gpu="NVIDIA H200", sm_count=132, compute_capability="9.0", driver="580.65",
+                     cuda="13.0", torch="2.11.0", triton="3.6.0", cupy="14.2.0")
+NODE = "tests/test_gemm.py::test_gemm[fp16]"
+
+
+def _entry(median: float = 60.0) -> dict:
+    return Samples.of([median + 0.01 * i for i in range(20)], mode="cold").to_json()
+
+
+def test_key_filename_is_readable_and_stable() -> None:
+    name = H100.filename()
+    assert name.startswith("NVIDIA-H100-80GB-HBM3-sm90-") and name.endswith(".json")
+    assert name == EnvKey(dict(H100.values)).filename()
+    assert H100.filename() != H200.filename()
+    # any differing field changes the key
+    other = EnvKey({**H100.values, "triton": "3.9.0"})
+    assert other.filename() != name
+    assert H100.differences(other) == ["triton 3.9.0!=3.6.0"]
+
+
+def test_unknown_key_field_is_rejected() -> None:
+    with pytest.raises(BaselineError, match=r"unknown fields"):
+        EnvKey.create(gpu="x", colour="red")
+
+
+def test_save_then_lookup(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path / "b"))
+    path = store.save(H100, NODE, "default", _entry())
+    assert os.path.dirname(path) == str(tmp_path / "b")  # the directory is created
+    found = store.lookup(H100, NODE, "default")
+    assert found.samples is not None and found.samples.n == 20 and found.reason == ""
+    data = json.loads(open(path).read())
+    assert data["schema"] == bl.SCHEMA and data["version"] == bl.SCHEMA_VERSION
+    assert data["env"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert "saved_at" in data["tests"][NODE]["default"]
+    # sorted and indented, so diffs review well
+    text = open(path).read()
+    assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def test_save_merges_entries(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    store.save(H100, NODE, "default", _entry(60))
+    store.save(H100, NODE, "big", _entry(600))
+    store.save(H100, "t.py::other", "default", _entry(6))
+    bf = store.load(H100)
+    assert bf is not None
+    assert set(bf.tests) == {NODE, "t.py::other"} and set(bf.tests[NODE]) == {"default", "big"}
+    assert bf.samples(NODE, "big").median > 500
+
+
+def test_missing_directory_is_a_reason_not_an_error(tmp_path) -> None:
+    found = BaselineStore(str(tmp_path / "nope"), "baseline_dir from the ini").lookup(H100, NODE, "default")
+    assert found.samples is None
+    assert "does not exist" in found.reason and "baseline_dir from the ini" in found.reason
+    assert "--pipecheck-baseline-save" in found.reason
+
+
+def test_missing_entry(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    store.save(H100, NODE, "default", _entry())
+    found = store.lookup(H100, NODE, "other-case")
+    assert found.samples is None and "case other-case" in found.reason
+
+
+def test_other_environment_is_never_compared(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    store.save(H200, NODE, "default", _entry())
+    found = store.lookup(H100, NODE, "default")
+    assert found.samples is None
+    assert "not compared" in found.reason
+    assert H200.filename() in found.reason and "gpu NVIDIA H200!=NVIDIA H100 80GB HBM3" in found.reason
+
+
+def test_empty_directory_reason(tmp_path) -> None:
+    found = BaselineStore(str(tmp_path)).lookup(H100, NODE, "default")
+    assert "no baseline files" in found.reason
+
+
+def test_corrupt_file_is_an_error_and_never_overwritten(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.path_for(H100)
+    with open(path, "w") as fh:
+        fh.write('{"schema": "pytest-pipecheck-baseline", "version": 1, "env": {')
+    before = open(path).read()
+    with pytest.raises(BaselineError, match=r"corrupt.*left untouched") as info:
+        store.lookup(H100, NODE, "default")
+    assert path in str(info.value)
+    with pytest.raises(BaselineError, match=r"corrupt"):
+        store.save(H100, NODE, "default", _entry())
+    assert open(path).read() == before
+
+
+def test_foreign_json_file_is_an_error(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.path_for(H100)
+    with open(path, "w") as fh:
+        json.dump({"machine_info": {}, "benchmarks": []}, fh)  # e.g. a pytest-benchmark file
+    with pytest.raises(BaselineError, match=r"not a pytest-pipecheck baseline file"):
+        store.lookup(H100, NODE, "default")
+    with pytest.raises(BaselineError):
+        store.save(H100, NODE, "default", _entry())
+    assert json.load(open(path)) == {"machine_info": {}, "benchmarks": []}
+
+
+def test_file_holding_another_key_is_foreign(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H200, NODE, "default", _entry())
+    os.rename(path, store.path_for(H100))  # renamed by hand
+    with pytest.raises(BaselineError, match=r"another environment.*differs in gpu"):
+        store.lookup(H100, NODE, "default")
+
+
+def test_newer_schema_is_refused(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry())
+    data = json.load(open(path))
+    data["version"] = bl.SCHEMA_VERSION + 1
+    json.dump(data, open(path, "w"))
+    with pytest.raises(BaselineError, match=r"newer than this pytest-pipecheck"):
+        store.lookup(H100, NODE, "default")
+
+
+def test_malformed_entry_names_the_file(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry())
+    data = json.load(open(path))
+    data["tests"][NODE]["default"]["samples_us"] = [1.0, -5.0]
+    json.dump(data, open(path, "w"))
+    with pytest.raises(BaselineError, match=f"{path}.*sample 1"):
+        store.lookup(H100, NODE, "default")
+
+
+def test_crash_mid_write_keeps_the_old_file(tmp_path, monkeypatch) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry(60))
+    before = open(path).read()
+
+    def crash(fd: int) -> None:
+        raise OSError(5, "Input/output error")  # the disk fails after the data was written
+
+    monkeypatch.setattr(bl.os, "fsync", crash)
+    with pytest.raises(BaselineError, match=r"cannot write baseline file.*Input/output error"):
+        store.save(H100, NODE, "default", _entry(99))
+    assert open(path).read() == before
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]  # no temporary file left behind
+
+
+def test_interrupt_mid_write_keeps_the_old_file(tmp_path, monkeypatch) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry(60))
+    before = open(path).read()
+
+    def interrupted(src: str, dst: str) -> None:
+        raise KeyboardInterrupt  # Ctrl-C between writing the temporary file and renaming it
+
+    monkeypatch.setattr(bl.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.save(H100, NODE, "default", _entry(99))
+    assert open(path).read() == before
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]
+
+
+def test_a_torn_temporary_file_is_ignored(tmp_path) -> None:
+    # a process killed with SIGKILL leaves its temporary file; readers never see it
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry(60))
+    with open(os.path.join(tmp_path, "." + os.path.basename(path) + ".abc.tmp"), "w") as fh:
+        fh.write('{"schema": "pytest-pipe')
+    assert store.lookup(H100, NODE, "default").samples is not None
+    assert [p for p, _ in store.files()] == [path]
+
+
+@pytest.mark.skipif(sys.platform == "win32" or (hasattr(os, "geteuid") and os.geteuid() == 0),
+                    reason="permission bits do not bind root or Windows")
+def test_unwritable_directory_is_a_clear_error(tmp_path) -> None:
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        with pytest.raises(BaselineError, match=f"cannot write baseline in {d}"):
+            BaselineStore(str(d)).save(H100, NODE, "default", _entry())
+    finally:
+        d.chmod(stat.S_IRWXU)
+
+
+def test_unwritable_directory_via_mkstemp_failure(tmp_path, monkeypatch) -> None:
+    # root ignores permission bits, so simulate what the OS says to an ordinary user
+    def denied(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(bl.tempfile, "mkstemp", denied)
+    with pytest.raises(BaselineError, match=r"cannot write baseline in .*Permission denied"):
+        BaselineStore(str(tmp_path)).save(H100, NODE, "default", _entry())
+
+
+def test_directory_that_is_a_file(tmp_path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    store = BaselineStore(str(f))
+    assert "is not a directory" in store.lookup(H100, NODE, "default").reason
+    with pytest.raises(BaselineError, match=r"cannot create baseline directory|not a directory"):
+        store.save(H100, NODE, "default", _entry())
+
+
+def test_files_lists_good_and_bad(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    good = store.save(H100, NODE, "default", _entry())
+    (tmp_path / "zz-bad.json").write_text("not json")
+    (tmp_path / "README.md").write_text("baselines live here")
+    listed = store.files()
+    assert [p for p, _ in listed] == [good, str(tmp_path / "zz-bad.json")]
+    assert isinstance(listed[1][1], BaselineError)

@@ -1,0 +1,85 @@
+"""Triton ahead-of-time resources: the JIT's specialization from real arguments, for any target."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+from pytest_pipecheck.resources.triton import TritonResourceError, triton_resources  # noqa: E402
+from pytest_pipecheck.results import PipecheckError  # noqa: E402
+
+
+@triton.jit
+def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+    b = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        x = tl.load(a, mask=(rm[:, None] < M) & (rk[None, :] + k * BLOCK_K < K), other=0.0)
+        y = tl.load(b, mask=(rk[:, None] + k * BLOCK_K < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, y)
+        a += BLOCK_K * stride_ak
+        b += BLOCK_K * stride_bk
+    c = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
+    tl.store(c, acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+
+
+def _args(n: int = 4096, offset: int = 0) -> tuple[object, ...]:
+    # CPU tensors are enough: the JIT's specialization reads only data_ptr alignment and int values
+    base = torch.empty(n * n + offset, dtype=torch.float16)
+    a = base[offset:].view(n, n)
+    b = torch.empty((n, n), dtype=torch.float16)
+    c = torch.empty((n, n), dtype=torch.float16)
+    return (a, b, c, n, n, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+
+
+@pytest.mark.parametrize(("arch", "stages", "shared"),
+                         [("sm_90", 3, 98304), ("sm_90", 4, 131072), ("sm_80", 3, 65536)])
+def test_shared_equals_the_jit_on_that_gpu(arch: str, stages: int, shared: int) -> None:
+    # FACTS.md section 2: the JIT-compiled kernel on an H200 reported these for sm_90
+    res = triton_resources(gemm_kernel, _args(), arch=arch, num_warps=4, num_stages=stages, **TILES)
+    assert res.dynamic_smem == shared
+    assert res.num_warps == 4 and res.threads == 128 and res.arch == arch
+    assert 32 < res.registers <= 255  # read from the cubin
+    assert res.origin == "triton-aot"
+
+
+def test_stage_4_crosses_the_sm90_cliff_and_is_cached() -> None:
+    res = triton_resources(gemm_kernel, _args(), arch="sm_90", num_warps=4, num_stages=4, **TILES)
+    occ = res.occupancy()
+    assert occ.blocks_per_sm == 1 and "shared_memory" in occ.limiters
+    start = time.perf_counter()
+    again = triton_resources(gemm_kernel, _args(), arch="90", num_warps=4, num_stages=4, **TILES)
+    assert time.perf_counter() - start < 0.5
+    assert again == res
+
+
+def test_specialization_follows_the_arguments() -> None:
+    # a pointer 2 bytes past a 16-byte boundary loses tt.divisibility, as it would under the JIT,
+    # and the pipeliner no longer fires: shared memory differs from the aligned launch
+    aligned = triton_resources(gemm_kernel, _args(), arch="sm_90", num_warps=4, num_stages=4, **TILES)
+    skewed = triton_resources(gemm_kernel, _args(offset=1), arch="sm_90", num_warps=4, num_stages=4, **TILES)
+    assert skewed.dynamic_smem < aligned.dynamic_smem
+
+
+def test_wrong_arguments_are_a_clear_error() -> None:
+    with pytest.raises(TritonResourceError) as info:
+        triton_resources(gemm_kernel, _args()[:5], arch="sm_90", num_warps=4, num_stages=3, **TILES)
+    assert "gemm_kernel(a_ptr, b_ptr" in str(info.value)
+    assert isinstance(info.value, PipecheckError)
+    with pytest.raises(PipecheckError, match="not a known architecture"):
+        triton_resources(gemm_kernel, _args(), arch="sm_91", num_warps=4, num_stages=3, **TILES)
