@@ -213,6 +213,15 @@ def _parse_optional_str(raw: Any) -> str | None:
     return raw.strip() or None
 
 
+def _parse_spec(raw: Any) -> Any:
+    if raw is None:
+        return None
+    # duck-typed so config.py stays free of spec.py's imports
+    if not all(hasattr(raw, a) for a in ("name", "tiles", "tensors", "launch", "reference")):
+        raise _Invalid("must be a pytest_pipecheck.KernelSpec")
+    return raw
+
+
 def _parse_optional_seed(raw: Any) -> int | None:
     if raw is None:
         return None
@@ -314,6 +323,12 @@ SETTINGS: tuple[Setting, ...] = (
             "absolute tolerance override (default: by dtype)", metavar="FLOAT", cli=False, ini=False),
     Setting("stages", _parse_optional_int(1), None,
             "override the kernel spec's stage count", metavar="N", cli=False, ini=False),
+    Setting("spec", _parse_spec, None,
+            "the KernelSpec this test checks: parametrizes a `shape` argument with its generated shapes",
+            metavar="KernelSpec", cli=False, ini=False),
+    Setting("expect_failures", _parse_bool, False,
+            "the test provokes check failures on purpose (mutants): they are reported as caught",
+            metavar="BOOL", cli=False, ini=False),
     Setting("kernel", _parse_optional_str, None,
             "kernel name shown in the summary", metavar="NAME", cli=False, ini=False),
     Setting("json", _parse_optional_path(False), None, "write the results as JSON to this path",
@@ -356,6 +371,8 @@ class PipecheckConfig:
     rtol: float | None = None
     atol: float | None = None
     stages: int | None = None
+    spec: Any = None
+    expect_failures: bool = False
     kernel: str | None = None
     json: str | None = None
     html: str | None = None

@@ -8,9 +8,11 @@ so a test that only asks for occupancy never imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import random
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -45,8 +47,14 @@ class Pipecheck:
         # where relative paths in the configuration (baseline_dir) are resolved; the plugin sets
         # the pytest rootdir here
         self.rootdir: str = "."
+        self._expecting = config.expect_failures
 
     # ------------------------------------------------------------------ basics
+    @property
+    def spec(self) -> Any:
+        """The KernelSpec named by the test's ``pipecheck(spec=...)`` marker, or None."""
+        return self.config.spec
+
     @property
     def has_gpu(self) -> bool:
         return self.tier.has_gpu
@@ -86,6 +94,8 @@ class Pipecheck:
             changes["nodeid"] = self.nodeid
         if result.kernel is None and self.config.kernel:
             changes["kernel"] = self.config.kernel
+        if self._expecting and result.verdict == Verdict.FAIL and not result.expected:
+            changes["expected"] = True
         dev = self.tier.device
         if dev is not None and "gpu" not in result.details:
             changes["details"] = {**result.details, "gpu": f"{dev.name} (index {dev.index}, {dev.uuid})"}
@@ -93,6 +103,20 @@ class Pipecheck:
             result = dataclasses.replace(result, **changes)
         self.results.append(result)
         return result
+
+    @contextlib.contextmanager
+    def expecting_failures(self) -> Iterator[None]:
+        """Inside this block, check failures are expected (a mutant being caught).
+
+        They are still raised and recorded, but the summary counts them as *caught* rather than
+        as failures of the code under test. The marker keyword ``expect_failures=True`` does the
+        same for a whole test.
+        """
+        previous, self._expecting = self._expecting, True
+        try:
+            yield
+        finally:
+            self._expecting = previous
 
     def skip_check(self, check: str, reason: str, kernel: str | None = None) -> CheckResult:
         """Record that ``check`` did not run, and why; the test itself goes on."""

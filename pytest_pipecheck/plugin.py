@@ -33,6 +33,7 @@ SESSION_RESULTS = pytest.StashKey[list[CheckResult]]()
 ITEM_CONFIG = pytest.StashKey[PipecheckConfig]()
 ITEM_CONFIG_ERROR = pytest.StashKey[str]()
 ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
+ITEM_NODEID = pytest.StashKey[str]()
 
 MARKER_DOC = (
     "{sig}: configure pipecheck for this test; every keyword overrides the --pipecheck-* option / "
@@ -143,6 +144,8 @@ def _register_feature(config: pytest.Config, module: str, cls: str, name: str) -
 def pytest_configure_node(node: Any) -> None:
     """xdist controller hook: send the run seed and each worker's GPU to the worker."""
     node.workerinput["pipecheck_seed"] = node.config.stash[RUN_SEED]
+    # workers re-parse the command line, so a scheduling mode chosen by pipecheck must travel here
+    node.workerinput["pipecheck_dist"] = node.config.getvalue("dist")
     devices, _ = list_devices()
     if devices and node.config.stash[RUN_CONFIG].tier != "cpu":
         # gw0, gw1, ... each get one GPU, round robin; pinned before the worker touches CUDA
@@ -189,10 +192,13 @@ def header_line(config: pytest.Config) -> str:
 # ----------------------------------------------------------------------------- collection
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     base = config.stash[RUN_CONFIG]
     for item in items:
         item.stash[ITEM_RESULTS] = []
+        # before pytest-xdist's loadgroup appends "@group" to it: seeds and reports use this one
+        item.stash[ITEM_NODEID] = item.nodeid
         cfg = base
         try:
             # closest marker last so it wins: module < class < function
@@ -206,6 +212,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         except ConfigError as exc:
             item.stash[ITEM_CONFIG_ERROR] = str(exc)
         item.stash[ITEM_CONFIG] = cfg
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes."""
+    if "shape" not in metafunc.fixturenames:
+        return
+    markers = list(metafunc.definition.iter_markers("pipecheck"))
+    if not any("spec" in m.kwargs for m in markers):
+        return
+    cfg = metafunc.config.stash[RUN_CONFIG]
+    try:
+        for marker in reversed(markers):
+            cfg = apply_marker(cfg, marker.kwargs, metafunc.definition.nodeid)
+    except ConfigError:
+        return  # reported with the test at setup, as every marker error is
+    if cfg.spec is None:
+        return
+    from . import shapes
+
+    cases = shapes.generate(cfg.spec, level=cfg.shape_level, stages=cfg.stages)
+    metafunc.parametrize("shape", cases, ids=[str(c) for c in cases])
+
+
+def item_nodeid(item: pytest.Item) -> str:
+    """The test's node id as collected (without a pytest-xdist group suffix)."""
+    return item.stash.get(ITEM_NODEID, item.nodeid)
 
 
 def item_config(item: pytest.Item) -> PipecheckConfig:
@@ -234,7 +266,7 @@ def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
     """pipecheck's per-test handle: tier, seed, configuration and the check methods."""
     item = request.node
     config = request.config
-    pc = Pipecheck(item.nodeid, item_config(item), config.stash[TIER], config.stash[RUN_SEED])
+    pc = Pipecheck(item_nodeid(item), item_config(item), config.stash[TIER], config.stash[RUN_SEED])
     pc.results = item_results(item)
     pc.rootdir = str(config.rootpath)
     return pc
@@ -261,7 +293,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
             seed = item.config.stash[RUN_SEED]
             report.sections.append(
-                ("pipecheck: reproduce", f"pytest '{item.nodeid}' --pipecheck-seed={seed}")
+                ("pipecheck: reproduce", f"pytest '{item_nodeid(item)}' --pipecheck-seed={seed}")
             )
     return report
 

@@ -47,6 +47,9 @@ class CheckResult:
     kernel: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     nodeid: str = ""
+    # a failure the test set out to provoke (a mutant caught by the check meant to catch it);
+    # reported as "caught", not as a failure of the code under test
+    expected: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -62,6 +65,7 @@ class CheckResult:
             kernel=data.get("kernel"),
             details=dict(data.get("details") or {}),
             nodeid=str(data.get("nodeid", "")),
+            expected=bool(data.get("expected", False)),
         )
 
 

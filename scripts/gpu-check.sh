@@ -6,7 +6,7 @@
 #   scripts/gpu-check.sh OUTDIR [PART...]
 #
 # PART is any of: pytest, scripts, or the name of one script in scripts/gpu/ (without .py).
-# Default: pytest scripts. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
+# Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
 # hang cannot eat the whole run; a step's exit code and duration go to OUTDIR/steps.txt.
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [PART...]}
@@ -40,9 +40,10 @@ step() {
 for part in "${parts[@]}"; do
   case "$part" in
     pytest)
+      # shellcheck disable=SC2086
       step pytest-gpu python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs \
-        --pipecheck-json="$out/pipecheck.json" --pipecheck-html="$out/pipecheck.html" \
-        --junitxml="$out/junit.xml" tests reference_kernels
+        --durations=30 --pipecheck-json="$out/pipecheck.json" --pipecheck-html="$out/pipecheck.html" \
+        --junitxml="$out/junit.xml" ${PYTEST_ARGS:-tests reference_kernels}
       ;;
     scripts)
       for s in scripts/gpu/*.py; do

@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["check_all", "check_coverage", "check_determinism", "check_tile_probe"]
 
 MAX_PROBE_TILES = 16
+MAX_ERROR_LINES = 16  # of a kernel's exception message kept in a failure (head and tail)
+MAX_ERROR_LINE_CHARS = 240
 
 
 # ----------------------------------------------------------------------------- plumbing
@@ -112,6 +114,29 @@ def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape) -> dict[str, _
             for t in spec.outputs}
 
 
+def _error_lines(exc: BaseException, max_lines: int = MAX_ERROR_LINES,
+                 max_line_chars: int = MAX_ERROR_LINE_CHARS) -> list[str]:
+    """The informative part of an exception's message, bounded to ``max_lines`` lines of at most
+    ``max_line_chars`` characters.
+
+    A Triton ``CompilationError`` reads ``at 29:17:``, the source lines up to the failing one, a caret,
+    then the underlying error (``NameError('a is not defined')``): its first line alone says nothing.
+    A long message keeps its first lines and its last ones (where a compiler puts the error), with a
+    line saying how many were left out between. A cause (``raise ... from``, or the exception being
+    handled) whose text the message does not already contain is added as a last line.
+    """
+    lines = [ln.rstrip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    cause_text = str(cause).strip() if cause is not None else ""
+    if cause is not None and cause_text not in "\n".join(lines):
+        lines.append(f"caused by {type(cause).__name__}: {cause_text.splitlines()[0] if cause_text else ''}")
+    if len(lines) > max_lines:
+        head = max(1, max_lines // 4)
+        tail = max_lines - head - 1
+        lines = [*lines[:head], f"... ({len(lines) - head - tail} lines left out) ...", *lines[len(lines) - tail:]]
+    return [ln if len(ln) <= max_line_chars else ln[:max_line_chars - 3] + "..." for ln in lines]
+
+
 def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
             extra: Mapping[str, Any], what: str, check: str) -> dict[str, _arr.GuardedArray]:
     """Allocate poisoned outputs, launch once, synchronize; a crash becomes a PipecheckFailure."""
@@ -127,8 +152,9 @@ def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, 
         hint = ""
         if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
             hint = "; an unmasked load or store past an edge?"
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        message = f"{_where(spec, shape)}: the kernel raised during {what}: {type(exc).__name__}: {text}{loc}{hint}"
+        first, *rest = _error_lines(exc) or [""]
+        message = "\n    ".join([f"{_where(spec, shape)}: the kernel raised during {what}: {type(exc).__name__}: "
+                                 f"{first}{loc}{hint}", *rest])
         result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
                                        kernel=spec.name, details={"shape": str(shape), "error": message}))
         raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc

@@ -6,8 +6,16 @@ file, named for people (``NVIDIA-H100-80GB-HBM3-sm90-3f2a9c01de.json``: the GPU,
 a hash of the whole key) and holding the full key inside, so a file renamed by hand is recognised
 as foreign rather than trusted. Inside, entries are keyed by test node id then case id::
 
-    {"schema": "pytest-pipecheck-baseline", "version": 1, "env": {...},
-     "tests": {"tests/test_gemm.py::test_gemm[fp16]": {"default": {"median_us": ..., "samples_us": [...]}}}}
+    {"schema": "pytest-pipecheck-baseline", "version": 2, "env": {...},
+     "tests": {"tests/test_gemm.py::test_gemm[fp16]": {"default": {
+         "median_us": ..., "samples_us": [...],
+         "anchor": {"definition": {"kind": "matmul", "dtype": "bf16", "m": 2048, "n": 2048, "k": 4096, ...},
+                    "median_us": ..., "samples_us": [...]}}}}}
+
+Schema history: version 1 (no anchors) is read as it is: its entries have no ``anchor``, and the
+gate compares their raw times and says so. Version 2 adds the optional per-entry ``anchor`` (the
+anchor workload's definition and its samples, one per kernel sample, timed interleaved with them).
+Saving into a version 1 file rewrites it as version 2, its old entries unchanged.
 
 Files are written sorted and indented (diffs review well), atomically (a temporary file in the
 same directory, fsync, ``os.replace``) and under an advisory lock on the directory, so a crash or
@@ -33,6 +41,7 @@ from .stats import Samples, StatsError
 
 __all__ = [
     "KEY_FIELDS",
+    "READABLE_VERSIONS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "BaselineError",
@@ -44,7 +53,9 @@ __all__ = [
 ]
 
 SCHEMA = "pytest-pipecheck-baseline"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this code reads; each older one is migrated in memory by ``_migrate``.
+READABLE_VERSIONS = (1, 2)
 # The fields that make two timings comparable; order is the order they are shown in.
 KEY_FIELDS = ("gpu", "sm_count", "compute_capability", "driver", "cuda", "torch", "triton", "cupy")
 
@@ -111,6 +122,7 @@ class BaselineFile:
     path: str
     env: EnvKey
     tests: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    version: int = SCHEMA_VERSION  # the schema version the file had on disk (it is written as the current one)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "version": SCHEMA_VERSION, "env": dict(self.env.values), "tests": self.tests}
@@ -149,7 +161,7 @@ def _read(path: str) -> BaselineFile:
             "it was left untouched: move it out of the baseline directory"
         )
     version = data.get("version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < min(READABLE_VERSIONS):
         raise BaselineError(f"baseline file {path} has an invalid schema version {version!r}")
     if version > SCHEMA_VERSION:
         raise BaselineError(
@@ -167,7 +179,18 @@ def _read(path: str) -> BaselineFile:
     for nodeid, cases in tests.items():
         if not isinstance(cases, dict) or not all(isinstance(e, dict) for e in cases.values()):
             raise BaselineError(f"baseline file {path} is malformed: entry {nodeid!r} must map case ids to objects")
-    return BaselineFile(path, key, tests)
+    return BaselineFile(path, key, _migrate(tests, version), version)
+
+
+def _migrate(tests: dict[str, dict[str, dict[str, Any]]], version: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """Bring the entries of a file of schema ``version`` to the current schema, in memory.
+
+    1 -> 2: nothing to change: version 2 only adds the optional ``anchor`` of an entry, and an entry
+    without one is compared on raw times (the gate says so). Kept as a function so a later schema
+    change has its place, and so the file on disk is only rewritten when something is saved.
+    """
+    del version  # every readable version's entries are valid version 2 entries
+    return tests
 
 
 def read_file(path: str) -> BaselineFile:
@@ -183,6 +206,7 @@ class Lookup:
     reason: str  # why there is no baseline ("" when found)
     path: str
     entry: dict[str, Any] | None = None
+    version: int = SCHEMA_VERSION  # schema version of the file the baseline came from
 
 
 class BaselineStore:
@@ -252,7 +276,7 @@ class BaselineStore:
         samples = bf.samples(nodeid, case)
         if samples is None:
             return Lookup(None, f"no baseline for {nodeid} [case {case}] in {path}; {save_hint}", path)
-        return Lookup(samples, "", path, bf.entry(nodeid, case))
+        return Lookup(samples, "", path, bf.entry(nodeid, case), bf.version)
 
     # ------------------------------------------------------------------ writing
     def save(self, key: EnvKey, nodeid: str, case: str, entry: Mapping[str, Any]) -> str:

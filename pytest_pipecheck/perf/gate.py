@@ -5,12 +5,20 @@ The flow of one call:
 1. validate the arguments (a declared FLOP or byte count must be a positive number);
 2. on the CPU tier, without injected samples, record ``perf`` as skipped with the reason and return:
    the test still passes or fails on its other checks;
-3. time the kernel on the device (:mod:`.timing`), or take the ``samples=`` given;
-4. look up the baseline for (this GPU and software stack, the test's node id, the case id). A
+3. look up the baseline for (this GPU and software stack, the test's node id, the case id). A
    missing baseline is a skip with the reason; a baseline of another environment is never used;
-5. compare (:func:`.stats.compare`) and record the result; a regression raises
+4. choose the anchor (``anchor="auto"``: from the declared FLOPs and bytes against the ridge point
+   of the measured ceilings; ``"matmul"``, ``"copy"`` or None to override). A baseline's anchor of
+   the chosen kind is reused, so both runs are anchored to the same workload; a baseline without an
+   anchor (schema version 1, or saved with ``anchor=None``) is compared on raw times, timed the same
+   way it was, and the summary says so;
+5. time the kernel on the device (:mod:`.timing`), interleaved sample by sample with the anchor,
+   after ``settle_s`` of steady load; or take the ``samples=`` given (anchored when they carry anchor
+   samples);
+6. compare (:func:`.stats.compare`: on kernel/anchor ratios when both runs have the same anchor) and
+   record the result, with the raw times and the anchored change; a regression raises
    :class:`PipecheckFailure` with the numbers;
-6. with ``--pipecheck-baseline-save``, store the new samples as the baseline. Saving is accepting:
+7. with ``--pipecheck-baseline-save``, store the new samples as the baseline. Saving is accepting:
    a run that saves reports the change but does not fail on it.
 
 When the test also requests pytest-benchmark's ``benchmark`` fixture and passes it as
@@ -26,15 +34,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
-from .baseline import BaselineError, BaselineStore, EnvKey
-from .stats import Samples, StatsError, compare
+from .baseline import BaselineError, BaselineStore, EnvKey, Lookup
+from .stats import Samples, StatsError, anchor_label, compare
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..fixture import Pipecheck
 
 __all__ = ["check_perf", "environment_key"]
 
-_TIMING_KEYWORDS = ("n_samples", "warmup_s", "max_time_s", "n_inputs", "reps")
+_TIMING_KEYWORDS = ("n_samples", "warmup_s", "max_time_s", "n_inputs", "reps", "settle_s")
+_ANCHOR_CHOICES = ("auto", "matmul", "copy", None)
 
 
 def _positive(name: str, value: Any, nodeid: str) -> float | None:
@@ -147,14 +156,18 @@ def check_perf(
     kernel: str | None = None,
     benchmark: Any = None,
     env: EnvKey | Mapping[str, Any] | None = None,
+    anchor: str | None = "auto",
     **timing_kw: Any,
 ) -> CheckResult:
     """Time ``fn`` on the GPU and gate it against the stored baseline of this test and ``case``.
 
     ``flops`` / ``bytes`` (per launch) give throughput and the fraction of the measured roofline;
-    ``dtype`` picks the matrix ceiling. ``samples`` injects precomputed per-launch times (us) instead
-    of timing, and ``env`` an environment key (both for tests and offline use). Other keywords go to
-    :func:`.timing.measure` (n_samples, warmup_s, max_time_s, n_inputs, reps).
+    ``dtype`` picks the matrix ceiling. ``anchor`` picks the clock-drift anchor timed interleaved with
+    the kernel: ``"auto"`` (from flops/bytes and the measured ridge point), ``"matmul"``, ``"copy"``,
+    or None (raw times only). ``samples`` injects precomputed per-launch times (us, or a
+    :class:`Samples`, possibly with anchor samples) instead of timing, and ``env`` an environment key
+    (both for tests and offline use). Other keywords go to :func:`.timing.measure` (n_samples,
+    warmup_s, max_time_s, n_inputs, reps, settle_s).
 
     Returns the recorded :class:`CheckResult` (pass, or skip with the reason). Raises
     :class:`PipecheckFailure` on a regression, :class:`PipecheckError` for bad arguments and unusable
@@ -164,7 +177,7 @@ def check_perf(
     try:
         return _check_perf(pc, fn, flops=flops, nbytes=bytes, case=case, samples=samples, hot_cache=hot_cache,
                            graph=graph, dtype=dtype, kernel=kernel, benchmark=benchmark, env=env,
-                           timing_kw=timing_kw)
+                           anchor=anchor, timing_kw=timing_kw)
     except PipecheckFailure as exc:
         raise PipecheckFailure(str(exc), exc.result) from None
     except PipecheckError as exc:
@@ -175,7 +188,7 @@ def check_perf(
 def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nbytes: Any, case: str | None,
                 samples: Samples | Sequence[float] | None, hot_cache: bool, graph: bool, dtype: str,
                 kernel: str | None, benchmark: Any, env: EnvKey | Mapping[str, Any] | None,
-                timing_kw: dict[str, Any]) -> CheckResult:
+                anchor: str | None, timing_kw: dict[str, Any]) -> CheckResult:
     __tracebackhide__ = True
     nodeid = pc.nodeid
     flops_f = _positive("flops", flops, nodeid)
@@ -184,6 +197,10 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     if unknown:
         raise PipecheckError(
             f"check_perf in {nodeid}: unknown keyword {unknown[0]!r} (timing keywords: {', '.join(_TIMING_KEYWORDS)})"
+        )
+    if anchor not in _ANCHOR_CHOICES:
+        raise PipecheckError(
+            f"check_perf(anchor={anchor!r}) in {nodeid}: must be 'auto', 'matmul', 'copy' or None"
         )
     if case is not None and not isinstance(case, str):
         raise PipecheckError(f"check_perf(case={case!r}) in {nodeid}: case must be a string")
@@ -202,25 +219,62 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     if not pc.config.wants("perf"):
         return _skip(pc, "perf is not among the selected checks (--pipecheck-checks)", benchmark, kernel, case_id)
 
-    ceilings = None
+    measured: Samples | None = None
     if samples is not None:
         try:
             measured = samples if isinstance(samples, Samples) else Samples.of(samples, "samples=")
         except StatsError as exc:
             raise PipecheckError(f"check_perf({exc}) in {nodeid}") from None
-    else:
-        if not pc.tier.has_gpu:
-            return _skip(pc, f"perf needs a CUDA GPU: {pc.tier.reason}", benchmark, kernel, case_id)
+    elif not pc.tier.has_gpu:
+        return _skip(pc, f"perf needs a CUDA GPU: {pc.tier.reason}", benchmark, kernel, case_id)
+
+    key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(pc)
+    directory, where = _baseline_dir(pc)
+    save = pc.config.baseline_save
+    store = BaselineStore(directory, where) if directory is not None else None
+    found: Lookup | None = None
+    if store is not None:
+        try:
+            found = store.lookup(key, nodeid, case_id)
+        except BaselineError as exc:
+            pc.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel,
+                                  details={"case": case_id, "env": dict(key.values)}))
+            raise
+    base_samples = found.samples if found is not None else None
+
+    ceilings = None
+    anchor_info: dict[str, Any] = {"requested": anchor}
+    if measured is None:
         from . import timing
 
         assert fn is not None
-        measured = timing.measure(fn, hot_cache=hot_cache, graph=graph, **timing_kw)
-        if flops_f is not None or bytes_f is not None:
+        if flops_f is not None or bytes_f is not None or anchor in ("matmul", "copy"):
             import torch
 
             ceilings = timing.measure_ceilings(torch.cuda.current_device())
-
-    key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(pc)
+        if anchor == "auto":
+            kind, why = timing.choose_anchor(flops_f, bytes_f, ceilings, dtype)
+        else:
+            kind, why = anchor, ("anchor=None given: raw times only" if anchor is None else f"anchor={anchor!r} given")
+        use: timing.Anchor | str | None = kind
+        if kind is not None and base_samples is not None:
+            if base_samples.anchor and base_samples.anchor.get("kind") == kind:
+                use = timing.Anchor.from_definition(dict(base_samples.anchor))
+                why += "; the baseline's anchor"
+            elif not base_samples.anchored and not save:
+                # time it as the baseline was timed, so raw times compare like for like
+                use = None
+                why = (f"not anchored: the baseline (schema version {found.version if found else '?'}) has no "
+                       f"anchor, so raw times are compared; save a new baseline to anchor ({why})")
+        anchor_info.update(kind=kind, reason=why)
+        timing_kw.setdefault("settle_s", timing.DEFAULT_SETTLE_S)
+        measured = timing.measure(fn, hot_cache=hot_cache, graph=graph, anchor=use, ceilings=ceilings,
+                                  anchor_dtype=dtype if dtype in ("bf16", "fp16") else "bf16", **timing_kw)
+    else:
+        anchor_info.update(kind=(measured.anchor or {}).get("kind"),
+                           reason="anchor samples given" if measured.anchored else "samples given without anchor")
+    if measured.anchored:
+        anchor_info.update(definition=dict(measured.anchor or {}), median_us=measured.anchor_median)
 
     details: dict[str, Any] = {
         "case": case_id,
@@ -232,6 +286,7 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         "env": dict(key.values),
         "threshold": pc.config.perf_threshold,
         "alpha": pc.config.perf_alpha,
+        "anchor": anchor_info,
     }
     throughput = ""
     if flops_f is not None:
@@ -258,18 +313,10 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         _feed_benchmark(benchmark, measured, {"pipecheck_case": case_id, "pipecheck_unit": "device time (events)",
                                               **{k: v for k, v in details.items() if k in ("tflops", "gbps")}})
 
-    directory, where = _baseline_dir(pc)
-    save = pc.config.baseline_save
-    if directory is None:
+    if store is None or found is None:
         return _skip(pc, "baselines are off (baseline_dir is none)", benchmark, kernel, case_id,
                      summary=f"{measured.median:.1f} us{roof}; baselines are off (baseline_dir is none)",
                      details=details)
-    store = BaselineStore(directory, where)
-    try:
-        found = store.lookup(key, nodeid, case_id)
-    except BaselineError as exc:
-        pc.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel, details=details))
-        raise
 
     saved = ""
     if save:
@@ -279,11 +326,14 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
 
     if found.samples is None:
         details["reason"] = found.reason
+        anchored = ""
+        if measured.anchored:
+            anchored = f" (anchor {anchor_label(measured.anchor)}: {measured.anchor_median:.1f} us)"
         if save:
-            return pc.record(CheckResult("perf", Verdict.PASS, f"{measured.median:.1f} us{roof}{saved}",
+            return pc.record(CheckResult("perf", Verdict.PASS, f"{measured.median:.1f} us{anchored}{roof}{saved}",
                                          kernel=kernel, details=details))
         return _skip(pc, found.reason, benchmark, kernel, case_id,
-                     summary=f"{measured.median:.1f} us{roof}; {found.reason}", details=details)
+                     summary=f"{measured.median:.1f} us{anchored}{roof}; {found.reason}", details=details)
 
     try:
         result = compare(found.samples, measured, threshold=pc.config.perf_threshold, alpha=pc.config.perf_alpha,
@@ -292,12 +342,19 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {exc}") from None
     details.update(result.to_json())
     details["baseline_file"] = found.path
-    summary = f"{result.describe()}{roof}{saved}"
+    details["baseline_schema_version"] = found.version
+    unanchored = ""
+    if not result.anchored and not result.note.startswith(("the baseline has no anchor", "the anchors differ")):
+        reason = anchor_info.get("reason") or ""
+        unanchored = f"; {reason}" if reason.startswith("not anchored") else "; not anchored"
+    summary = f"{result.describe()}{unanchored}{roof}{saved}"
     if result.regressed and not save:
+        what = ("median of the per-sample kernel/anchor ratios (anchor timed interleaved)" if result.anchored
+                else "median")
         record = pc.record(CheckResult("perf", Verdict.FAIL, "regression: " + summary, kernel=kernel, details=details))
         raise PipecheckFailure(
             f"perf regression in {nodeid} [case {case_id}]: {summary}\n"
-            f"  gate: median slower by more than {pc.config.perf_threshold:.1%} and one-sided Mann-Whitney "
+            f"  gate: {what} slower by more than {pc.config.perf_threshold:.1%} and one-sided Mann-Whitney "
             f"p < {pc.config.perf_alpha:g} ({result.n_candidate} samples vs {result.n_baseline})\n"
             f"  baseline: {found.path}\n"
             f"  if the slowdown is intended, accept it with --pipecheck-baseline-save",

@@ -14,6 +14,13 @@ So the gate needs both parts (as asv does, FACTS.md section 6): a regression is 
 1. a one-sided Mann-Whitney U test says the candidate is slower with ``p < alpha``, *and*
 2. the ratio of medians exceeds ``1 + threshold``, the practical threshold that absorbs drift.
 
+Clock-drift anchoring. The between-run drift of a compute-bound kernel is mostly the SM clock (boost
+after idle, lower under sustained power draw), and it moves every compute-bound workload alike. So a
+run may carry a second set of samples, an *anchor* (a fixed matmul or copy of the same kind as the
+kernel) timed interleaved with the kernel, sample by sample, under the same clock. The gate then
+compares the per-sample ratios kernel/anchor (the rank test on log ratios, the threshold on the ratio
+of their medians): a clock shared by both cancels, a slowdown of the kernel alone does not.
+
 Whether a (threshold, alpha) pair meets the target (a 5% slowdown caught >= 95% of the time, same
 code failing <= 1% of the time) depends on the drift, which only repeated runs on the GPU can show;
 :func:`resample_rates` measures both rates from such runs and :func:`simulate_rates` from a noise
@@ -30,16 +37,22 @@ from typing import Any
 from ..results import PipecheckError
 
 __all__ = [
+    "ANCHOR_NOTE_NONE",
     "Comparison",
     "NoiseModel",
     "RateEstimate",
     "Samples",
     "StatsError",
+    "anchor_label",
+    "anchoring",
     "compare",
     "min_samples_for",
     "resample_rates",
     "simulate_rates",
 ]
+
+
+ANCHOR_NOTE_NONE = "no anchor was timed"
 
 
 class StatsError(PipecheckError):
@@ -69,25 +82,53 @@ class Samples:
     """Per-launch device times of one kernel in one run, in microseconds.
 
     ``meta`` records how they were taken (cold or hot L2, CUDA graph, launches per sample, flush
-    bytes, input sets) so a baseline says what it measured. Construction validates the times and
-    raises :class:`StatsError` for an empty set or a non-positive or non-finite time.
+    bytes, input sets) so a baseline says what it measured. ``anchor_us``, when present, holds one
+    anchor time per kernel sample (timed right after it, under the same clock) and ``anchor`` the
+    anchor's definition (a JSON object: kind, shape, dtype...). Construction validates the times and
+    raises :class:`StatsError` for an empty set, a non-positive or non-finite time, or anchor times
+    that do not pair up one to one with the kernel's.
     """
 
     times_us: tuple[float, ...]
     meta: Mapping[str, Any] = field(default_factory=dict)
+    anchor_us: tuple[float, ...] | None = None
+    anchor: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "times_us", _validate_times(self.times_us, "samples"))
         object.__setattr__(self, "meta", dict(self.meta))
+        if self.anchor_us is not None:
+            anchor_us = _validate_times(self.anchor_us, "anchor samples")
+            if len(anchor_us) != len(self.times_us):
+                raise StatsError(
+                    f"anchor samples: {len(anchor_us)} anchor times for {len(self.times_us)} kernel times; "
+                    "each kernel sample needs the anchor sample taken with it"
+                )
+            object.__setattr__(self, "anchor_us", anchor_us)
+            object.__setattr__(self, "anchor", dict(self.anchor or {}))
+        elif self.anchor is not None:
+            raise StatsError("anchor samples: an anchor definition without anchor times")
 
     @classmethod
-    def of(cls, times_us: Iterable[Any], what: str = "samples", **meta: Any) -> Samples:
-        """Build from any iterable of numbers; ``what`` names the source in error messages."""
-        return cls(_validate_times(times_us, what), meta)
+    def of(cls, times_us: Iterable[Any], what: str = "samples", *, anchor_us: Iterable[Any] | None = None,
+           anchor: Mapping[str, Any] | None = None, **meta: Any) -> Samples:
+        """Build from any iterable of numbers; ``what`` names the source in error messages.
+
+        ``anchor_us`` (one per kernel sample) and ``anchor`` (its definition) make anchored samples.
+        """
+        kernel = _validate_times(times_us, what)
+        anchors = None if anchor_us is None else _validate_times(anchor_us, f"{what} (anchor)")
+        if anchors is not None and anchor is None:
+            anchor = {"kind": "unspecified"}
+        return cls(kernel, meta, anchors, anchor)
 
     @property
     def n(self) -> int:
         return len(self.times_us)
+
+    @property
+    def anchored(self) -> bool:
+        return self.anchor_us is not None
 
     def quantile(self, q: float | Sequence[float]) -> Any:
         """Quantile(s) of the times (numpy's default linear interpolation)."""
@@ -116,12 +157,29 @@ class Samples:
     def min(self) -> float:
         return min(self.times_us)
 
+    @property
+    def anchor_median(self) -> float | None:
+        import numpy as np
+
+        return None if self.anchor_us is None else float(np.median(np.asarray(self.anchor_us)))
+
+    def ratios(self) -> tuple[float, ...]:
+        """Per-sample kernel/anchor ratios; raises :class:`StatsError` without anchor samples."""
+        if self.anchor_us is None:
+            raise StatsError("samples have no anchor: no kernel/anchor ratios")
+        return tuple(k / a for k, a in zip(self.times_us, self.anchor_us))
+
     def scaled(self, factor: float) -> Samples:
-        """The same samples, each multiplied by ``factor`` (an injected slowdown)."""
-        return Samples(tuple(t * factor for t in self.times_us), self.meta)
+        """The same samples, each kernel time multiplied by ``factor`` (an injected slowdown)."""
+        return Samples(tuple(t * factor for t in self.times_us), self.meta, self.anchor_us, self.anchor)
+
+    def drifted(self, factor: float) -> Samples:
+        """Kernel *and* anchor times multiplied by ``factor``: a clock change that hits both alike."""
+        anchor_us = None if self.anchor_us is None else tuple(t * factor for t in self.anchor_us)
+        return Samples(tuple(t * factor for t in self.times_us), self.meta, anchor_us, self.anchor)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "n": self.n,
             "median_us": self.median,
             "q1_us": self.q1,
@@ -130,16 +188,54 @@ class Samples:
             "samples_us": [round(t, 4) for t in self.times_us],
             "meta": dict(self.meta),
         }
+        if self.anchor_us is not None:
+            out["anchor"] = {
+                "definition": dict(self.anchor or {}),
+                "median_us": self.anchor_median,
+                "samples_us": [round(t, 4) for t in self.anchor_us],
+            }
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], what: str = "samples") -> Samples:
-        """Inverse of :meth:`to_json`; raises :class:`StatsError` naming ``what`` on bad data."""
+        """Inverse of :meth:`to_json`; raises :class:`StatsError` naming ``what`` on bad data.
+
+        An entry without ``anchor`` (written before anchoring existed, or with ``anchor=None``) gives
+        samples without an anchor.
+        """
         if not isinstance(data, Mapping) or not isinstance(data.get("samples_us"), list):
             raise StatsError(f"{what}: expected an object with a 'samples_us' list")
         meta = data.get("meta") or {}
         if not isinstance(meta, Mapping):
             raise StatsError(f"{what}: 'meta' must be an object")
-        return cls(_validate_times(data["samples_us"], what), meta)
+        times = _validate_times(data["samples_us"], what)
+        anchor = data.get("anchor")
+        if anchor is None:
+            return cls(times, meta)
+        if (not isinstance(anchor, Mapping) or not isinstance(anchor.get("samples_us"), list)
+                or not isinstance(anchor.get("definition", {}), Mapping)):
+            raise StatsError(f"{what}: 'anchor' must be an object with a 'definition' object and a 'samples_us' list")
+        anchor_us = _validate_times(anchor["samples_us"], f"{what} (anchor)")
+        if len(anchor_us) != len(times):
+            raise StatsError(f"{what}: {len(anchor_us)} anchor samples for {len(times)} kernel samples")
+        return cls(times, meta, anchor_us, dict(anchor.get("definition") or {}))
+
+
+def anchor_label(definition: Mapping[str, Any] | None) -> str:
+    """A short human name of an anchor definition (``bf16 matmul 2048x2048x4096``, ``copy 128 MiB``)."""
+    if not definition:
+        return "no anchor"
+    if definition.get("label"):
+        return str(definition["label"])
+    return ", ".join(f"{k}={v}" for k, v in sorted(definition.items()))
+
+
+def _same_anchor(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two anchor definitions name the same workload (the label is presentation only)."""
+    if a is None or b is None:
+        return False
+    strip = ("label",)
+    return {k: v for k, v in a.items() if k not in strip} == {k: v for k, v in b.items() if k not in strip}
 
 
 # --------------------------------------------------------------------------- the decision
@@ -147,35 +243,58 @@ class Samples:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The gate's view of candidate vs baseline; ``regressed`` is the verdict."""
+    """The gate's view of candidate vs baseline; ``regressed`` is the verdict.
+
+    ``ratio`` is the ratio the gate decided on: with ``anchored`` the ratio of the median per-sample
+    kernel/anchor ratios, otherwise the ratio of the raw medians. ``raw_ratio`` is always the ratio
+    of the raw medians; ``note`` says why an anchor was not used when one was not.
+    """
 
     baseline_median_us: float
     candidate_median_us: float
-    ratio: float  # candidate median / baseline median
-    p_value: float  # one-sided Mann-Whitney U: candidate slower
+    ratio: float  # the gated ratio: anchored when ``anchored``, else raw medians
+    p_value: float  # one-sided Mann-Whitney U: candidate slower (on log ratios when anchored)
     threshold: float
     alpha: float
     n_baseline: int
     n_candidate: int
     regressed: bool
     significant: bool
-    ci_low: float | None = None  # bootstrap CI of the median ratio, when asked for
+    ci_low: float | None = None  # bootstrap CI of the gated ratio, when asked for
     ci_high: float | None = None
+    anchored: bool = False
+    raw_ratio: float | None = None  # candidate median / baseline median (raw times); None: same as ratio
+    baseline_anchor_us: float | None = None
+    candidate_anchor_us: float | None = None
+    anchor: Mapping[str, Any] | None = None
+    note: str = ""  # why the comparison is not anchored, when it is not
 
     @property
     def change(self) -> float:
-        """Relative change of the median: +0.05 is 5% slower."""
+        """Relative change the gate decided on: +0.05 is 5% slower."""
         return self.ratio - 1.0
 
+    @property
+    def raw_change(self) -> float:
+        """Relative change of the raw median times."""
+        return (self.ratio if self.raw_ratio is None else self.raw_ratio) - 1.0
+
     def describe(self) -> str:
-        """``812.3 us vs 790.1 us baseline (+2.8%, p=0.04)``"""
+        """``812.3 us vs 790.1 us baseline (+2.8%, p=0.04)``; anchored:
+        ``812.3 us vs 790.1 us baseline (+0.4% anchored to bf16 matmul ..., p=0.3, ...; raw +2.8%)``"""
         ci = ""
         if self.ci_low is not None and self.ci_high is not None:
             ci = f", 95% CI {self.ci_low - 1:+.1%}..{self.ci_high - 1:+.1%}"
-        return (
-            f"{self.candidate_median_us:.1f} us vs {self.baseline_median_us:.1f} us baseline "
-            f"({self.change:+.1%}, p={_fmt_p(self.p_value)}{ci})"
-        )
+        head = f"{self.candidate_median_us:.1f} us vs {self.baseline_median_us:.1f} us baseline"
+        if self.anchored:
+            anchor = ""
+            if self.baseline_anchor_us is not None and self.candidate_anchor_us is not None:
+                anchor = (f"; anchor {self.candidate_anchor_us:.1f} us vs {self.baseline_anchor_us:.1f} us, "
+                          f"{self.candidate_anchor_us / self.baseline_anchor_us - 1:+.1%}")
+            return (f"{head} ({self.change:+.1%} anchored to {anchor_label(self.anchor)}, "
+                    f"p={_fmt_p(self.p_value)}{ci}; raw {self.raw_change:+.1%}{anchor})")
+        note = f"; raw times: {self.note}" if self.note and self.note != ANCHOR_NOTE_NONE else ""
+        return f"{head} ({self.change:+.1%}, p={_fmt_p(self.p_value)}{ci}{note})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -183,6 +302,8 @@ class Comparison:
             "candidate_median_us": self.candidate_median_us,
             "ratio": self.ratio,
             "change": self.change,
+            "raw_ratio": self.ratio if self.raw_ratio is None else self.raw_ratio,
+            "raw_change": self.raw_change,
             "p_value": self.p_value,
             "threshold": self.threshold,
             "alpha": self.alpha,
@@ -192,6 +313,11 @@ class Comparison:
             "significant": self.significant,
             "ci_low": self.ci_low,
             "ci_high": self.ci_high,
+            "anchored": self.anchored,
+            "anchor": None if self.anchor is None else dict(self.anchor),
+            "baseline_anchor_us": self.baseline_anchor_us,
+            "candidate_anchor_us": self.candidate_anchor_us,
+            "anchor_note": self.note,
         }
 
 
@@ -240,6 +366,21 @@ def _decide(base: Any, cand: Any, threshold: float, alpha: float) -> tuple[Any, 
     return regressed, significant, ratio, p
 
 
+def anchoring(baseline: Samples, candidate: Samples) -> tuple[bool, str]:
+    """Whether two runs can be compared anchored, and if not, why (a sentence for the report)."""
+    if baseline.anchored and candidate.anchored:
+        if _same_anchor(baseline.anchor, candidate.anchor):
+            return True, ""
+        return False, (f"the anchors differ (baseline {anchor_label(baseline.anchor)}, candidate "
+                       f"{anchor_label(candidate.anchor)}); save a new baseline to anchor again")
+    if candidate.anchored:
+        return False, ("the baseline has no anchor (saved by an older pytest-pipecheck or with anchor=None); "
+                       "save a new baseline to anchor")
+    if baseline.anchored:
+        return False, "the candidate was timed without an anchor (anchor=None)"
+    return False, ANCHOR_NOTE_NONE
+
+
 def compare(
     baseline: Samples | Sequence[float],
     candidate: Samples | Sequence[float],
@@ -249,13 +390,18 @@ def compare(
     ci: bool = False,
     seed: int = 0,
     resamples: int = 2000,
+    anchored: bool | None = None,
 ) -> Comparison:
     """Decide whether ``candidate`` is slower than ``baseline``.
 
     A regression is ``p < alpha`` (one-sided Mann-Whitney U, candidate greater) *and* median ratio
-    ``> 1 + threshold``. With ``ci=True`` a percentile bootstrap 95% interval of the median ratio is
-    added for the report (it does not enter the verdict). Raises :class:`StatsError` for invalid
-    samples, invalid threshold or alpha, or sample counts too small to ever reach ``alpha``.
+    ``> 1 + threshold``. When both runs carry samples of the same anchor (``anchored=None``, the
+    default, decides so by itself; ``True`` requires it; ``False`` compares raw times) the test runs
+    on the per-sample kernel/anchor ratios, so a clock change that slows kernel and anchor alike
+    cancels. With ``ci=True`` a percentile bootstrap 95% interval of the gated ratio is added for the
+    report (it does not enter the verdict). Raises :class:`StatsError` for invalid samples, invalid
+    threshold or alpha, sample counts too small to ever reach ``alpha``, or ``anchored=True`` without
+    matching anchors.
     """
     import numpy as np
 
@@ -266,8 +412,20 @@ def compare(
     b = baseline if isinstance(baseline, Samples) else Samples.of(baseline, "baseline samples")
     c = candidate if isinstance(candidate, Samples) else Samples.of(candidate, "candidate samples")
     _check_power(b.n, c.n, alpha)
-    base = np.asarray(b.times_us, dtype=float)[None, :]
-    cand = np.asarray(c.times_us, dtype=float)[None, :]
+    can_anchor, note = anchoring(b, c)
+    if anchored and not can_anchor:
+        raise StatsError(f"anchored comparison impossible: {note}")
+    use_anchor = can_anchor if anchored is None else bool(anchored)
+    raw_b = np.asarray(b.times_us, dtype=float)
+    raw_c = np.asarray(c.times_us, dtype=float)
+    if use_anchor:
+        base = (raw_b / np.asarray(b.anchor_us, dtype=float))[None, :]
+        cand = (raw_c / np.asarray(c.anchor_us, dtype=float))[None, :]
+        note = ""
+    else:
+        base, cand = raw_b[None, :], raw_c[None, :]
+        if anchored is False and can_anchor:
+            note = "anchoring was turned off (anchored=False)"
     regressed, significant, ratio, p = _decide(base, cand, threshold, alpha)
     lo = hi = None
     if ci:
@@ -289,6 +447,12 @@ def compare(
         significant=bool(significant[0]),
         ci_low=lo,
         ci_high=hi,
+        anchored=use_anchor,
+        raw_ratio=c.median / b.median,
+        baseline_anchor_us=b.anchor_median if use_anchor else None,
+        candidate_anchor_us=c.anchor_median if use_anchor else None,
+        anchor=dict(c.anchor or {}) if use_anchor else None,
+        note=note,
     )
 
 
@@ -325,9 +489,15 @@ def _estimate(slowdown: float, failures: int, trials: int) -> RateEstimate:
 class NoiseModel:
     """A synthetic GPU timing model for checking the gate on the CPU.
 
-    Each run draws a run-level factor ``exp(N(0, drift))`` (run-to-run drift); each sample is the run
-    median times ``exp(N(0, sigma))`` (lognormal within-run noise); a fraction ``outlier_rate`` of
-    samples is slowed by a uniform factor in ``(0, outlier_scale)`` (preempted or clock-stepped launches).
+    Each run draws a run-level factor ``exp(N(0, drift))`` (run-to-run drift of the kernel alone);
+    each sample is the run median times ``exp(N(0, sigma))`` (lognormal within-run noise); a fraction
+    ``outlier_rate`` of samples is slowed by a uniform factor in ``(0, outlier_scale)`` (preempted or
+    clock-stepped launches).
+
+    The clock: ``clock_drift`` is the sd of a log run-level factor and ``clock_jitter`` of a log
+    per-sample factor that hit the kernel *and* its anchor alike (the SM clock under a different
+    power or thermal state). The anchor's own within-run noise is lognormal ``anchor_sigma`` around
+    ``anchor_median_us``.
     """
 
     median_us: float = 60.0
@@ -335,15 +505,43 @@ class NoiseModel:
     drift: float = 0.007
     outlier_rate: float = 0.02
     outlier_scale: float = 0.3
+    clock_drift: float = 0.0
+    clock_jitter: float = 0.0
+    anchor_median_us: float = 60.0
+    anchor_sigma: float = 0.01
 
-    def sample_runs(self, rng: Any, runs: int, n: int, slowdown: float = 0.0) -> Any:
-        """An array (runs, n) of sample times in microseconds, slowed by ``slowdown`` (0.05 = 5%)."""
+    def _kernel(self, rng: Any, runs: int, n: int, slowdown: float) -> Any:
         import numpy as np
 
         run_factor = np.exp(rng.normal(0.0, self.drift, size=(runs, 1)))
         noise = np.exp(rng.normal(0.0, self.sigma, size=(runs, n)))
         outliers = (rng.random((runs, n)) < self.outlier_rate) * rng.uniform(0.0, self.outlier_scale, (runs, n))
         return self.median_us * (1.0 + slowdown) * run_factor * noise * (1.0 + outliers)
+
+    def _clock(self, rng: Any, runs: int, n: int) -> Any:
+        import numpy as np
+
+        return (np.exp(rng.normal(0.0, self.clock_drift, size=(runs, 1)))
+                * np.exp(rng.normal(0.0, self.clock_jitter, size=(runs, n))))
+
+    def sample_runs(self, rng: Any, runs: int, n: int, slowdown: float = 0.0) -> Any:
+        """An array (runs, n) of sample times in microseconds, slowed by ``slowdown`` (0.05 = 5%)."""
+        kernel = self._kernel(rng, runs, n, slowdown)
+        if self.clock_drift > 0.0 or self.clock_jitter > 0.0:
+            kernel = kernel * self._clock(rng, runs, n)
+        return kernel
+
+    def sample_paired_runs(self, rng: Any, runs: int, n: int, slowdown: float = 0.0) -> tuple[Any, Any]:
+        """Kernel and anchor arrays (runs, n), sample i of both under the same clock factor.
+
+        ``slowdown`` slows the kernel only (a regression of the code under test).
+        """
+        import numpy as np
+
+        kernel = self._kernel(rng, runs, n, slowdown)
+        clock = self._clock(rng, runs, n)
+        anchor = self.anchor_median_us * np.exp(rng.normal(0.0, self.anchor_sigma, size=(runs, n)))
+        return kernel * clock, anchor * clock
 
 
 def simulate_rates(
@@ -355,11 +553,14 @@ def simulate_rates(
     threshold: float = 0.03,
     alpha: float = 0.001,
     seed: int = 0,
+    anchored: bool = False,
 ) -> dict[float, RateEstimate]:
     """Failure rate of the gate per injected slowdown under ``model`` (slowdown 0 is the false-alarm rate).
 
-    Each trial draws an independent baseline run and candidate run of ``n`` samples. Deterministic for a
-    given ``seed``. Raises :class:`StatsError` for ``trials < 1`` or an ``n`` too small for ``alpha``.
+    Each trial draws an independent baseline run and candidate run of ``n`` samples. With ``anchored``
+    each run also has its anchor samples (:meth:`NoiseModel.sample_paired_runs`) and the gate decides on
+    the kernel/anchor ratios, as :func:`compare` does for anchored samples. Deterministic for a given
+    ``seed``. Raises :class:`StatsError` for ``trials < 1`` or an ``n`` too small for ``alpha``.
     """
     import numpy as np
 
@@ -369,8 +570,13 @@ def simulate_rates(
     rng = np.random.default_rng(seed)
     out: dict[float, RateEstimate] = {}
     for s in slowdowns:
-        base = model.sample_runs(rng, trials, n)
-        cand = model.sample_runs(rng, trials, n, slowdown=s)
+        if anchored:
+            bk, ba = model.sample_paired_runs(rng, trials, n)
+            ck, ca = model.sample_paired_runs(rng, trials, n, slowdown=s)
+            base, cand = bk / ba, ck / ca
+        else:
+            base = model.sample_runs(rng, trials, n)
+            cand = model.sample_runs(rng, trials, n, slowdown=s)
         regressed = _decide(base, cand, threshold, alpha)[0]
         out[s] = _estimate(s, int(regressed.sum()), trials)
     return out
@@ -384,14 +590,19 @@ def resample_rates(
     alpha: float = 0.001,
     bootstrap: int = 0,
     seed: int = 0,
+    anchors: Sequence[Sequence[float]] | None = None,
 ) -> dict[float, RateEstimate]:
     """Failure rates of the gate estimated from repeated real runs of the *same* code.
 
     Every ordered pair of distinct runs (i, j) is one comparison: run i is the baseline and run j,
     each sample multiplied by ``1 + slowdown``, the candidate. Pairs of different runs carry the real
     run-to-run drift, which a split of one run would hide. ``bootstrap > 0`` adds that many resampled
-    comparisons per pair (samples drawn with replacement), for smoother rates from few runs. Raises
-    :class:`StatsError` with fewer than 2 runs or runs too short for ``alpha``.
+    comparisons per pair (samples drawn with replacement), for smoother rates from few runs.
+
+    Anchored: ``anchors`` gives each run's anchor samples (one per kernel sample); runs that are all
+    anchored :class:`Samples` are anchored without it. The gate then decides on kernel/anchor ratios
+    and the slowdown hits the kernel only. Raises :class:`StatsError` with fewer than 2 runs, runs too short for ``alpha``, or
+    anchors that do not pair up with the runs.
     """
     import numpy as np
 
@@ -401,6 +612,15 @@ def resample_rates(
     ]
     if len(arrays) < 2:
         raise StatsError(f"resample_rates needs at least 2 runs of the same code, got {len(arrays)}")
+    if anchors is None and all(isinstance(r, Samples) and r.anchored for r in runs):
+        anchors = [r.anchor_us for r in runs if isinstance(r, Samples) and r.anchor_us is not None]
+    if anchors is not None:
+        if len(anchors) != len(arrays):
+            raise StatsError(f"resample_rates: {len(anchors)} anchor runs for {len(arrays)} runs")
+        anchor_arrays = [np.asarray(_validate_times(a, f"anchor run {k}"), dtype=float) for k, a in enumerate(anchors)]
+        if any(len(a) != len(k) for a, k in zip(anchor_arrays, arrays)):
+            raise StatsError("resample_rates: each run needs one anchor sample per kernel sample")
+        arrays = [k / a for k, a in zip(arrays, anchor_arrays)]
     n_min = min(len(a) for a in arrays)
     _check_power(n_min, n_min, alpha)
     # Runs may differ in length: compare on the first n_min samples of each so rows stack.

@@ -18,6 +18,22 @@ events on the device (STYLE.md habit 10). One sample is::
   CPU overhead for kernels of a few microseconds.
 
 Warm-up runs for a fixed time (compilation, autotuning, clock ramp-up), not a fixed count.
+
+**Anchoring** (``anchor=``): the time of a compute-bound kernel follows the SM clock, which moves
+with the GPU's power and thermal state (boost right after idle, lower under sustained load), so two
+runs of the same code can differ by far more than the gate's threshold. An :class:`Anchor` is a
+fixed workload of the same kind (a bf16/fp16 matmul of a fixed shape, or a device copy of a fixed
+size) sized to a duration comparable to the kernel's; it is timed right after every kernel sample,
+with its own flush, so sample i of both runs at the same clock::
+
+    [sleep] [flush] event kernel event  [sleep] [flush] event anchor event   (x n_samples)
+
+The gate then compares kernel/anchor ratios (:mod:`.stats`). :func:`choose_anchor` picks the kind
+from the declared FLOPs and bytes: arithmetic intensity at or above the ridge point of the measured
+ceilings (matrix rate / copy bandwidth) is compute-bound (matmul anchor), below it memory-bound
+(copy anchor). ``settle_s`` runs the anchor (or the kernel) without a break for that long before the
+first sample, so the clocks leave the after-idle boost before timing starts.
+
 torch is imported inside the functions.
 """
 
@@ -34,12 +50,21 @@ from typing import Any
 from ..results import PipecheckError
 from .stats import Samples
 
-__all__ = ["Ceilings", "measure", "measure_ceilings", "roofline"]
+__all__ = ["ANCHOR_KINDS", "Anchor", "Ceilings", "choose_anchor", "measure", "measure_ceilings", "roofline",
+           "size_anchor"]
 
 # The number of samples the gate is designed around (docs/perf-gate.md): with 100 per side the
 # rank test's own noise is far below the 3% practical threshold.
 DEFAULT_SAMPLES = 100
 _MIN_SAMPLE_US = 200.0  # hot mode: enough launches per sample that event resolution (~0.5 us) is noise
+# How long check_perf keeps the GPU busy before its first sample (see docs/perf-gate.md, "settle").
+DEFAULT_SETTLE_S = 0.5
+
+ANCHOR_KINDS = ("matmul", "copy")
+_ANCHOR_MN = 2048  # matmul anchor: (2048 x K) @ (K x 2048), K from the ladder below
+_ANCHOR_K_LADDER = tuple(2**j for j in range(8, 16))  # 256 .. 32768
+_ANCHOR_COPY_LADDER = tuple(2**j for j in range(20, 30))  # copy anchor source size: 1 MiB .. 512 MiB
+_ANCHOR_MATMUL_EFFICIENCY = 0.75  # for sizing only: what a 2048^2 x K cuBLAS matmul reaches of the peak
 
 
 def _torch_cuda() -> Any:
@@ -77,6 +102,32 @@ def _sleep_cycles_per_us(device_index: int) -> float:
     return cycles / us if us > 0 else 1000.0
 
 
+def _run_for(call: Callable[[], Any], seconds: float, torch: Any, min_calls: int = 3) -> int:
+    """Call ``call`` back to back for ``seconds`` (bounded queue); returns the number of calls."""
+    t0 = time.perf_counter()
+    calls = 0
+    while calls < min_calls or time.perf_counter() - t0 < seconds:
+        call()
+        calls += 1
+        if calls % 8 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return calls
+
+
+def _probe(call: Callable[[], Any], torch: Any, probe: int = 5) -> tuple[float, float]:
+    """(device us, host enqueue us) of one call, from ``probe`` back-to-back calls."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    h0 = time.perf_counter()
+    start.record()
+    for _ in range(probe):
+        call()
+    end.record()
+    host_us = (time.perf_counter() - h0) * 1e6 / probe
+    end.synchronize()
+    return max(start.elapsed_time(end) * 1000.0 / probe, 1e-3), host_us
+
+
 def measure(
     fn: Callable[..., Any],
     *,
@@ -87,13 +138,21 @@ def measure(
     graph: bool = False,
     n_inputs: int | None = None,
     reps: int | None = None,
+    anchor: Anchor | str | None = None,
+    ceilings: Ceilings | None = None,
+    anchor_dtype: str = "bf16",
+    settle_s: float = 0.0,
 ) -> Samples:
     """Time ``fn`` (one kernel launch, or ``fn(i)`` for input set i) on the current CUDA device.
 
     Returns :class:`Samples` of per-launch times in microseconds, with ``meta`` recording the mode.
-    Stops early, keeping what it has, if ``max_time_s`` runs out (at least 10 samples are always
-    taken). Raises :class:`PipecheckError` without torch or CUDA, for invalid arguments, or when graph
-    capture of ``fn`` fails.
+    ``anchor`` (an :class:`Anchor`, or ``"matmul"`` / ``"copy"`` to size one from the kernel's
+    probed time and ``ceilings``) is timed after every kernel sample, under the same clock, and its
+    times are returned as the samples' ``anchor_us``. ``settle_s`` keeps the GPU busy (with the
+    anchor, else the kernel) for that long before the first sample. Stops early, keeping what it
+    has, if ``max_time_s`` runs out (at least 10 samples are always taken). Raises
+    :class:`PipecheckError` without torch or CUDA, for invalid arguments, or when graph capture of
+    ``fn`` fails.
     """
     torch = _torch_cuda()
     if n_samples < 2:
@@ -102,6 +161,10 @@ def measure(
         raise PipecheckError(f"check_perf: n_inputs={n_inputs} must be >= 1")
     if reps is not None and reps < 1:
         raise PipecheckError(f"check_perf: reps={reps} must be >= 1")
+    if not (settle_s >= 0.0 and math.isfinite(settle_s)):
+        raise PipecheckError(f"check_perf: settle_s={settle_s!r} must be a finite number >= 0")
+    if isinstance(anchor, str) and ceilings is None:
+        raise PipecheckError(f"measure(anchor={anchor!r}): sizing an anchor needs the measured ceilings")
     indexed = n_inputs is not None
     if indexed and not _takes_index(fn):
         raise PipecheckError("check_perf: n_inputs is given, so the callable must take the input-set index")
@@ -121,26 +184,30 @@ def measure(
     stream = torch.cuda.current_stream()
 
     # Warm-up by time: the first calls compile, autotune and ramp the clocks up.
-    t0 = time.perf_counter()
-    calls = 0
-    while calls < 3 or time.perf_counter() - t0 < warmup_s:
-        call()
-        calls += 1
-        if calls % 8 == 0:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
+    calls = _run_for(call, warmup_s, torch)
 
     # Estimate one launch's device time and host enqueue time.
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    probe = 5
-    h0 = time.perf_counter()
-    start.record()
-    for _ in range(probe):
-        call()
-    end.record()
-    host_us = (time.perf_counter() - h0) * 1e6 / probe
-    end.synchronize()
-    est_us = max(start.elapsed_time(end) * 1000.0 / probe, 1e-3)
+    est_us, host_us = _probe(call, torch)
+
+    anchor_def: Anchor | None
+    if isinstance(anchor, str):
+        assert ceilings is not None
+        anchor_def = size_anchor(anchor, est_us * (k if not hot_cache else 1), ceilings, anchor_dtype)
+    else:
+        anchor_def = anchor
+    anchor_call: Callable[[], Any] | None = None
+    anchor_reps = 1
+    anchor_host_us = 0.0
+    if anchor_def is not None:
+        anchor_call = anchor_def.build(torch)
+        _run_for(anchor_call, min(warmup_s, 0.05), torch)
+        anchor_est_us, anchor_host_us = _probe(anchor_call, torch)
+        if hot_cache:
+            anchor_reps = max(1, math.ceil(_MIN_SAMPLE_US / anchor_est_us))
+        anchor_host_us *= anchor_reps
+
+    # Settle: a steady load before the first sample, so the clocks leave the after-idle boost.
+    settle_calls = _run_for(anchor_call or call, settle_s, torch, min_calls=0) if settle_s > 0 else 0
 
     if reps is None:
         reps = max(1, math.ceil(_MIN_SAMPLE_US / est_us)) if hot_cache else k
@@ -172,34 +239,53 @@ def measure(
 
         host_us *= reps
 
+    def anchor_body() -> None:
+        assert anchor_call is not None
+        for _ in range(anchor_reps):
+            anchor_call()
+
     sleep: Callable[[int], Any] | None = getattr(torch.cuda, "_sleep", None)
-    sleep_cycles = 0
+    sleep_cycles = anchor_sleep_cycles = 0
     if sleep is not None:
         # Cover the host's enqueue of flush + events + body, with margin for Python jitter.
         sleep_cycles = int((2.0 * host_us + 20.0) * _sleep_cycles_per_us(device))
+        anchor_sleep_cycles = int((2.0 * anchor_host_us + 20.0) * _sleep_cycles_per_us(device))
 
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
+    def timed(start: Any, end: Any, what: Callable[[], Any], cycles: int) -> None:
+        if sleep is not None and cycles:
+            sleep(cycles)
+        if flush is not None:
+            flush.zero_()
+        start.record()
+        what()
+        end.record()
+
+    def events() -> list[Any]:
+        return [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
+
+    starts, ends = events(), events()
+    a_starts, a_ends = (events(), events()) if anchor_call is not None else ([], [])
     taken = 0
     deadline = time.perf_counter() + max_time_s
     for i in range(n_samples):
         if hot_cache and i == 0:
             body()  # the inputs are in L2 when timing starts
-        if sleep is not None and sleep_cycles:
-            sleep(sleep_cycles)
-        if flush is not None:
-            flush.zero_()
-        starts[i].record()
-        body()
-        ends[i].record()
+            if anchor_call is not None:
+                anchor_body()
+        timed(starts[i], ends[i], body, sleep_cycles)
+        if anchor_call is not None:
+            # right after the kernel sample: the same clock, power and thermal state
+            timed(a_starts[i], a_ends[i], anchor_body, anchor_sleep_cycles)
         taken += 1
         if i % 16 == 15:
             # Bound the queue (and the time) without syncing every sample.
-            ends[i].synchronize()
+            (a_ends if anchor_call is not None else ends)[i].synchronize()
             if time.perf_counter() > deadline and taken >= 10:
                 break
     torch.cuda.synchronize()
     times = [starts[i].elapsed_time(ends[i]) * 1000.0 / reps for i in range(taken)]
+    anchor_times = ([a_starts[i].elapsed_time(a_ends[i]) * 1000.0 / anchor_reps for i in range(taken)]
+                    if anchor_call is not None else None)
     meta = {
         "mode": "hot" if hot_cache else "cold",
         "reps": reps,
@@ -209,10 +295,133 @@ def measure(
         "l2_bytes": l2,
         "warmup_s": warmup_s,
         "warmup_calls": calls,
+        "settle_s": settle_s,
+        "settle_calls": settle_calls,
         "sleep_cycles": sleep_cycles,
         "requested_samples": n_samples,
     }
-    return Samples(tuple(times), meta)
+    if anchor_def is not None:
+        meta["anchor"] = anchor_def.label
+        meta["anchor_reps"] = anchor_reps
+    return Samples(tuple(times), meta, None if anchor_times is None else tuple(anchor_times),
+                   None if anchor_def is None else anchor_def.definition())
+
+
+# --------------------------------------------------------------------------- anchors
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A fixed reference workload timed interleaved with the kernel: what the clock does to both.
+
+    ``kind="matmul"``: ``torch.matmul`` of (m x k) by (k x n) in ``dtype`` (compute-bound).
+    ``kind="copy"``: a device-to-device copy of ``nbytes`` (memory-bound). The definition is stored
+    with a baseline; a candidate is timed with the baseline's anchor so the ratios are comparable.
+    """
+
+    kind: str
+    dtype: str = "bf16"
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    nbytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ANCHOR_KINDS:
+            raise PipecheckError(f"anchor kind {self.kind!r} is not one of {ANCHOR_KINDS}")
+        if self.kind == "matmul":
+            if self.dtype not in ("bf16", "fp16") or min(self.m, self.n, self.k) < 1:
+                raise PipecheckError(f"matmul anchor needs dtype bf16/fp16 and positive m, n, k: {self!r}")
+        elif self.nbytes < 1:
+            raise PipecheckError(f"copy anchor needs nbytes > 0: {self!r}")
+
+    @property
+    def label(self) -> str:
+        if self.kind == "matmul":
+            return f"{self.dtype} matmul {self.m}x{self.n}x{self.k}"
+        mib = self.nbytes / 2**20
+        return f"copy {mib:g} MiB" if mib >= 1 else f"copy {self.nbytes} B"
+
+    def definition(self) -> dict[str, Any]:
+        """The JSON definition stored in a baseline (``label`` is presentation only)."""
+        if self.kind == "matmul":
+            return {"kind": "matmul", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
+                    "op": "torch.matmul", "label": self.label}
+        return {"kind": "copy", "nbytes": self.nbytes, "op": "torch.Tensor.copy_", "label": self.label}
+
+    @classmethod
+    def from_definition(cls, data: Any) -> Anchor:
+        """Inverse of :meth:`definition`; raises :class:`PipecheckError` for a definition it cannot run."""
+        if not isinstance(data, dict) or data.get("kind") not in ANCHOR_KINDS:
+            raise PipecheckError(f"unknown anchor definition {data!r}")
+        try:
+            if data["kind"] == "matmul":
+                return cls("matmul", dtype=str(data["dtype"]), m=int(data["m"]), n=int(data["n"]), k=int(data["k"]))
+            return cls("copy", nbytes=int(data["nbytes"]))
+        except (KeyError, TypeError, ValueError):
+            raise PipecheckError(f"anchor definition {data!r} is incomplete") from None
+
+    def estimate_us(self, ceilings: Ceilings) -> float:
+        """Expected duration from the measured ceilings (for sizing only)."""
+        if self.kind == "matmul":
+            rate = ceilings.matmul_flops.get(self.dtype) or max(ceilings.matmul_flops.values())
+            return 2.0 * self.m * self.n * self.k / (rate * _ANCHOR_MATMUL_EFFICIENCY) * 1e6
+        return 2.0 * self.nbytes / ceilings.copy_bytes_per_s * 1e6
+
+    def build(self, torch: Any) -> Callable[[], Any]:
+        """Allocate the inputs on the current device and return the launch."""
+        if self.kind == "matmul":
+            dt = torch.bfloat16 if self.dtype == "bf16" else torch.float16
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            a = torch.randn(self.m, self.k, device="cuda", dtype=dt, generator=gen)
+            b = torch.randn(self.k, self.n, device="cuda", dtype=dt, generator=gen)
+            c = torch.empty(self.m, self.n, device="cuda", dtype=dt)
+            return lambda: torch.matmul(a, b, out=c)
+        src = torch.ones(self.nbytes, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        return lambda: dst.copy_(src)
+
+
+def size_anchor(kind: str, target_us: float, ceilings: Ceilings, dtype: str = "bf16") -> Anchor:
+    """The anchor of ``kind`` from a fixed ladder of sizes whose expected duration is nearest ``target_us``.
+
+    A ladder (K doubling for the matmul, bytes doubling for the copy) keeps definitions few and stable:
+    reruns of one kernel pick the same anchor, and the candidate reuses the baseline's anyway.
+    """
+    target = max(float(target_us), 1.0)
+    if kind == "matmul":
+        dt = dtype if dtype in ("bf16", "fp16") else "bf16"
+        options = [Anchor("matmul", dtype=dt, m=_ANCHOR_MN, n=_ANCHOR_MN, k=k) for k in _ANCHOR_K_LADDER]
+    elif kind == "copy":
+        options = [Anchor("copy", nbytes=b) for b in _ANCHOR_COPY_LADDER]
+    else:
+        raise PipecheckError(f"check_perf: anchor={kind!r} must be 'matmul', 'copy' or None")
+    return min(options, key=lambda a: abs(math.log(a.estimate_us(ceilings) / target)))
+
+
+def choose_anchor(flops: float | None, nbytes: float | None, ceilings: Ceilings | None,
+                  dtype: str = "fp16") -> tuple[str | None, str]:
+    """The anchor kind for a kernel from its declared counts, and why, as a phrase for the report.
+
+    Both counts: arithmetic intensity ``flops / bytes`` against the ridge point of the measured
+    ceilings (matrix rate of ``dtype`` / copy bandwidth): at or above it compute-bound (``"matmul"``),
+    below memory-bound (``"copy"``). Only FLOPs: matmul; only bytes: copy; neither: None (no basis
+    to choose; the timing is not anchored and the reason says how to anchor it).
+    """
+    if flops is None and nbytes is None:
+        return None, "not anchored: declare flops= and/or bytes= (or pass anchor='matmul' or 'copy')"
+    if nbytes is None:
+        return "matmul", "flops declared without bytes: compute-bound"
+    if flops is None:
+        return "copy", "bytes declared without flops: memory-bound"
+    intensity = flops / nbytes
+    if ceilings is None:
+        raise PipecheckError("choose_anchor: both counts are declared, so the measured ceilings are needed")
+    rate = ceilings.matmul_flops.get(dtype) or max(ceilings.matmul_flops.values())
+    ridge = rate / ceilings.copy_bytes_per_s
+    if intensity >= ridge:
+        return "matmul", f"arithmetic intensity {intensity:.3g} FLOP/B >= ridge point {ridge:.3g}: compute-bound"
+    return "copy", f"arithmetic intensity {intensity:.3g} FLOP/B < ridge point {ridge:.3g}: memory-bound"
 
 
 # --------------------------------------------------------------------------- ceilings

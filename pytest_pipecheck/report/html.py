@@ -50,10 +50,11 @@ from ..device import TierInfo
 from ..results import CheckResult, PipecheckError, Verdict
 from . import plots
 from .json_report import write_atomic
+from .terminal import status
 
 __all__ = ["HtmlReportError", "render", "write_html", "write_html_for_run"]
 
-_ORDER = {Verdict.ERROR: 0, Verdict.FAIL: 1, Verdict.SKIP: 2, Verdict.PASS: 3}
+_ORDER = {"error": 0, "fail": 1, "skip": 2, "caught": 3, "pass": 4}
 _MAX_PLOTS_PER_KIND = 3  # per kernel: distinct configurations drawn before the rest are only tabled
 _MAX_DETAILS_CHARS = 20_000
 _MAX_SOURCE_CHARS = 240
@@ -83,8 +84,10 @@ def _check_order(check: str) -> tuple[int, str]:
     return (CHECKS.index(base) if base in CHECKS else len(CHECKS), check)
 
 
-def _badge(verdict: Verdict, text: str | None = None) -> str:
-    return f'<span class="badge v-{verdict.value}">{_e(text if text is not None else verdict.value)}</span>'
+def _badge(verdict: Verdict | str, text: str | None = None) -> str:
+    """A coloured badge for a verdict, or a status ("caught" for an expected failure)."""
+    name = verdict.value if isinstance(verdict, Verdict) else verdict
+    return f'<span class="badge v-{name}">{_e(text if text is not None else name)}</span>'
 
 
 def _int(value: Any) -> int | None:
@@ -232,6 +235,7 @@ pre { background: #f6f8fa; padding: 8px; overflow-x: auto; max-height: 360px; wh
          font-weight: 600; font-size: 12px; }
 .badge.v-pass { background: #1a7f37; } .badge.v-fail { background: #cf222e; }
 .badge.v-skip { background: #9a6700; } .badge.v-error { background: #8250df; }
+.badge.v-caught { background: #0969da; } td.v-caught { background: #ddf4ff; }
 td.v-pass { background: #dafbe1; } td.v-fail { background: #ffebe9; }
 td.v-skip { background: #fff8c5; } td.v-error { background: #fbefff; }
 td.v-none { background: #ffffff; color: #8c959f; }
@@ -273,9 +277,9 @@ def _header(results: Sequence[CheckResult], tier: TierInfo, seed: int, run_confi
         pass
     for name, version in tier.backends.items():
         versions.append(f"{name} {version or 'not installed'}")
-    totals = Counter(r.verdict for r in results)
-    badges = " ".join(_badge(v, f"{totals.get(v, 0)} {v.value}")
-                      for v in (Verdict.PASS, Verdict.FAIL, Verdict.SKIP, Verdict.ERROR))
+    totals = Counter(status(r) for r in results)
+    badges = " ".join(_badge(v, f"{totals.get(v, 0)} {v}")
+                      for v in ("pass", "fail", "skip", "error", "caught") if v != "caught" or totals.get(v))
     meta = [
         ("tier", where),
         ("seed", str(seed)),
@@ -305,11 +309,11 @@ def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int) -> str:
     if not tier.has_gpu:
         out.append(f'<div class="banner warn"><b>CPU tier.</b> Checks that need a GPU were skipped, not '
                    f"passed: {_e(tier.reason or 'no usable CUDA device')}.</div>")
-    bad = sum(r.verdict in (Verdict.FAIL, Verdict.ERROR) for r in results)
+    bad = sum(status(r) in ("fail", "error") for r in results)
     if bad:
         out.append(f'<div class="banner bad"><b>{bad} check result{"s" if bad != 1 else ""} did not pass.</b> '
                    f"Reproduce any of them with the run seed <code>--pipecheck-seed={seed}</code>.</div>")
-    elif all(r.verdict == Verdict.PASS for r in results):
+    elif all(status(r) in ("pass", "caught") for r in results):
         out.append('<div class="banner good"><b>Every check passed.</b></div>')
     return "".join(out)
 
@@ -327,8 +331,8 @@ def _details_block(details: Mapping[str, Any], label: str = "details") -> str:
 
 
 def _failures(results: Sequence[CheckResult], seed: int) -> str:
-    bad = sorted((r for r in results if r.verdict in (Verdict.FAIL, Verdict.ERROR)),
-                 key=lambda r: (_ORDER[r.verdict], r.nodeid, r.check))
+    bad = sorted((r for r in results if status(r) in ("fail", "error")),
+                 key=lambda r: (_ORDER[status(r)], r.nodeid, r.check))
     if not bad:
         return ""
     items = []
@@ -377,9 +381,9 @@ def _verdict_table(results: Sequence[CheckResult]) -> str:
             if not group:
                 cells.append('<td class="v-none">–</td>')
                 continue
-            worst = min(group, key=lambda r: _ORDER[r.verdict])
-            inner = "".join(f'<div class="cell">{_badge(r.verdict)} {_e(r.summary)}</div>' for r in group)
-            cells.append(f'<td class="v-{worst.verdict.value}">{inner}</td>')
+            worst = min(group, key=lambda r: _ORDER[status(r)])
+            inner = "".join(f'<div class="cell">{_badge(status(r))} {_e(r.summary)}</div>' for r in group)
+            cells.append(f'<td class="v-{status(worst)}">{inner}</td>')
         rows.append(f"<tr><td><code>{_e(nodeid or '?')}</code></td>{''.join(cells)}</tr>")
     return f'<table class="verdicts">{head}{"".join(rows)}</table>'
 
@@ -562,11 +566,11 @@ def _kernel_sections(results: Sequence[CheckResult], missing: str | None, roots:
     out = []
     for i, kernel in enumerate(sorted(by_kernel)):
         group = by_kernel[kernel]
-        counts = Counter(r.verdict for r in group)
-        badges = " ".join(_badge(v, f"{counts[v]} {v.value}") for v in sorted(counts, key=lambda v: _ORDER[v]))
-        worst = min(group, key=lambda r: _ORDER[r.verdict]).verdict
+        counts = Counter(status(r) for r in group)
+        badges = " ".join(_badge(v, f"{counts[v]} {v}") for v in sorted(counts, key=lambda v: _ORDER[v]))
+        worst = status(min(group, key=lambda r: _ORDER[status(r)]))
         out.append(
-            f'<section class="kernel v-{worst.value}" id="kernel-{i}"><h2>{_e(kernel)} {badges}</h2>'
+            f'<section class="kernel v-{worst}" id="kernel-{i}"><h2>{_e(kernel)} {badges}</h2>'
             + _verdict_table(group)
             + _occupancy_section(group, missing)
             + _perf_section(group, missing)
@@ -613,8 +617,8 @@ def render(results: Iterable[CheckResult], tier: TierInfo, seed: int, run_config
 
 
 def _title_counts(results: Sequence[CheckResult]) -> str:
-    totals = Counter(r.verdict for r in results)
-    return ", ".join(f"{totals.get(v, 0)} {v.value}" for v in (Verdict.PASS, Verdict.FAIL, Verdict.SKIP, Verdict.ERROR))
+    totals = Counter(status(r) for r in results)
+    return ", ".join(f"{totals.get(v, 0)} {v}" for v in ("pass", "fail", "skip", "error"))
 
 
 def write_html(path: str | os.PathLike[str], results: Iterable[CheckResult], tier: TierInfo, seed: int,

@@ -6,8 +6,12 @@ Schema (version 1)::
       "schema": "pytest-pipecheck/results", "version": 1,
       "created": "2026-11-22T02:00:00+00:00", "seed": 1234,
       "tier": {"tier": "gpu", "reason": "", "device": {...} | null, "backends": {...}},
-      "totals": {"pass": 10, "fail": 1, "skip": 3, "error": 0},
-      "results": [{"nodeid": ..., "kernel": ..., "check": ..., "verdict": ..., "summary": ..., "details": {...}}]
+      "totals": {"pass": 10, "fail": 1, "caught": 2, "skip": 3, "error": 0},
+      "results": [{"nodeid": ..., "kernel": ..., "check": ..., "verdict": ..., "expected": false,
+                   "summary": ..., "details": {...}}]
+
+"caught" counts failures the test provoked on purpose (``expected`` true: a mutant caught by its
+check); "fail" counts only the others.
     }
 
 The file is written atomically (temporary file in the same directory, then renamed), so a crash
@@ -25,7 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..device import TierInfo
-from ..results import CheckResult, Verdict
+from ..results import CheckResult
 
 SCHEMA = "pytest-pipecheck/results"
 VERSION = 1
@@ -36,9 +40,11 @@ __all__ = ["SCHEMA", "VERSION", "build", "write", "write_atomic"]
 def build(results: Iterable[CheckResult], tier: TierInfo, seed: int) -> dict[str, Any]:
     """The JSON document for ``results``."""
     results = list(results)
-    totals = {v.value: 0 for v in Verdict}
+    from .terminal import STATUSES, status
+
+    totals = dict.fromkeys(STATUSES, 0)
     for r in results:
-        totals[r.verdict.value] += 1
+        totals[status(r)] += 1
     return {
         "schema": SCHEMA,
         "version": VERSION,

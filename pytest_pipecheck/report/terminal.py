@@ -15,9 +15,17 @@ from ..config import PipecheckConfig
 from ..device import TierInfo
 from ..results import CheckResult, Verdict
 
-__all__ = ["format_summary", "write_summary"]
+__all__ = ["STATUSES", "format_summary", "status", "write_summary"]
 
-_ORDER = {Verdict.ERROR: 0, Verdict.FAIL: 1, Verdict.SKIP: 2, Verdict.PASS: 3}
+STATUSES = ("pass", "fail", "caught", "skip", "error")
+_ORDER = {"error": 0, "fail": 1, "skip": 2, "caught": 3, "pass": 4}
+
+
+def status(r: CheckResult) -> str:
+    """A result's status for reports: its verdict, with expected failures (mutants) as "caught"."""
+    if r.verdict == Verdict.FAIL and r.expected:
+        return "caught"
+    return r.verdict.value
 
 
 def _kernel_of(r: CheckResult) -> str:
@@ -56,24 +64,24 @@ def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: in
     rows: list[list[str]] = []
     if verbosity >= 1:
         for r in sorted(results, key=lambda r: (r.nodeid, r.check)):
-            rows.append([r.nodeid, _kernel_of(r), r.check, r.verdict.value, r.summary])
+            rows.append([r.nodeid, _kernel_of(r), r.check, status(r), r.summary])
         lines.extend((t, "") for t in _table(rows, ["test", "kernel", "check", "verdict", "key number"]))
     else:
         groups: dict[tuple[str, str], list[CheckResult]] = defaultdict(list)
         for r in results:
             groups[(_kernel_of(r), r.check)].append(r)
         for (kernel, check), group in sorted(groups.items()):
-            counts = Counter(r.verdict for r in group)
-            worst = min(group, key=lambda r: _ORDER[r.verdict])
-            verdict = ", ".join(f"{counts[v]} {v.value}" for v in sorted(counts, key=lambda v: _ORDER[v]))
-            if verbosity < 0 and worst.verdict in (Verdict.PASS, Verdict.SKIP):
+            counts = Counter(status(r) for r in group)
+            worst = min(group, key=lambda r: _ORDER[status(r)])
+            verdict = ", ".join(f"{counts[v]} {v}" for v in sorted(counts, key=lambda v: _ORDER[v]))
+            if verbosity < 0 and status(worst) in ("pass", "skip", "caught"):
                 continue
-            key = worst.summary if worst.verdict != Verdict.PASS else _representative(group)
+            key = worst.summary if status(worst) != "pass" else _representative(group)
             rows.append([kernel, check, verdict, key])
         if rows:
             lines.extend((t, "") for t in _table(rows, ["kernel", "check", "verdicts", "key number (worst)"]))
 
-    bad = [r for r in results if r.verdict in (Verdict.FAIL, Verdict.ERROR)]
+    bad = [r for r in results if status(r) in ("fail", "error")]
     if bad and verbosity < 1:
         lines.append(("not passed:", "red"))
         for r in sorted(bad, key=lambda r: (r.nodeid, r.check)):
@@ -87,8 +95,10 @@ def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: in
         for (check, reason), n in sorted(skips.items()):
             lines.append((f"  {check} x{n}: {reason}", "yellow"))
 
-    totals = Counter(r.verdict for r in results)
-    text = ", ".join(f"{totals.get(v, 0)} {v.value}" for v in (Verdict.PASS, Verdict.FAIL, Verdict.SKIP, Verdict.ERROR))
+    totals = Counter(status(r) for r in results)
+    text = ", ".join(f"{totals.get(v, 0)} {v}" for v in ("pass", "fail", "skip", "error"))
+    if totals.get("caught"):
+        text += f", {totals['caught']} caught (expected failures: mutants the checks caught)"
     colour = "red" if bad else ("yellow" if skips else "green")
     lines.append((f"pipecheck checks: {text}", colour))
     return lines

@@ -295,6 +295,11 @@ def _mini_demangle(mangled: str) -> str | None:
     return None
 
 
+# cu++filt writes integer template arguments with a cast ("tmpl<(int)256>"), c++filt without one;
+# the name as written in source has none
+_INT_CAST = re.compile(r"\((?:(?:unsigned|signed|long|short|int|char|bool)\s*)+\)(-?\d+)")
+
+
 def demangle(mangled: Sequence[str]) -> dict[str, str]:
     """Map each mangled kernel name to its name as written in source, without parameters.
 
@@ -318,7 +323,7 @@ def demangle(mangled: Sequence[str]) -> dict[str, str]:
         for i, name in enumerate(todo):
             full = results[i] if results is not None else None
             if full and full != name:
-                _DEMANGLE_CACHE[name] = _strip_signature(full)
+                _DEMANGLE_CACHE[name] = _INT_CAST.sub(r"\1", _strip_signature(full))
             else:
                 _DEMANGLE_CACHE[name] = _mini_demangle(name) or name
     return {n: _DEMANGLE_CACHE.get(n, n) for n in mangled}

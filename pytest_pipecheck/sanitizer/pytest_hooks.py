@@ -29,6 +29,8 @@ __all__ = ["ChildPlugin", "SanitizerPlugin"]
 
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
 BODY_FAILED = pytest.StashKey[bool]()
+SHARE = pytest.StashKey[int]()
+SHARE_GROUP = "pipecheck-sanitizer-share-{}"
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -56,6 +58,19 @@ class SanitizerPlugin:
                 load_suppressions(run_config.suppressions, "--pipecheck-suppressions / pipecheck_suppressions")
             except SuppressionError as exc:
                 raise pytest.UsageError(f"pipecheck: {exc}") from None
+        self.done: set[int] = set()
+        self.worker_count = 0
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None:
+            self.worker_count = int(workerinput.get("workercount", 1))
+            if workerinput.get("pipecheck_dist") == "loadgroup":
+                # xdist derives this from the re-parsed command line, which does not carry the
+                # controller's choice below; it makes the worker tag node ids with their share
+                config.option.loadgroup = True
+        elif getattr(config.option, "dist", "no") == "load":
+            # Under pytest-xdist each worker sanitizes one share of the tests on its own GPU; the
+            # loadgroup scheduler sends every test of a share to the worker that sanitized it.
+            config.option.dist = "loadgroup"
 
     # ------------------------------------------------------------------ helpers
     def _write(self, msg: str) -> None:
@@ -78,11 +93,35 @@ class SanitizerPlugin:
         return args
 
     # ------------------------------------------------------------------ hooks
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Split the selected tests into one share per xdist worker (contiguous, so modules stay together)."""
+        if not self.active:
+            return
+        selected = [i for i in items if _selected(i)]
+        shares = self.worker_count if self.worker_count > 1 and config.getvalue("loadgroup") else 1
+        for index, item in enumerate(selected):
+            share = index * shares // len(selected)
+            item.stash[SHARE] = share
+            if shares > 1:
+                item.add_marker(pytest.mark.xdist_group(name=SHARE_GROUP.format(share)))
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        if self.active and session.items and not session.config.option.collectonly:
+        # Without xdist, every batch runs before the first test. In an xdist worker the tests it
+        # will run are not known yet: each share is sanitized when its first test arrives.
+        if self.active and not self.worker_count and session.items and not session.config.option.collectonly:
             self._run_all(session.items)
+            self.done.add(0)
         return (yield)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        share = item.stash.get(SHARE, None)
+        if not self.active or share is None or share in self.done:
+            return
+        self.done.add(share)
+        self._run_all([i for i in item.session.items if i.stash.get(SHARE, None) == share])
 
     def _run_all(self, items: list[pytest.Item]) -> None:
         tier = self.config.stash[_plugin.TIER]
@@ -98,23 +137,23 @@ class SanitizerPlugin:
             outcomes = item.stash.setdefault(OUTCOMES, {})
             for tool in cfg.sanitizer:
                 if not tier.has_gpu:
-                    outcomes[tool] = TestOutcome(item.nodeid, tool, Verdict.SKIP,
+                    outcomes[tool] = TestOutcome(_plugin.item_nodeid(item), tool, Verdict.SKIP,
                                                  f"needs a CUDA GPU: {tier.reason}")
                     continue
                 if found is None:
-                    outcomes[tool] = TestOutcome(item.nodeid, tool, Verdict.SKIP,
+                    outcomes[tool] = TestOutcome(_plugin.item_nodeid(item), tool, Verdict.SKIP,
                                                  f"compute-sanitizer not found: {HOW_TO_GET}")
                     continue
                 if cfg.suppressions:
                     try:
                         load_suppressions(cfg.suppressions, f"the pipecheck marker on {item.nodeid}")
                     except SuppressionError as exc:
-                        outcomes[tool] = TestOutcome(item.nodeid, tool, Verdict.ERROR, str(exc))
+                        outcomes[tool] = TestOutcome(_plugin.item_nodeid(item), tool, Verdict.ERROR, str(exc))
                         continue
                 key = (tool, cfg.racecheck_report if tool == "racecheck" else "", cfg.suppressions,
                        cfg.kernel_filter, cfg.kernel_exclude)
                 batches.setdefault(key, []).append(item)
-                timeouts[item.nodeid] = cfg.sanitizer_timeout
+                timeouts[_plugin.item_nodeid(item)] = cfg.sanitizer_timeout
         if not batches or found is None or tier.device is None:
             return
         device = tier.device
@@ -127,7 +166,8 @@ class SanitizerPlugin:
         self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)")
         for key, group in batches.items():
             tool, report, supp, kfilter, kexclude = key
-            spec = BatchSpec(tool, tuple(i.nodeid for i in group), report or "analysis", supp, kfilter, kexclude)
+            spec = BatchSpec(tool, tuple(_plugin.item_nodeid(i) for i in group), report or "analysis", supp,
+                             kfilter, kexclude)
             notes: list[str] = []
             if supp:
                 reasons = load_suppressions(supp)
@@ -138,13 +178,14 @@ class SanitizerPlugin:
             try:
                 results = self.runner.run(spec)
             except Exception as exc:  # a runner bug must surface as an error, never as a pass
-                results = {i.nodeid: TestOutcome(i.nodeid, tool, Verdict.ERROR,
-                                                 f"inconclusive: runner failed: {type(exc).__name__}: {exc}")
-                           for i in group}
+                results = {_plugin.item_nodeid(i): TestOutcome(
+                    _plugin.item_nodeid(i), tool, Verdict.ERROR,
+                    f"inconclusive: runner failed: {type(exc).__name__}: {exc}") for i in group}
             self._write(f"{tool}: done in {time.monotonic() - start:.1f} s, {self.runner.children} child(ren) so far")
             for item in group:
-                out = results.get(item.nodeid) or TestOutcome(item.nodeid, tool, Verdict.ERROR,
-                                                                "inconclusive: no result from the runner")
+                nodeid = _plugin.item_nodeid(item)
+                out = results.get(nodeid) or TestOutcome(nodeid, tool, Verdict.ERROR,
+                                                         "inconclusive: no result from the runner")
                 if notes:
                     out.reason = (out.reason + "\n" if out.reason else "") + "\n".join(notes)
                 item.stash[OUTCOMES][tool] = out
@@ -163,7 +204,7 @@ class SanitizerPlugin:
             for tool, out in outcomes.items():
                 results.append(CheckResult(f"sanitizer:{tool}", out.verdict, out.summary,
                                            kernel=next((f.kernel for f in out.findings if f.kernel), None),
-                                           details=out.details(), nodeid=item.nodeid))
+                                           details=out.details(), nodeid=_plugin.item_nodeid(item)))
         failed = [o for o in outcomes.values() if o.verdict == Verdict.FAIL]
         if failed:
             message = "\n\n".join(format_failure(o) for o in failed)

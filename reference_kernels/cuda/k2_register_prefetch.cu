@@ -13,46 +13,55 @@
 //
 // Preconditions (checked by the launcher): sm_80+; A (M,K) fp16, B (K,N) fp16, C (M,N) fp32,
 // row-major, unit column stride; M, N, K >= 1.
-// Launch: grid (ceil(N/128), ceil(M/128)), 256 threads, no dynamic shared memory (37888 B static).
+// Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), no dynamic shared memory (37888 B static).
 // Numbers reached: to be measured on H100/H200 (scripts/gpu/cuda_ladder_bench.py).
 #include "gemm_common.cuh"
 
 namespace {
 constexpr int BM = 128, BN = 128;
-constexpr int THREADS = 256;             // 8 warps, 2 (M) x 4 (N)
-constexpr int WARPS_N = 4;
-constexpr int WM = 4, WN = 4;            // warp tile 64 x 32
+constexpr int THREADS = 128;             // 4 warps, 2 (M) x 2 (N)
+constexpr int WARPS_N = 2;
+constexpr int WM = 4, WN = 8;            // warp tile 64 x 64
 constexpr int BUFFERS = 2;
 using AT = pc::ATile<BM>;
 using BT = pc::BTile<BN>;
-constexpr int A_CHUNKS_PER_ROW = pc::BK / pc::kChunk;
-constexpr int B_CHUNKS_PER_ROW = BN / pc::kChunk;
-constexpr int CHUNKS_PER_THREAD = (BM * pc::BK / pc::kChunk) / THREADS;  // 2
+using Map = pc::ChunkMap<BM, BN, THREADS, AT::LD, BT::LD>;  // 4 A + 4 B chunks per thread
 
 struct Staged {  // one thread's share of a tile, held in registers between LDG and STS
-  uint4 a[CHUNKS_PER_THREAD];
-  uint4 b[CHUNKS_PER_THREAD];
+  uint4 a[Map::A_PER];
+  uint4 b[Map::B_PER];
 };
 
+// a_src / b_src: this thread's first A / B chunk of K tile 0 (dereferenced only when interior is true).
 __device__ __forceinline__ void load_regs(Staged& s, const __half* A, const __half* B, int M, int N, int K,
-                                          int lda, int ldb, int block_m0, int block_n0, int k0, int tid) {
+                                          int lda, int ldb, int block_m0, int block_n0, int k0, const Map& map,
+                                          bool interior, const __half* a_src, const __half* b_src) {
+  if (interior && k0 + pc::BK <= K) {  // block-uniform fast path: whole, aligned chunks
 #pragma unroll
-  for (int i = 0; i < CHUNKS_PER_THREAD; ++i) {
-    const int chunk = tid + i * THREADS;
-    s.a[i] = pc::load_chunk(A, M, K, lda, block_m0 + chunk / A_CHUNKS_PER_ROW,
-                            k0 + (chunk % A_CHUNKS_PER_ROW) * pc::kChunk);
-    s.b[i] = pc::load_chunk(B, K, N, ldb, k0 + chunk / B_CHUNKS_PER_ROW,
-                            block_n0 + (chunk % B_CHUNKS_PER_ROW) * pc::kChunk);
+    for (int i = 0; i < Map::A_PER; ++i) {
+      s.a[i] = *reinterpret_cast<const uint4*>(a_src + k0 + static_cast<long long>(i * Map::A_ROW_STEP) * lda);
+    }
+#pragma unroll
+    for (int i = 0; i < Map::B_PER; ++i) {
+      s.b[i] = *reinterpret_cast<const uint4*>(b_src + static_cast<long long>(k0 + i * Map::B_ROW_STEP) * ldb);
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < Map::A_PER; ++i) {
+    s.a[i] = pc::load_chunk(A, M, K, lda, block_m0 + map.a_row + i * Map::A_ROW_STEP, k0 + map.a_col);
+  }
+#pragma unroll
+  for (int i = 0; i < Map::B_PER; ++i) {
+    s.b[i] = pc::load_chunk(B, K, N, ldb, k0 + map.b_row + i * Map::B_ROW_STEP, block_n0 + map.b_col);
   }
 }
 
-__device__ __forceinline__ void store_smem(const Staged& s, __half* As, __half* Bs, int tid) {
+__device__ __forceinline__ void store_smem(const Staged& s, __half* As, __half* Bs, const Map& map) {
 #pragma unroll
-  for (int i = 0; i < CHUNKS_PER_THREAD; ++i) {
-    const int chunk = tid + i * THREADS;
-    *reinterpret_cast<uint4*>(&As[(chunk / A_CHUNKS_PER_ROW) * AT::LD + (chunk % A_CHUNKS_PER_ROW) * pc::kChunk]) = s.a[i];
-    *reinterpret_cast<uint4*>(&Bs[(chunk / B_CHUNKS_PER_ROW) * BT::LD + (chunk % B_CHUNKS_PER_ROW) * pc::kChunk]) = s.b[i];
-  }
+  for (int i = 0; i < Map::A_PER; ++i) *reinterpret_cast<uint4*>(&As[map.a_smem(i)]) = s.a[i];
+#pragma unroll
+  for (int i = 0; i < Map::B_PER; ++i) *reinterpret_cast<uint4*>(&Bs[map.b_smem(i)]) = s.b[i];
 }
 }  // namespace
 
@@ -70,23 +79,28 @@ gemm_k2_register_prefetch(const __half* __restrict__ A, const __half* __restrict
   const int warp_m0 = (warp / WARPS_N) * (WM * 16);
   const int warp_n0 = (warp % WARPS_N) * (WN * 8);
   const int num_k_tiles = (K + pc::BK - 1) / pc::BK;  // >= 1: the launcher rejects K < 1
+  const Map map(tid);
+  const bool interior = pc::interior_mn<BM, BN>(A, B, M, N, lda, ldb, block_m0, block_n0);
+  const __half* a_src = A + static_cast<long long>(block_m0 + map.a_row) * lda + map.a_col;
+  const __half* b_src = B + static_cast<long long>(map.b_row) * ldb + block_n0 + map.b_col;
 
   float acc[WM][WN][4];
   pc::zero_acc(acc);
   Staged next;
 
   // prologue: tile 0 into buffer 0
-  load_regs(next, A, B, M, N, K, lda, ldb, block_m0, block_n0, 0, tid);
-  store_smem(next, As[0], Bs[0], tid);
+  load_regs(next, A, B, M, N, K, lda, ldb, block_m0, block_n0, 0, map, interior, a_src, b_src);
+  store_smem(next, As[0], Bs[0], map);
   __syncthreads();
 
   // main loop: every tile that has a successor
   for (int k_tile = 0; k_tile < num_k_tiles - 1; ++k_tile) {
     const int read_buf = k_tile & 1;
     const int write_buf = (k_tile + 1) & 1;
-    load_regs(next, A, B, M, N, K, lda, ldb, block_m0, block_n0, (k_tile + 1) * pc::BK, tid);  // in flight...
+    load_regs(next, A, B, M, N, K, lda, ldb, block_m0, block_n0, (k_tile + 1) * pc::BK, map, interior, a_src,
+              b_src);  // in flight...
     pc::mma_tile<WM, WN, AT::LD, BT::LD>(As[read_buf], Bs[read_buf], acc, warp_m0, warp_n0, lane);  // ...during this
-    store_smem(next, As[write_buf], Bs[write_buf], tid);
+    store_smem(next, As[write_buf], Bs[write_buf], map);
     __syncthreads();  // tile k+1 is stored, and nobody still reads buffer write_buf's old contents
   }
 

@@ -19,7 +19,7 @@
 // Preconditions (checked by the launcher): sm_80+ (cp.async); A (M,K) fp16, B (K,N) fp16, C (M,N)
 // fp32, row-major, unit column stride; M, N, K >= 1. Chunks that are not fully inside the matrix or
 // not 16-byte aligned are gathered synchronously with zero fill (gemm_common.cuh).
-// Launch: grid (ceil(N/128), ceil(M/128)), 256 threads, dynamic smem STAGES * 18944 bytes
+// Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), dynamic smem STAGES * 18944 bytes
 // (37888 for the default STAGES=2: two blocks per SM on sm_80, sm_86, sm_89 and sm_90).
 // Compile-time knobs: PIPECHECK_STAGES (1..4); PIPECHECK_LOAD_ONLY / PIPECHECK_COMPUTE_ONLY build the
 // load-only and compute-only variants the cost model is fed with (results are then meaningless).
@@ -36,15 +36,13 @@ namespace {
 constexpr int STAGES = PIPECHECK_STAGES;
 static_assert(STAGES >= 1 && STAGES <= 4, "PIPECHECK_STAGES must be 1..4 (4 stages = 75776 B of smem)");
 constexpr int BM = 128, BN = 128;
-constexpr int THREADS = 256;             // 8 warps, 2 (M) x 4 (N)
-constexpr int WARPS_N = 4;
-constexpr int WM = 4, WN = 4;            // warp tile 64 x 32
+constexpr int THREADS = 128;             // 4 warps, 2 (M) x 2 (N)
+constexpr int WARPS_N = 2;
+constexpr int WM = 4, WN = 8;            // warp tile 64 x 64
 using AT = pc::ATile<BM>;
 using BT = pc::BTile<BN>;
 constexpr int STAGE_ELEMS = AT::ELEMS + BT::ELEMS;  // one stage: A (BM, BK+skew) then B (BK, BN+skew)
-constexpr int A_CHUNKS_PER_ROW = pc::BK / pc::kChunk;
-constexpr int B_CHUNKS_PER_ROW = BN / pc::kChunk;
-constexpr int CHUNKS_PER_THREAD = (BM * pc::BK / pc::kChunk) / THREADS;  // 2
+using Map = pc::ChunkMap<BM, BN, THREADS, AT::LD, BT::LD>;  // 4 A + 4 B chunks per thread
 
 // One 16-byte chunk: cp.async when it is whole and aligned, otherwise a zero-filled gather.
 __device__ __forceinline__ void copy_chunk(__half* dst, const __half* base, int rows, int cols, int ld, int r,
@@ -58,19 +56,36 @@ __device__ __forceinline__ void copy_chunk(__half* dst, const __half* base, int 
 }
 
 // Issue this thread's copies of K tile k_tile into smem stage `stage` (no commit).
+// a_src / b_src: this thread's first A / B chunk of K tile 0 (valid only when interior is true).
 __device__ __forceinline__ void issue_tile(__half* smem, int stage, int k_tile, const __half* A, const __half* B,
                                            int M, int N, int K, int lda, int ldb, int block_m0, int block_n0,
-                                           int tid) {
+                                           const Map& map, bool interior, const __half* a_src,
+                                           const __half* b_src) {
   __half* As = smem + stage * STAGE_ELEMS;  // (BM, BK + skew)
   __half* Bs = As + AT::ELEMS;              // (BK, BN + skew)
   const int k0 = k_tile * pc::BK;
+  if (interior && k0 + pc::BK <= K) {  // block-uniform: every chunk whole and aligned, no per-chunk test
+    a_src += k0;
+    b_src += static_cast<long long>(k0) * ldb;
 #pragma unroll
-  for (int i = 0; i < CHUNKS_PER_THREAD; ++i) {
-    const int chunk = tid + i * THREADS;
-    const int ar = chunk / A_CHUNKS_PER_ROW, ac = (chunk % A_CHUNKS_PER_ROW) * pc::kChunk;
-    const int br = chunk / B_CHUNKS_PER_ROW, bc = (chunk % B_CHUNKS_PER_ROW) * pc::kChunk;
-    copy_chunk(&As[ar * AT::LD + ac], A, M, K, lda, block_m0 + ar, k0 + ac);
-    copy_chunk(&Bs[br * BT::LD + bc], B, K, N, ldb, k0 + br, block_n0 + bc);
+    for (int i = 0; i < Map::A_PER; ++i) {
+      __pipeline_memcpy_async(&As[map.a_smem(i)], a_src + static_cast<long long>(i * Map::A_ROW_STEP) * lda, 16);
+    }
+#pragma unroll
+    for (int i = 0; i < Map::B_PER; ++i) {
+      __pipeline_memcpy_async(&Bs[map.b_smem(i)], b_src + static_cast<long long>(i * Map::B_ROW_STEP) * ldb, 16);
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < Map::A_PER; ++i) {
+    const int r = map.a_row + i * Map::A_ROW_STEP;
+    copy_chunk(&As[map.a_smem(i)], A, M, K, lda, block_m0 + r, k0 + map.a_col);
+  }
+#pragma unroll
+  for (int i = 0; i < Map::B_PER; ++i) {
+    const int r = map.b_row + i * Map::B_ROW_STEP;
+    copy_chunk(&Bs[map.b_smem(i)], B, K, N, ldb, k0 + r, block_n0 + map.b_col);
   }
 }
 
@@ -96,13 +111,17 @@ gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, flo
   const int warp_m0 = (warp / WARPS_N) * (WM * 16);
   const int warp_n0 = (warp % WARPS_N) * (WN * 8);
   const int num_k_tiles = (K + pc::BK - 1) / pc::BK;
+  const Map map(tid);
+  const bool interior = pc::interior_mn<BM, BN>(A, B, M, N, lda, ldb, block_m0, block_n0);
+  const __half* a_src = A + static_cast<long long>(block_m0 + map.a_row) * lda + map.a_col;
+  const __half* b_src = B + static_cast<long long>(map.b_row) * ldb + block_n0 + map.b_col;
 
   float acc[WM][WN][4];
   pc::zero_acc(acc);
 
 #ifdef PIPECHECK_COMPUTE_ONLY
   // Compute-only variant: stage 0 is filled once, then the loop only multiplies.
-  issue_tile(smem, 0, 0, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+  issue_tile(smem, 0, 0, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src, b_src);
   __pipeline_commit();
   __pipeline_wait_prior(0);
   __syncthreads();
@@ -110,7 +129,7 @@ gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, flo
 #else
   if constexpr (STAGES == 1) {
     for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
-      issue_tile(smem, 0, k_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+      issue_tile(smem, 0, k_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src, b_src);
       __pipeline_commit();
       __pipeline_wait_prior(0);
       __syncthreads();
@@ -120,7 +139,9 @@ gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, flo
   } else {
     // prologue: fill STAGES-1 stages
     for (int fill = 0; fill < STAGES - 1; ++fill) {  // pipecheck:prologue_depth
-      if (fill < num_k_tiles) issue_tile(smem, fill, fill, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+      if (fill < num_k_tiles) {
+        issue_tile(smem, fill, fill, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src, b_src);
+      }
       __pipeline_commit();
     }
     // main loop (its last STAGES-1 iterations are the drain: nothing left to issue)
@@ -130,7 +151,8 @@ gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, flo
       __syncthreads();                    // pipecheck:sync_after_wait
       const int fetch_tile = k_tile + STAGES - 1;  // pipecheck:fetch_distance
       if (fetch_tile < num_k_tiles) {
-        issue_tile(smem, fetch_tile % STAGES, fetch_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, tid);
+        issue_tile(smem, fetch_tile % STAGES, fetch_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, map,
+                   interior, a_src, b_src);
       }
       __pipeline_commit();  // pipecheck:commit
       compute_stage(smem, read_stage, acc, warp_m0, warp_n0, lane);

@@ -2,7 +2,7 @@
 //
 // What it demonstrates: overlapping the epilogue too. A persistent block walks over output tiles;
 // a loader warp streams K tiles through a partitioned cuda::pipeline without pausing at tile
-// boundaries, eight compute warps multiply and then hand their accumulators to a shared-memory
+// boundaries, four compute warps (64 x 32 each) multiply and then hand their accumulators to a shared-memory
 // staging tile, and a storer warp writes that tile to global memory while the compute warps are
 // already on the next output tile. The compute -> storer hand-off uses two named barriers:
 //   C_FULL  : compute warps bar.arrive after staging; the storer bar.sync's before reading
@@ -15,7 +15,7 @@
 // Preconditions (checked by the launcher): sm_80+; A (M,K) fp16, B (K,N) fp16, C (M,N) fp32,
 // row-major, unit column stride; M, N, K >= 1. Tile 128 x 64 (smaller than k1..k5 so that the operand
 // ring plus the fp32 staging tile fit in 101 KB, i.e. on sm_86/sm_89 too).
-// Launch: grid min(#tiles, 2 * #SMs) (any grid size is correct), 320 threads (1 loader + 8 compute +
+// Launch: grid min(#tiles, 2 * #SMs) (any grid size is correct), 192 threads (1 loader + 4 compute +
 // 1 storer warp), dynamic smem STAGES * 14848 + 34816 bytes (79360 for the default STAGES=3).
 // Numbers reached: to be measured on H100/H200 (scripts/gpu/cuda_ladder_bench.py).
 #include <cuda/pipeline>
@@ -31,21 +31,18 @@ constexpr int STAGES = PIPECHECK_STAGES;
 static_assert(STAGES >= 2 && STAGES <= 4, "PIPECHECK_STAGES must be 2..4");
 constexpr int BM = 128, BN = 64;
 constexpr int LOADER_WARP = 0;
-constexpr int COMPUTE_WARPS = 8;         // 4 (M) x 2 (N)
+constexpr int COMPUTE_WARPS = 4;         // 2 (M) x 2 (N)
 constexpr int STORER_WARP = 1 + COMPUTE_WARPS;
-constexpr int PIPE_THREADS = (1 + COMPUTE_WARPS) * pc::kWarp;     // 288: loader + compute
-constexpr int HANDOFF_THREADS = (COMPUTE_WARPS + 1) * pc::kWarp;  // 288: compute + storer
-constexpr int THREADS = (2 + COMPUTE_WARPS) * pc::kWarp;          // 320
+constexpr int PIPE_THREADS = (1 + COMPUTE_WARPS) * pc::kWarp;     // 160: loader + compute
+constexpr int HANDOFF_THREADS = (COMPUTE_WARPS + 1) * pc::kWarp;  // 160: compute + storer
+constexpr int THREADS = (2 + COMPUTE_WARPS) * pc::kWarp;          // 192
 constexpr int WARPS_N = 2;
-constexpr int WM = 2, WN = 4;            // compute warp tile 32 x 32
+constexpr int WM = 4, WN = 4;            // compute warp tile 64 x 32
 using AT = pc::ATile<BM>;
 using BT = pc::BTile<BN>;
 constexpr int STAGE_ELEMS = AT::ELEMS + BT::ELEMS;  // 7424 halves = 14848 B
 constexpr int C_LD = BN + 4;             // floats; +4 keeps the 8-byte fragment stores conflict-free
-constexpr int A_CHUNKS = BM * pc::BK / pc::kChunk;  // 512
-constexpr int B_CHUNKS = pc::BK * BN / pc::kChunk;  // 256
-constexpr int A_CHUNKS_PER_ROW = pc::BK / pc::kChunk;
-constexpr int B_CHUNKS_PER_ROW = BN / pc::kChunk;
+using Map = pc::ChunkMap<BM, BN, pc::kWarp, AT::LD, BT::LD>;  // the loader warp: 16 A + 8 B chunks per lane
 // Named barrier ids (0 is __syncthreads).
 constexpr int BAR_PIPE_INIT = 1, BAR_C_FULL = 2, BAR_C_EMPTY = 3;
 using Pipe = cuda::pipeline<cuda::thread_scope_block>;
@@ -92,14 +89,25 @@ gemm_k6_loader_compute_storer(const __half* __restrict__ A, const __half* __rest
   const int num_k_tiles = (K + pc::BK - 1) / pc::BK;
 
   if (warp == STORER_WARP) {
+    const bool vec4 = (ldc & 3) == 0 && (reinterpret_cast<unsigned long long>(C) & 15ull) == 0;
     for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
       const int row0 = (tile / tiles_n) * BM, col0 = (tile % tiles_n) * BN;
       bar_sync(BAR_C_FULL, HANDOFF_THREADS);
-      for (int r = 0; r < BM && row0 + r < M; ++r) {
-        const float2 v = *reinterpret_cast<const float2*>(&c_stage[r * C_LD + lane * 2]);
-        float* dst = C + static_cast<long long>(row0 + r) * ldc + col0 + lane * 2;
-        if (col0 + lane * 2 < N) dst[0] = v.x;
-        if (col0 + lane * 2 + 1 < N) dst[1] = v.y;
+      if (vec4 && row0 + BM <= M && col0 + BN <= N) {
+        // interior tile: 16-byte stores, two rows of 64 floats per warp instruction (512 B, coalesced)
+        const int half = lane >> 4, c = (lane & 15) * 4;
+#pragma unroll 4
+        for (int r = half; r < BM; r += 2) {
+          *reinterpret_cast<float4*>(C + static_cast<long long>(row0 + r) * ldc + col0 + c) =
+              *reinterpret_cast<const float4*>(&c_stage[r * C_LD + c]);
+        }
+      } else {
+        for (int r = 0; r < BM && row0 + r < M; ++r) {
+          const float2 v = *reinterpret_cast<const float2*>(&c_stage[r * C_LD + lane * 2]);
+          float* dst = C + static_cast<long long>(row0 + r) * ldc + col0 + lane * 2;
+          if (col0 + lane * 2 < N) dst[0] = v.x;
+          if (col0 + lane * 2 + 1 < N) dst[1] = v.y;
+        }
       }
       if (tile + static_cast<int>(gridDim.x) < num_tiles) bar_arrive(BAR_C_EMPTY, HANDOFF_THREADS);
     }
@@ -110,21 +118,38 @@ gemm_k6_loader_compute_storer(const __half* __restrict__ A, const __half* __rest
   Pipe pipe = cuda::make_pipeline(PipeGroup{}, &pipe_state, static_cast<size_t>(pc::kWarp));
 
   if (warp == LOADER_WARP) {
+    const Map map(lane);
     int step = 0;  // K tiles issued so far by this block, over all its output tiles: the ring position
     for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
       const int row0 = (tile / tiles_n) * BM, col0 = (tile % tiles_n) * BN;
+      const bool interior = pc::interior_mn<BM, BN>(A, B, M, N, lda, ldb, row0, col0);
+      const __half* a_src = A + static_cast<long long>(row0 + map.a_row) * lda + map.a_col;
+      const __half* b_src = B + static_cast<long long>(map.b_row) * ldb + col0 + map.b_col;
       for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile, ++step) {
         pipe.producer_acquire();
         __half* As = ring + (step % STAGES) * STAGE_ELEMS;  // (BM, BK + skew)
         __half* Bs = As + AT::ELEMS;                        // (BK, BN + skew)
         const int k0 = k_tile * pc::BK;
-        for (int chunk = lane; chunk < A_CHUNKS; chunk += pc::kWarp) {
-          const int r = chunk / A_CHUNKS_PER_ROW, c = (chunk % A_CHUNKS_PER_ROW) * pc::kChunk;
-          copy_chunk(pipe, &As[r * AT::LD + c], A, M, K, lda, row0 + r, k0 + c);
-        }
-        for (int chunk = lane; chunk < B_CHUNKS; chunk += pc::kWarp) {
-          const int r = chunk / B_CHUNKS_PER_ROW, c = (chunk % B_CHUNKS_PER_ROW) * pc::kChunk;
-          copy_chunk(pipe, &Bs[r * BT::LD + c], B, K, N, ldb, k0 + r, col0 + c);
+        if (interior && k0 + pc::BK <= K) {  // warp-uniform fast path: whole, aligned chunks
+#pragma unroll
+          for (int i = 0; i < Map::A_PER; ++i) {
+            cuda::memcpy_async(&As[map.a_smem(i)], a_src + k0 + static_cast<long long>(i * Map::A_ROW_STEP) * lda,
+                               cuda::aligned_size_t<16>(16), pipe);
+          }
+#pragma unroll
+          for (int i = 0; i < Map::B_PER; ++i) {
+            cuda::memcpy_async(&Bs[map.b_smem(i)], b_src + static_cast<long long>(k0 + i * Map::B_ROW_STEP) * ldb,
+                               cuda::aligned_size_t<16>(16), pipe);
+          }
+        } else {
+          for (int i = 0; i < Map::A_PER; ++i) {
+            copy_chunk(pipe, &As[map.a_smem(i)], A, M, K, lda, row0 + map.a_row + i * Map::A_ROW_STEP,
+                       k0 + map.a_col);
+          }
+          for (int i = 0; i < Map::B_PER; ++i) {
+            copy_chunk(pipe, &Bs[map.b_smem(i)], B, K, N, ldb, k0 + map.b_row + i * Map::B_ROW_STEP,
+                       col0 + map.b_col);
+          }
         }
         pipe.producer_commit();
       }

@@ -11,8 +11,12 @@ bf16 products, fp32 sums: the summation-order error grows like sqrt(K); a droppe
 moves an element by about 8, far outside this).
 
 The last line printed is ``PIPECHECK-HOPPER-RESULT {json}``. Exit status: 0 every shape matched,
-1 some shape mismatched (a wrong result: what the coverage check would report), 2 the kernel or
-the setup raised (compile error, launch error, unsupported GPU), the message is in the JSON.
+1 some shape mismatched (a wrong result: what the coverage check would report), 2 the kernel never
+ran (compile error, unsupported GPU, a launch the driver refused, a Python error before the launch),
+3 the kernel ran and faulted (a CUDA launch failure, illegal address or instruction reported by the
+launch or by the synchronize after it: pipecheck's coverage check fails such a kernel too, as "the
+kernel raised"). The message is in the JSON, and its ``outcome`` names the case (``match``,
+``mismatch``, ``error``, ``crash``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,26 @@ from typing import Any
 
 RESULT_PREFIX = "PIPECHECK-HOPPER-RESULT "
 RTOL = 1e-3
+EXIT_MATCH, EXIT_MISMATCH, EXIT_ERROR, EXIT_CRASH = 0, 1, 2, 3
+# how the CUDA runtime / driver / torch word a fault of a kernel that ran (lower case)
+_FAULT_MARKERS = (
+    "unspecified launch failure", "cudaerrorlaunchfailure", "cuda_error_launch_failed",
+    "illegal memory access", "cudaerrorillegaladdress", "cuda_error_illegal_address",
+    "illegal instruction", "cudaerrorillegalinstruction", "cuda_error_illegal_instruction",
+    "misaligned address", "cudaerrormisalignedaddress", "cuda_error_misaligned_address",
+    "hardware stack error", "cuda_error_hardware_stack_error",
+    "invalid program counter", "cuda_error_invalid_pc",
+)
+
+
+class KernelFault(RuntimeError):
+    """The kernel was launched and faulted on the device (reported by the launch or the synchronize)."""
+
+
+def is_device_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` reports a fault of a kernel that ran (not a refused launch or a host error)."""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(marker in text for marker in _FAULT_MARKERS)
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
@@ -42,7 +66,7 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
 def run_shape(m: int, n: int, k: int, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from .launch import Variant, gemm
+    from .launch import Variant, prepare
 
     dtype = torch.float16 if args.fp16 else torch.bfloat16
     gen = torch.Generator(device="cpu").manual_seed(args.seed + m * 1_000_003 + n * 1009 + k)
@@ -51,8 +75,14 @@ def run_shape(m: int, n: int, k: int, args: argparse.Namespace) -> dict[str, Any
     c = torch.full((m, n), float("nan"), dtype=torch.float32, device="cuda")
     variant = Variant(stages=args.stages, consumers=args.consumers, bn=args.bn, fp16=args.fp16)
     t0 = time.perf_counter()
-    gemm(a, b, c, variant=variant, mutant=args.mutant)
-    torch.cuda.synchronize()
+    launch = prepare(a, b, c, variant=variant, mutant=args.mutant)  # compile, load, tensor maps: no kernel yet
+    try:
+        launch()
+        torch.cuda.synchronize()
+    except Exception as exc:
+        if is_device_fault(exc):
+            raise KernelFault(f"{m}x{n}x{k}: the kernel faulted: {type(exc).__name__}: {exc}") from exc
+        raise
     seconds = time.perf_counter() - t0
     ref = a.double() @ b.double().t()
     diff = (c.double() - ref).abs()
@@ -85,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes = parse_shapes(args.shapes)
     out: dict[str, Any] = {"mutant": args.mutant, "stages": args.stages, "consumers": args.consumers,
                            "bn": args.bn, "fp16": args.fp16, "seed": args.seed, "results": []}
-    status = 0
+    status = EXIT_MATCH
     try:
         for m, n, k in shapes:
             # printed before each launch: if the child is killed by a timeout, the parent sees where
@@ -94,11 +124,16 @@ def main(argv: list[str] | None = None) -> int:
             out["results"].append(r)
             print(json.dumps(r), flush=True)
             if not r["ok"]:
-                status = 1
+                status = EXIT_MISMATCH
+    except KernelFault as exc:
+        out["error"] = str(exc)
+        out["traceback"] = traceback.format_exc()
+        status = EXIT_CRASH  # the context is dead after a fault: no further shape can run
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc()
-        status = 2
+        status = EXIT_ERROR
+    out["outcome"] = {EXIT_MATCH: "match", EXIT_MISMATCH: "mismatch", EXIT_ERROR: "error", EXIT_CRASH: "crash"}[status]
     out["status"] = status
     print(RESULT_PREFIX + json.dumps(out), flush=True)
     return status

@@ -10,8 +10,11 @@ What it shows
 
 Pipeline scheme
     Producer: wait "slot free", TMA-load A and B tiles of K step k into ring slot k % STAGES, signal
-    "slot full"; consumer: wait "slot full", MMA, release the slot. Edges are handled by TMA itself:
-    out-of-bounds rows/columns load as zero and the descriptor store clips to (M, N).
+    "slot full"; consumer: wait "slot full", MMA, release the slot. Load edges are handled by TMA
+    itself: out-of-bounds rows/columns load as zero. The epilogue stores C through its descriptor
+    only when a row of C ends on a 16-byte boundary (``N * itemsize % 16 == 0``): a TMA store writes
+    whole 16-byte chunks, so at N = 65 (fp16) it wrote columns 65..71 of every row on the H200 (run 1)
+    although the descriptor's shape was (M, 65). Otherwise it uses masked pointer stores.
 
 Preconditions
     Hopper or newer (sm_90+), a Triton with ``tl.range(warp_specialize=...)`` and
@@ -36,15 +39,17 @@ import triton.language as tl
 
 from pytest_pipecheck.spec import KernelSpec, Tensor
 
-__all__ = ["GPU_CONFIG", "launch", "persistent_ws_gemm_spec", "unavailable_reason", "ws_gemm_kernel"]
+__all__ = ["GPU_CONFIG", "launch", "persistent_ws_gemm_spec", "tma_store_is_exact", "unavailable_reason",
+           "ws_gemm_kernel"]
 
 GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3, "warps": 8, "warp_specialize": True}
 
 
 @triton.jit
-def ws_gemm_kernel(a_desc, b_desc, c_desc, M, N, K,
+def ws_gemm_kernel(a_desc, b_desc, c_desc, c_ptr, M, N, K, stride_cm, stride_cn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   NUM_SMS: tl.constexpr, STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                   NUM_SMS: tl.constexpr, STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                   TMA_STORE: tl.constexpr):
     tiles_n = tl.cdiv(N, BLOCK_N)
     num_tiles = tl.cdiv(M, BLOCK_M) * tiles_n
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -56,7 +61,26 @@ def ws_gemm_kernel(a_desc, b_desc, c_desc, M, N, K,
             a = a_desc.load([off_m, kt * BLOCK_K])               # (BLOCK_M, BLOCK_K), zero past edges
             b = b_desc.load([kt * BLOCK_K, off_n])               # (BLOCK_K, BLOCK_N)
             acc = tl.dot(a, b, acc)
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))      # clipped to (M, N) by the descriptor
+        if TMA_STORE:
+            # exact only because N * itemsize is a multiple of 16 bytes (see tma_store_is_exact)
+            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))  # clipped to (M, N) by the descriptor
+        else:
+            rm = off_m + tl.arange(0, BLOCK_M)                   # (BLOCK_M,)
+            rn = off_n + tl.arange(0, BLOCK_N)                   # (BLOCK_N,)
+            tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+                     mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def tma_store_is_exact(c: Any) -> bool:
+    """Whether a TMA store into ``c`` (2-D, unit column stride, 16-byte aligned rows) writes only ``c``.
+
+    A TMA store writes whole 16-byte chunks of a row: where a row of the view ends inside a chunk
+    (``N * itemsize`` not a multiple of 16) it also writes the rest of that chunk, past column N, into
+    the row padding or the next tensor's columns. The H200 run showed it: at M65-K33-N65 (fp16, 130-byte
+    rows) the descriptor store wrote columns 65..71 of all 65 rows (455 elements) although the
+    descriptor's shape was (65, 65). Loads are not affected (out-of-bounds elements arrive as zeros).
+    """
+    return (int(c.shape[-1]) * int(c.element_size())) % 16 == 0
 
 
 def unavailable_reason(device: str) -> str | None:
@@ -82,7 +106,12 @@ def unavailable_reason(device: str) -> str | None:
 
 
 def launch(arrays: Mapping[str, Any], cfg: Mapping[str, Any], num_sms: int) -> None:
-    """Build descriptors for strided a (M,K), b (K,N), c (M,N) and launch one program per SM."""
+    """Build descriptors for strided a (M,K), b (K,N), c (M,N) and launch one program per SM.
+
+    Every descriptor is the view's own shape and strides (``TensorDescriptor.from_tensor``: shape
+    ``t.shape``, strides ``t.stride()``), never the allocation's. C is written through its descriptor
+    only when :func:`tma_store_is_exact`; otherwise through masked pointer stores (row < M, col < N).
+    """
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     a, b, c = arrays["a"], arrays["b"], arrays["c"]
@@ -95,11 +124,13 @@ def launch(arrays: Mapping[str, Any], cfg: Mapping[str, Any], num_sms: int) -> N
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     b_desc = TensorDescriptor.from_tensor(b, [bk, bn])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    tma_store = tma_store_is_exact(c)
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn]) if tma_store else None
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(num_sms, tiles),)
-    ws_gemm_kernel[grid](a_desc, b_desc, c_desc, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_SMS=num_sms,
-                         STAGES=cfg["stages"], WARP_SPECIALIZE=cfg["warp_specialize"], num_warps=cfg["warps"])
+    ws_gemm_kernel[grid](a_desc, b_desc, c_desc, c, M, N, K, c.stride(0), c.stride(1),
+                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_SMS=num_sms, STAGES=cfg["stages"],
+                         WARP_SPECIALIZE=cfg["warp_specialize"], TMA_STORE=tma_store, num_warps=cfg["warps"])
 
 
 def reference(arrays: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:

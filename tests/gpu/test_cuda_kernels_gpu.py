@@ -1,9 +1,10 @@
 """GPU tier: every CUDA mutant is caught by the check it declares, and its reference kernel is not.
 
 - tile_probe mutants run in this process through the ``pipecheck`` fixture;
-- sanitizer mutants run in a child process under compute-sanitizer (--error-exitcode, timeout), with
-  the reference kernel as a control that must come back clean;
-- the hang mutant runs only in a child process under a watchdog timeout;
+- the sanitizer mutants, the hang mutant and their base kernels (clean controls) run as ONE generated
+  test module (reference_kernels/mutants/cuda/sanitizer_batch.py) in one ``pytest --pipecheck``
+  subprocess: pipecheck's sanitizer plugin runs each under its tool in batched compute-sanitizer
+  children, its watchdog kills the hang, and the test reads pipecheck's own verdicts back;
 - the perf mutant is timed against its base with CUDA events (median of repeats);
 - the occupancy mutant is proved on the CPU (tests/unit/test_cuda_mutants_static.py) and here checked
   against the live kernel's attributes.
@@ -12,30 +13,26 @@ Without a GPU every test is skipped with the reason.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_pipecheck.results import PipecheckFailure
-from reference_kernels.mutants.cuda import MUTANTS
+from reference_kernels.mutants.cuda import MUTANTS, sanitizer_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
 
-SANITIZER = [n for n, m in MUTANTS.items() if m.check.startswith("sanitizer:")]
 PROBE = [n for n, m in MUTANTS.items() if m.check in ("tile_probe", "coverage")]
-
-
-def _child(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env, check=False)
-
-
-def _driver(name: str, dims: tuple[int, int, int] = (129, 129, 100)) -> list[str]:
-    return [sys.executable, "-m", "reference_kernels.mutants.cuda.run", name, *map(str, dims)]
+#: seconds the whole sanitizer batch (three tools, ten tests, one watchdog kill) may take
+BATCH_TIMEOUT = 480
 
 
 @pytest.mark.parametrize("name", PROBE)
@@ -52,36 +49,59 @@ def test_probe_mutant_is_caught(pipecheck, name: str) -> None:
             pipecheck.check_tile_probe(mutant_spec(name), shape)
 
 
-@pytest.mark.parametrize("name", SANITIZER)
-def test_sanitizer_mutant_is_caught(pipecheck, name: str) -> None:
-    pipecheck.require_gpu("sanitizer", kernel=name)
+def _long(seconds: int) -> Any:
+    """pytest-timeout's per-test limit for a test that runs a whole batch (a no-op without that plugin)."""
+    if importlib.util.find_spec("pytest_timeout") is None:
+        return lambda f: f
+    return pytest.mark.timeout(seconds)
+
+
+def _run_batch(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
+    """Run ``cmd`` in its own session; on timeout kill the whole group (compute-sanitizer children too)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    for var in ("PIPECHECK_CHILD", "PIPECHECK_CANARY", "PYTEST_ADDOPTS"):
+        env.pop(var, None)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+
+
+# No ``pipecheck`` fixture here on purpose: an outer ``pytest --pipecheck`` would otherwise re-run this
+# test, and with it a whole nested pipecheck run, under compute-sanitizer.
+@_long(BATCH_TIMEOUT + 60)
+def test_sanitizer_mutants_caught_by_pipecheck_in_one_batch(tmp_path: Path) -> None:
+    """Every sanitizer mutant and the hang mutant fail, and their base kernels pass, in ONE
+    ``pytest --pipecheck`` run: the evidence is pipecheck's own verdicts (JSON report, -rA output)."""
+    pytest.importorskip("cupy")
     from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
 
-    install = find_compute_sanitizer()
-    if install is None:
+    if find_compute_sanitizer() is None:
         pytest.skip("compute-sanitizer not found")
-    m = MUTANTS[name]
-    tool = m.check.split(":", 1)[1]
-    cmd = [install.path, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20"]
-    try:
-        control = _child([*cmd, *_driver(m.base)], timeout=300)
-        mutated = _child([*cmd, *_driver(name)], timeout=300)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{tool} on {name} timed out after {exc.timeout} s")
-    assert control.returncode == 0, f"{m.base} is not {tool}-clean:\n{control.stdout[-3000:]}{control.stderr[-3000:]}"
-    out = mutated.stdout + mutated.stderr
-    assert mutated.returncode == 99, f"{tool} did not flag {name} (exit {mutated.returncode}):\n{out[-4000:]}"
-    assert m.expect.lower() in out.lower(), f"{tool} flagged {name} but without {m.expect!r}:\n{out[-4000:]}"
-    assert m.entry in out, f"{tool}'s report does not name the mutant's kernel {m.entry}"
-
-
-def test_hang_mutant_is_caught_by_a_watchdog(pipecheck) -> None:
-    pipecheck.require_gpu("hang watchdog")
-    m = MUTANTS["consumer_skips_wait"]
-    control = _child(_driver(m.base), timeout=120)
-    assert control.returncode == 0, control.stdout + control.stderr
-    with pytest.raises(subprocess.TimeoutExpired):
-        _child(_driver(m.name), timeout=60)  # subprocess.run kills the child on timeout
+    module = tmp_path / "test_cuda_sanitizer_batch.py"
+    module.write_text(sanitizer_batch.module_source())
+    report_path = tmp_path / "pipecheck.json"
+    cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu",
+           f"--pipecheck-sanitizer={','.join(sanitizer_batch.TOOLS)}", "-p", "no:cacheprovider", "-rA",
+           f"--pipecheck-json={report_path}", str(module)]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        cmd[3:3] = ["-p", "pytest_pipecheck.plugin"]
+    rc, out = _run_batch(cmd, tmp_path, BATCH_TIMEOUT)
+    print(out[-30000:])  # the whole run, in the test's captured output
+    tail = f"\n--- {' '.join(cmd)} (exit {rc}), output tail ---\n{out[-8000:]}"
+    assert rc is not None, f"the batch did not finish within {BATCH_TIMEOUT} s{tail}"
+    assert rc == 1, f"exit status {rc}: expected 1 (the mutants' tests fail, nothing else goes wrong){tail}"
+    assert report_path.is_file(), f"no --pipecheck-json report written{tail}"
+    report = json.loads(report_path.read_text())
+    problems = sanitizer_batch.evaluate(report, out)
+    assert not problems, "\n".join(["pipecheck's verdicts on the CUDA sanitizer mutants fell short:",
+                                     *(f"  - {p}" for p in problems)]) + tail
 
 
 def _median_ms(launch, a, b, c, repeats: int = 20) -> float:

@@ -90,3 +90,41 @@ def test_err(pipecheck):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*spec 'toy_good': shape M9-K40 has no size for N*"])
+
+
+def test_marker_spec_parametrizes_shape_at_the_configured_level(pytester):
+    pytester.makepyfile(kernels=KERNELS)
+    pytester.makepyfile(test_marked='''
+import pytest
+from kernels import GOOD, BAD
+
+@pytest.mark.pipecheck(spec=GOOD)
+def test_good(pipecheck, shape):
+    assert pipecheck.spec is GOOD
+    pipecheck.check_kernel(pipecheck.spec, shape)
+
+@pytest.mark.pipecheck(spec=BAD, expect_failures=True, shape_level="medium")
+def test_mutant(pipecheck, shape):
+    from pytest_pipecheck.results import PipecheckFailure
+    try:
+        pipecheck.check_tile_probe(BAD, shape)
+    except PipecheckFailure:
+        pass
+
+@pytest.mark.pipecheck(spec="not a spec")
+def test_wrong(pipecheck):
+    pass
+''')
+    from pytest_pipecheck import shapes
+    from pytest_pipecheck.spec import KernelSpec  # noqa: F401
+
+    result = pytester.runpytest("-p", "no:cacheprovider", "-v", "--pipecheck", "--pipecheck-sanitizer=none")
+    outcomes = result.parseoutcomes()
+    good_ids = [line for line in result.stdout.lines if "test_good[" in line and "PASSED" in line]
+    mutant_ids = [line for line in result.stdout.lines if "test_mutant[" in line and "PASSED" in line]
+    assert len(good_ids) == outcomes["passed"] - len(mutant_ids) > 0
+    assert len(mutant_ids) > len(good_ids)  # medium generates more shapes than small
+    result.stdout.fnmatch_lines(["*`spec='not a spec'` from the pipecheck marker on test_marked.py::test_wrong must be a pytest_pipecheck.KernelSpec*"])
+    assert outcomes["errors"] == 1
+    result.stdout.fnmatch_lines(["*toy_drop_last*tile_probe*caught*"])
+    assert shapes  # the generator the marker uses is the public one

@@ -62,7 +62,7 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3, failed=1)
     doc = json.loads((pytester.path / "out" / "r.json").read_text())
     assert doc["schema"] == "pytest-pipecheck/results" and doc["version"] == 1 and doc["seed"] == 5
-    assert doc["totals"] == {"pass": 2, "fail": 1, "skip": 1, "error": 0}
+    assert doc["totals"] == {"pass": 2, "fail": 1, "caught": 0, "skip": 1, "error": 0}
     checks = sorted((r["nodeid"].split("::")[1], r["check"], r["verdict"]) for r in doc["results"])
     assert checks[0] == ("test_bad", "occupancy", "fail")
     junit = (pytester.path / "junit.xml").read_text()
@@ -75,3 +75,35 @@ def test_json_to_a_directory_is_reported_not_fatal(pytester: pytest.Pytester) ->
     result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=adir")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*pipecheck: could not write JSON report 'adir'*is a directory*"])
+
+
+CAUGHT = """
+import pytest
+from pytest_pipecheck.results import CheckResult, PipecheckFailure, Verdict
+
+@pytest.mark.pipecheck(kernel="mutant_a", expect_failures=True)
+def test_mutant_by_marker(pipecheck):
+    pipecheck.record(CheckResult("tile_probe", Verdict.FAIL, "K tile 3 of 4 never reached the output"))
+
+def test_mutant_by_block(pipecheck):
+    with pipecheck.expecting_failures():
+        pipecheck.record(CheckResult("coverage", Verdict.FAIL, "3 defects", kernel="mutant_b"))
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "real defect", kernel="reference"))
+"""
+
+
+def test_expected_failures_are_reported_as_caught(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(CAUGHT)
+    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=r.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "mutant_a*tile_probe*1 caught*K tile 3 of 4 never reached the output",
+        "mutant_b*coverage*1 caught*3 defects",
+        "reference*coverage*1 fail*real defect",
+        "not passed:",
+        "*FAIL coverage test_expected_failures_are_reported_as_caught.py::test_mutant_by_block: real defect",
+        "pipecheck checks: 0 pass, 1 fail, 0 skip, 0 error, 2 caught (expected failures: mutants the checks caught)",
+    ])
+    doc = json.loads((pytester.path / "r.json").read_text())
+    assert doc["totals"]["caught"] == 2 and doc["totals"]["fail"] == 1
+    assert sorted(r["expected"] for r in doc["results"]) == [False, True, True]

@@ -110,3 +110,73 @@ def test_calibrated_mode_uses_same_precision_error(pipecheck):
 
     r = coverage.check_coverage(pipecheck, _spec(good, same_precision=lowp), SHAPE)
     assert "calibrated" in r.details["outputs"]["c"]["tolerance"]
+
+
+class CompilationError(Exception):
+    """Stands in for triton.compiler.errors.CompilationError: what str() of one reads like."""
+
+
+# str() of the CompilationError that Triton 3.9 raised (compiling for sm_90) on a mutant that used a
+# loop's block values after the loop; Triton 3.6 on the H200 raised the same "at 29:17:"
+_TRITON_ERROR = """at 29:17:
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for kt in range(0, k_tiles):
+        k_left = K - kt * BLOCK_K
+        a = tl.load(a_tile, mask=in_m & (rk[None, :] < k_left), other=0.0)
+        b = tl.load(b_tile, mask=(rk[:, None] < k_left) & in_n, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_tile += BLOCK_K * stride_ak
+        b_tile += BLOCK_K * stride_bk
+    acc = tl.dot(a, b, acc)  # BUG: the drained last stage is consumed a second time
+                 ^
+NameError('a is not defined')"""
+
+
+@pytest.mark.parametrize("check", [coverage.check_coverage, coverage.check_tile_probe, coverage.check_determinism])
+def test_multi_line_kernel_error_keeps_the_compiler_message(pipecheck, check):
+    def does_not_compile(arrays, dims):
+        raise CompilationError(_TRITON_ERROR)
+
+    with pytest.raises(PipecheckFailure) as info:
+        check(pipecheck, _spec(does_not_compile, "broken"), SHAPE)
+    msg = str(info.value)
+    first = msg.splitlines()[0]
+    assert first.startswith("broken at M9-K40-N7: the kernel raised during ") and "CompilationError: at 29:17:" in first
+    # the caret line and the underlying error survive, in the failure and in the recorded details
+    error = info.value.result.details["error"]
+    for text in (msg, error):
+        assert "    acc = tl.dot(a, b, acc)  # BUG" in text and "NameError('a is not defined')" in text
+        assert "                 ^" in text
+    assert msg.startswith(error) and msg.rstrip().splitlines()[-1].startswith("  reproduce: pytest")
+    assert info.value.result.summary == "kernel raised CompilationError at M9-K40-N7"
+
+
+def test_long_kernel_error_is_bounded_keeping_head_and_tail(pipecheck):
+    def verbose(arrays, dims):
+        try:
+            raise ValueError("the underlying reason")
+        except ValueError as exc:
+            raise RuntimeError("\n".join([f"line {i}" for i in range(200)] + ["x" * 5000])) from exc
+
+    with pytest.raises(PipecheckFailure) as info:
+        coverage.check_coverage(pipecheck, _spec(verbose, "chatty"), SHAPE)
+    error = info.value.result.details["error"]
+    lines = error.splitlines()
+    assert len(lines) == coverage.MAX_ERROR_LINES
+    assert "RuntimeError: line 0" in lines[0] and lines[1].strip() == "line 1"
+    assert any("lines left out" in ln for ln in lines)
+    assert lines[-2].strip().startswith("xxx") and lines[-2].endswith("...")
+    assert lines[-1].strip() == "caused by ValueError: the underlying reason"
+    assert max(len(ln) for ln in lines[1:]) <= coverage.MAX_ERROR_LINE_CHARS + 4
+    assert len(str(info.value)) < 5000
+
+
+def test_one_line_kernel_error_unchanged(pipecheck):
+    def boom(arrays, dims):
+        raise RuntimeError("boom")
+
+    with pytest.raises(PipecheckFailure) as info:
+        coverage.check_coverage(pipecheck, _spec(boom), SHAPE)
+    assert len(info.value.result.details["error"].splitlines()) == 1
+    assert "the kernel raised during the coverage run: RuntimeError: boom (at " in str(info.value)

@@ -27,7 +27,7 @@ FLOOR = {
     "k2_register_prefetch": dict.fromkeys(ARCHS, 2),
     "k3_cp_async": dict.fromkeys(ARCHS, 2),
     "k4_cuda_pipeline": {"sm_80": 2, "sm_86": 1, "sm_89": 1, "sm_90": 2},
-    "k5_warp_specialized": dict.fromkeys(ARCHS, 1),
+    "k5_warp_specialized": {"sm_80": 2, "sm_86": 1, "sm_89": 1, "sm_90": 2},
     "k6_loader_compute_storer": {"sm_80": 2, "sm_86": 1, "sm_89": 1, "sm_90": 2},
 }
 

@@ -4,7 +4,7 @@ Compiles reference_kernels/hopper/tma_wgmma_gemm.cu for sm_90a with nvcc (skippe
 nvcc is missing) and reads the SASS with cuobjdump/nvdisasm (Triton's wheel carries one): the kernel
 must use the tensor-memory accelerator (UTMALDG), warpgroup MMA (HGMMA), mbarriers (SYNCS.*) and, with
 two consumer warpgroups, register reallocation (USETMAXREG); each mutant must differ from the
-reference by exactly its one tagged line, still compile, and (where the bug is visible in SASS) show it.
+reference by exactly its tagged line(s), still compile, and (where the bug is visible in SASS) show it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from functools import cache
 import pytest
 
 from reference_kernels.hopper import launch as hl
-from reference_kernels.mutants.hopper import MUTANTS, apply_mutant, tagged_line
-
-CHECKS = {"coverage", "hang", "sanitizer:racecheck"}
+from reference_kernels.mutants.hopper import EXPECTED_CHECKS, MUTANTS, OUTCOMES, apply_mutant, tagged_line
 
 
 def _disassembler():
@@ -107,26 +105,38 @@ def test_nvcc_command_targets_sm90a_with_the_variant_macros() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_mutant_differs_by_exactly_its_tagged_line(name: str) -> None:
+def test_mutant_differs_by_exactly_its_tagged_lines(name: str) -> None:
+    mutant = MUTANTS[name]
     source = hl.kernel_source()
     mutated = apply_mutant(source, name)
     diff = [d for d in difflib.ndiff(source.splitlines(), mutated.splitlines()) if d[:2] in ("- ", "+ ")]
-    assert len(diff) == 2, f"{name} changes more than one line: {diff}"
-    _, line = tagged_line(source, MUTANTS[name].tag)
-    assert diff[0] == "- " + line
-    assert MUTANTS[name].new in diff[1]
-    assert MUTANTS[name].expected_check in CHECKS
-    assert set(MUTANTS[name].may_also) <= CHECKS
+    removed = [d[2:] for d in diff if d.startswith("- ")]
+    added = [d[2:] for d in diff if d.startswith("+ ")]
+    assert len(removed) == len(added) == len(mutant.edits), f"{name} changes other lines than its tagged ones: {diff}"
+    in_source_order = sorted(mutant.edits, key=lambda edit: tagged_line(source, edit[0])[0])
+    for (tag, _old, new), gone, came in zip(in_source_order, removed, added):
+        _, line = tagged_line(source, tag)
+        assert gone == line, f"{name}: changed {gone!r}, not the line tagged {tag}"
+        assert new in came and came.rstrip().endswith(f"// pipecheck:{tag}")
+    assert mutant.expected_check in EXPECTED_CHECKS
+    assert set(mutant.may_also) <= set(OUTCOMES)
 
 
-def test_every_mutant_has_its_own_tag_and_unknown_names_are_refused() -> None:
-    tags = [m.tag for m in MUTANTS.values()]
+def test_every_mutant_has_its_own_tags_and_unknown_names_are_refused() -> None:
+    tags = [tag for m in MUTANTS.values() for tag, _, _ in m.edits]
     assert len(tags) == len(set(tags))
     with pytest.raises(ValueError, match="unknown Hopper mutant"):
         apply_mutant(hl.kernel_source(), "no_such_mutant")
     with pytest.raises(ValueError, match="no longer contains"):
         apply_mutant(hl.kernel_source().replace("phase);  // pipecheck:full_wait", "p);  // pipecheck:full_wait"),
                      "hopper_full_wait_wrong_parity")
+    with pytest.raises(ValueError, match="expected_check 'crash'"):
+        type(MUTANTS["hopper_full_wait_wrong_parity"])("x", "t", "o", "n", "bug", "crash")
+
+
+def test_a_fault_is_a_declared_outcome_of_the_parity_mutant() -> None:
+    # run 1 on the H200: the wrong-parity mutant died with "unspecified launch failure"
+    assert "crash" in MUTANTS["hopper_full_wait_wrong_parity"].may_also
 
 
 @needs_nvcc
@@ -140,10 +150,17 @@ def test_mutant_still_compiles_with_tma_and_wgmma(name: str) -> None:
 
 
 @needs_nvcc
-def test_release_mutant_has_no_wait_between_wgmma_and_release() -> None:
-    _, sass = _build("hopper_stage_released_before_wgmma_done", hl.Variant())
-    assert not re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x1", sass), (
-        "ptxas put the dropped wgmma.wait_group back: the mutant would not have its bug")
+@pytest.mark.parametrize("variant", [hl.Variant(), hl.Variant(stages=2)], ids=str)
+def test_release_mutant_has_no_wgmma_wait_in_its_loop(variant: hl.Variant) -> None:
+    """The early-release mutant keeps its bug only if ptxas adds no wait of its own: the one
+    wgmma.wait_group left is the 0 before the epilogue, and nothing warns of a serialized pipeline."""
+    log, sass = _build("hopper_stage_released_before_wgmma_done", variant)
+    waits = re.findall(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)", sass)
+    assert waits == ["0x0"], f"expected only the epilogue's wgmma.wait_group 0, found {waits}"
+    assert "serializ" not in log.lower(), f"ptxas serialized the WGMMA pipeline:\n{log}"
+    assert _count(sass, r"\bHGMMA\.64x128x16\.F32\.BF16\b") == 4
+    mutant = MUTANTS["hopper_stage_released_before_wgmma_done"]
+    assert mutant.expected_check == "coverage" and mutant.shapes and mutant.configs
 
 
 # ----------------------------------------------------------------------------- spec and launcher (no GPU)
@@ -169,3 +186,32 @@ def test_launcher_refuses_cpu_tensors_with_a_clear_error() -> None:
     c = torch.zeros(64, 64, dtype=torch.float32)
     with pytest.raises(hl.HopperLaunchError, match="on cpu; the Hopper GEMM needs CUDA tensors"):
         hl.gemm(a, b, c)
+
+
+# ----------------------------------------------------------------------------- run_case outcomes (no GPU)
+
+
+@pytest.mark.parametrize(("message", "fault"), [
+    ("AcceleratorError: CUDA error: unspecified launch failure\nSearch for `cudaErrorLaunchFailure'", True),
+    ("CUDA error: an illegal memory access was encountered", True),
+    ("HopperLaunchError: cuLaunchKernel(...) failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", True),
+    ("HopperLaunchError: cuLaunchKernel(...) failed: CUDA_ERROR_INVALID_VALUE", False),
+    ("HopperCompileError: nvcc failed (exit 1)", False),
+    ("AssertionError: Torch not compiled with CUDA enabled", False),
+])
+def test_run_case_tells_a_kernel_fault_from_a_kernel_that_never_ran(message: str, fault: bool) -> None:
+    from reference_kernels.hopper import run_case
+
+    assert run_case.is_device_fault(RuntimeError(message)) is fault
+
+
+def test_run_case_without_a_gpu_is_an_error_not_a_crash(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    pytest.importorskip("torch")
+    from reference_kernels.hopper import run_case
+
+    status = run_case.main(["--shapes", "64x64x64"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    result = json.loads(last[len(run_case.RESULT_PREFIX):])
+    assert status == run_case.EXIT_ERROR == 2 and result["outcome"] == "error" and result["status"] == 2

@@ -408,3 +408,16 @@ def test_write_html_for_run_never_raises_and_says_what_happened(tmp_path: Path,
     ok, line = html_report.write_html_for_run(tmp_path / "b.html", _results(), GPU, 1, CFG)
     assert not ok and line.endswith("b.html': KeyError: 'arch'")
     assert not (tmp_path / "b.html").exists()
+
+
+def test_expected_failures_show_as_caught_not_as_failures() -> None:
+    results = [
+        CheckResult("tile_probe", Verdict.FAIL, "K tile 3 of 4 never reached the output", kernel="mutant_x",
+                    nodeid="t.py::test_m", expected=True),
+        CheckResult("coverage", Verdict.PASS, "max rel err 1e-04", kernel="ref", nodeid="t.py::test_r"),
+    ]
+    page = _page(results)
+    assert 'class="badge v-caught"' in page
+    assert "1 caught" in page
+    assert 'id="not-passed"' not in page  # nothing failed that was not meant to
+    assert "Every check passed" in page

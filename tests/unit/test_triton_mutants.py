@@ -36,6 +36,29 @@ def test_mutant_is_caught(pipecheck, name):
     assert result is not None and result.check == mod.CAUGHT_BY and result.verdict is Verdict.FAIL
 
 
+@pytest.mark.parametrize("name", ["gemm_reference", *triton_mutants.MUTANTS])
+def test_gemm_kernel_compiles_for_sm90(name):
+    """The interpreter accepts Python that compiled Triton rejects (a loop's block values used after
+    the loop: run 1 on the H200 failed with ``CompilationError: at 29:17`` on a mutant that passed
+    here). Compiling ahead of time for sm_90 at a boundary shape catches that class without a GPU."""
+    import torch
+
+    from pytest_pipecheck.checks.arrays import alloc_guarded
+    from pytest_pipecheck.resources.triton import triton_resources
+    from reference_kernels.triton.gemm import GPU_CONFIG, gemm_kernel
+
+    kernel = gemm_kernel if name == "gemm_reference" else triton_mutants.load(name).kernel
+    M, K, N = 65, 33, 65
+    a = alloc_guarded("a", (M, K), "float16", role="input", values=torch.zeros(M, K), tiles=(128, 64)).array
+    b = alloc_guarded("b", (K, N), "float16", role="input", values=torch.zeros(K, N), tiles=(64, 128)).array
+    c = alloc_guarded("c", (M, N), "float16", role="output", tiles=(128, 128)).array
+    args = (a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
+    tiles = {k: GPU_CONFIG[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+    res = triton_resources(kernel, args, arch="sm_90", num_warps=GPU_CONFIG["warps"],
+                           num_stages=GPU_CONFIG["stages"], **tiles)
+    assert res.dynamic_smem > 0
+
+
 def _reference_specs(device):
     from reference_kernels.triton.flash_attention import flash_attention_spec
     from reference_kernels.triton.gemm import gemm_spec

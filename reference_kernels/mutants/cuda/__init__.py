@@ -4,8 +4,14 @@ A mutant is not a copy of a .cu file. The reference kernels mark the lines a bug
 trailing ``// pipecheck:<tag>`` comment; a mutant is a declaration (base kernel, {tag: replacement
 line}, the pipecheck check that must catch it, and a fragment of what that check says) applied to
 the base source when it is loaded. So a mutant provably differs from its kernel in exactly the tagged
-lines (plus its entry point, renamed ``<entry>__<mutant>`` so sanitizer reports name the mutant), and
+lines (plus its entry point, renamed ``<entry>__<mutant>`` so memcheck and synccheck reports name the
+mutant; racecheck's analysis report names only the accessing functions), and
 a fix to a reference kernel reaches its mutants automatically.
+
+``expect`` is a fragment of what that check itself says: for a ``sanitizer:<tool>`` mutant, of
+pipecheck's summary or finding label (``RAW race``, ``barrier error``, ``invalid __global__ read``, the
+labels of pytest_pipecheck.sanitizer.parse.Finding.label), never of the raw sanitizer text; for
+``hang``, of the verdict of pipecheck's watchdog (``hang: killed by the watchdog``).
 
 ``check`` is one of: ``coverage``, ``tile_probe`` (wrong numbers), ``sanitizer:racecheck``,
 ``sanitizer:synccheck``, ``sanitizer:memcheck``, ``hang`` (needs a watchdog: never launch it in the
@@ -101,11 +107,11 @@ MUTANTS: dict[str, CudaMutant] = {
     for m in (
         CudaMutant(
             "missing_wait_prior", "k3_cp_async", {"wait": ""}, "sanitizer:racecheck",
-            "memcpy_async",
+            "RAW race",
             "no __pipeline_wait_prior: the barrier passes while tile k's cp.async copies are still landing"),
         CudaMutant(
             "missing_sync_after_wait", "k3_cp_async", {"sync_after_wait": ""}, "sanitizer:racecheck",
-            "hazard",
+            "race",
             "no __syncthreads after the wait: a warp reads chunks other threads' copies have not delivered, "
             "and refills a stage other warps still read"),
         CudaMutant(
@@ -120,10 +126,10 @@ MUTANTS: dict[str, CudaMutant] = {
             {"prologue_depth": "for (int fill = 0; fill < STAGES; ++fill) {",
              "fetch_distance": "const int fetch_tile = k_tile + STAGES;",
              "wait": "__pipeline_wait_prior(STAGES - 1);"},
-            "sanitizer:racecheck", "hazard",
+            "sanitizer:racecheck", "race",
             "STAGES tiles in flight in a ring of STAGES buffers: the refill lands in the stage being read"),
         CudaMutant(
-            "consumer_skips_wait", "k5_warp_specialized", {"consumer_wait": ""}, "hang", "timed out",
+            "consumer_skips_wait", "k5_warp_specialized", {"consumer_wait": ""}, "hang", "hang",
             "a consumer releases stages it never waited for: the phase parities never line up (deadlock)"),
         CudaMutant(
             "serialized_wait_after_commit", "k3_cp_async",
@@ -132,11 +138,11 @@ MUTANTS: dict[str, CudaMutant] = {
             "the compute it should overlap (correct, serialized)"),
         CudaMutant(
             "unguarded_tail", "k3_cp_async", {"tail_guard": "const bool whole = true;"},
-            "sanitizer:memcheck", "Invalid __global__ read",
+            "sanitizer:memcheck", "invalid __global__ read",
             "the ragged-tail guard is dropped: every chunk is a 16-byte cp.async, past the matrix edges too"),
         CudaMutant(
             "divergent_barrier", "k1_sync_tiled", {"sync_stored": "if (lane < 16) __syncthreads();"},
-            "sanitizer:synccheck", "Barrier error",
+            "sanitizer:synccheck", "barrier error",
             "the barrier after the smem stores sits under a per-lane condition: divergent __syncthreads"),
         CudaMutant(
             "stage_cliff_sm86", "k3_cp_async", {"stages": "#define PIPECHECK_STAGES 3"}, "occupancy", "sm_86",

@@ -1,9 +1,10 @@
 """Mutants of the Hopper TMA + WGMMA GEMM (reference_kernels/hopper/tma_wgmma_gemm.cu): one bug each.
 
-Each mutant replaces one line of the reference, the one tagged ``// pipecheck:<tag>``, at load time,
-so the reference file stays the single source and a mutant can never drift from it. The project's
-tests assert that each mutant differs from the reference by exactly that line, that it still
-compiles for sm_90a, and (on a GPU) that the check named in ``expected_check`` catches it.
+Each mutant replaces the line(s) of the reference tagged ``// pipecheck:<tag>`` (usually one; a bug
+that moves a statement touches two), at load time, so the reference file stays the single source
+and a mutant can never drift from it. The project's tests assert that each mutant differs from the
+reference by exactly its tagged lines, that it still compiles for sm_90a, and (on a GPU) that the
+check named in ``expected_check`` catches it.
 
 ``expected_check`` is the pipecheck check that must catch the bug:
 
@@ -11,19 +12,28 @@ compiles for sm_90a, and (on a GPU) that the check named in ``expected_check`` c
 * ``hang``                -- the kernel never finishes; only ever run it in a child process with a
                              timeout (the sanitizer runner's watchdog, or ``run_case`` under
                              ``subprocess.run(timeout=...)``);
-* ``sanitizer:racecheck`` -- a race that the output rarely shows (the TMA latency hides it), so only
-                             compute-sanitizer's racecheck with ``--check-warpgroup-mma`` /
-                             ``--check-bulk-copy`` can be expected to report it.
+* ``sanitizer:racecheck`` -- a race that only compute-sanitizer's racecheck can be expected to report.
 
-``may_also`` lists the other outcomes a timing-dependent bug can produce (a phase bug can also
-deadlock), so a test accepts those as "caught" too, never as "passed".
+``may_also`` lists the other outcomes a timing-dependent bug can produce, so a test accepts those as
+"caught" too, never as "passed": any of the above, or ``crash`` -- the kernel faulted (a CUDA launch
+failure or illegal address surfaced at the launch or the next synchronize). A fault fails pipecheck's
+coverage check too (it reports that the kernel raised), so it is a catch; a kernel that never ran
+(a compile error, a Python error before the launch) is not.
+
+``shapes`` and ``configs`` say where the bug shows: the run_case shapes and the run_case variant
+arguments (``("--stages", "2", ...)``) to try, each next to the reference at the same configuration
+(empty: the tests' defaults).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MUTANTS", "HopperMutant", "apply_mutant", "tagged_line"]
+__all__ = ["EXPECTED_CHECKS", "MUTANTS", "OUTCOMES", "HopperMutant", "apply_mutant", "tagged_line"]
+
+
+EXPECTED_CHECKS = ("coverage", "hang", "sanitizer:racecheck")
+OUTCOMES = (*EXPECTED_CHECKS, "crash")
 
 
 @dataclass(frozen=True)
@@ -33,9 +43,25 @@ class HopperMutant:
     old: str             # text that must occur in that line
     new: str             # what replaces it
     bug: str             # the bug, in one sentence
-    expected_check: str  # coverage | hang | sanitizer:racecheck
-    may_also: tuple[str, ...] = ()
+    expected_check: str  # one of EXPECTED_CHECKS
+    may_also: tuple[str, ...] = ()  # among OUTCOMES
     note: str = ""
+    also: tuple[tuple[str, str, str], ...] = ()  # more (tag, old, new) edits, for a bug that moves a statement
+    shapes: str = ""                              # run_case --shapes that expose it ("" = the tests' default)
+    configs: tuple[tuple[str, ...], ...] = ()     # run_case variant arguments to try (() = the default variant)
+
+    def __post_init__(self) -> None:
+        if self.expected_check not in EXPECTED_CHECKS:
+            raise ValueError(f"mutant {self.name}: expected_check {self.expected_check!r} is not one of "
+                             f"{EXPECTED_CHECKS}")
+        unknown = [o for o in self.may_also if o not in OUTCOMES]
+        if unknown:
+            raise ValueError(f"mutant {self.name}: may_also {unknown} not among {OUTCOMES}")
+
+    @property
+    def edits(self) -> tuple[tuple[str, str, str], ...]:
+        """Every (tag, old, new) edit, the main one first."""
+        return ((self.tag, self.old, self.new), *self.also)
 
 
 MUTANTS: dict[str, HopperMutant] = {
@@ -46,9 +72,10 @@ MUTANTS: dict[str, HopperMutant] = {
             "mbar_wait(&full[s], phase);", "mbar_wait(&full[s], phase ^ 1);",
             "the consumers wait for the full-barrier phase of the wrong parity: on a fresh barrier that "
             "returns at once, so WGMMA reads a stage before (or while) TMA fills it",
-            "coverage", may_also=("hang",),
+            "coverage", may_also=("hang", "crash"),
             note="once the consumers run a phase ahead the producer's parity wait can also miss a phase "
-                 "and deadlock; both outcomes count as caught",
+                 "and deadlock; WGMMA reading a stage while TMA writes it can also fault the kernel (run 1 "
+                 "on the H200: 'unspecified launch failure'); all three outcomes count as caught",
         ),
         HopperMutant(
             "hopper_expect_tx_bytes_mismatch", "expect_tx",
@@ -59,13 +86,26 @@ MUTANTS: dict[str, HopperMutant] = {
             "hang",
         ),
         HopperMutant(
-            "hopper_stage_released_before_wgmma_done", "wgmma_wait",
-            "wgmma_wait<1>();", "/* wgmma.wait_group dropped */",
-            "the consumers release stage (kt-1) right after issuing k-tile kt without waiting for "
-            "k-tile kt-1's WGMMA group, so TMA may overwrite a stage the tensor cores are still reading",
-            "sanitizer:racecheck", may_also=("coverage",),
-            note="the write-after-read window is shorter than a TMA round trip, so the output is usually "
-                 "right: a comparison alone rarely catches it",
+            "hopper_stage_released_before_wgmma_done", "release",
+            "if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);",
+            "if (lane == 0) mbar_arrive(&empty[s]);",
+            "the consumers release stage s on the empty barrier right after issuing the WGMMA group that "
+            "reads it, with no wgmma.wait_group in the loop at all, so the producer's TMA refills a stage "
+            "that queued or running tensor-core reads have not consumed yet",
+            "coverage", may_also=("crash", "sanitizer:racecheck"),
+            also=(("wgmma_wait", "wgmma_wait<1>();", "/* wgmma.wait_group dropped */"),),
+            note="run 1 tried a milder form (only wgmma.wait_group 1 dropped; stage kt-1 still released one "
+                 "iteration late): right result and 0 racecheck hazards at 128x128x1024, since by then the "
+                 "older group had long finished. Here the consumers wait only on full barriers, so they run "
+                 "ahead of the tensor cores by up to STAGES tiles and each refill races a queued group; a "
+                 "long K (128 tiles) with few CTAs keeps the tensor cores, not memory, the bottleneck, "
+                 "which is when the queue builds. Racecheck did not model the WGMMA smem reads in run 1, "
+                 "so it is only may_also",
+            shapes="256x256x8192,128x256x8192",
+            configs=(("--stages", "2", "--consumers", "2", "--bn", "128"),
+                     ("--stages", "4", "--consumers", "2", "--bn", "128"),
+                     ("--stages", "4", "--consumers", "2", "--bn", "256"),
+                     ("--stages", "6", "--consumers", "2", "--bn", "128")),
         ),
         HopperMutant(
             "hopper_tma_coordinates_swapped", "tma_a",
@@ -91,15 +131,16 @@ def tagged_line(source: str, tag: str) -> tuple[int, str]:
 
 
 def apply_mutant(source: str, name: str) -> str:
-    """The reference ``source`` with mutant ``name``'s one line replaced; ValueError if it no longer applies."""
+    """The reference ``source`` with mutant ``name``'s tagged lines replaced; ValueError if it no longer applies."""
     try:
         mutant = MUTANTS[name]
     except KeyError:
         raise ValueError(f"unknown Hopper mutant {name!r} (known: {', '.join(MUTANTS)})") from None
     lines = source.splitlines(keepends=True)
-    index, text = tagged_line(source, mutant.tag)
-    if mutant.old not in text:
-        raise ValueError(f"mutant {name}: the line tagged pipecheck:{mutant.tag} no longer contains "
-                         f"{mutant.old!r} (it reads {text.strip()!r}); update the mutant")
-    lines[index] = lines[index].replace(mutant.old, mutant.new, 1)
+    for tag, old, new in mutant.edits:
+        index, text = tagged_line(source, tag)
+        if old not in text:
+            raise ValueError(f"mutant {name}: the line tagged pipecheck:{tag} no longer contains "
+                             f"{old!r} (it reads {text.strip()!r}); update the mutant")
+        lines[index] = lines[index].replace(old, new, 1)
     return "".join(lines)

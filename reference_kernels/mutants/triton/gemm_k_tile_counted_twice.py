@@ -1,7 +1,10 @@
 """Mutant of reference_kernels/triton/gemm.py: the last K tile is counted twice.
 
-The bug: after the loop, the epilogue consumes the last ring slot once more (a stage index that
-wraps one step too far), so the last K tile is accumulated twice.
+The bug: on the last K step the consumer multiplies the stage it just consumed a second time (as if
+the epilogue drained the last ring slot once more, a stage index that wraps one step too far), so the
+last K tile is accumulated twice. The second MMA sits inside the loop, under ``kt == k_tiles - 1``:
+compiled Triton does not let a loop's block values (``a``, ``b``) be used after the loop (only the
+Triton interpreter accepts that), so the bug is written in a form that compiles everywhere.
 Expected to be caught by the tile_probe check, with a message containing "counted twice".
 """
 
@@ -15,7 +18,7 @@ import triton.language as tl
 from pytest_pipecheck.spec import KernelSpec, Shape
 from reference_kernels.triton.gemm import make_spec
 
-BUG = "a K tile counted twice: the epilogue multiplies the last stage buffer again"
+BUG = "a K tile counted twice: the last K step multiplies its stage buffer again"
 CAUGHT_BY = "tile_probe"
 MESSAGE = "counted twice"
 
@@ -47,9 +50,10 @@ def kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         a = tl.load(a_tile, mask=in_m & (rk[None, :] < k_left), other=0.0)
         b = tl.load(b_tile, mask=(rk[:, None] < k_left) & in_n, other=0.0)
         acc = tl.dot(a, b, acc)
+        if kt == k_tiles - 1:
+            acc = tl.dot(a, b, acc)  # BUG: the drained last stage is consumed a second time
         a_tile += BLOCK_K * stride_ak
         b_tile += BLOCK_K * stride_bk
-    acc = tl.dot(a, b, acc)  # BUG: the drained last stage is consumed a second time
     c = acc.to(c_ptr.dtype.element_ty)
     tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, c, mask=in_m & in_n)
 

@@ -1,0 +1,74 @@
+"""The sanitizer tier under pytest-xdist: one share of the tests per worker, each on its own GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xdist")
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pytester, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    wrapper = tmp_path / "bin" / "compute-sanitizer"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'sanitizer' / 'fake_compute_sanitizer.py'} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "fake.log"
+    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
+    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(
+        {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}}))
+    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
+    monkeypatch.setenv("PATH", f"{DATA / 'fakebin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    pytester.makepyfile(**{f"test_m{m}": f"""
+        import os
+        import pytest
+
+        @pytest.mark.parametrize("i", range(3))
+        def test_k(pipecheck, i):
+            if os.environ.get("PIPECHECK_CHILD"):
+                name = f"{{pipecheck.nodeid.replace('/', '_').replace(':', '_')}}"
+                with open(os.path.join({str(seen)!r}, name), "w") as fh:
+                    fh.write(os.environ.get("CUDA_VISIBLE_DEVICES", "unset") + " " + str(pipecheck.seed))
+
+        def test_racy(pipecheck):
+            pass
+        """ for m in range(2)})
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "--pipecheck-json=r.json", "--pipecheck-seed=3", "-p", "xdist")
+    result.assert_outcomes(passed=6, failed=2)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    verdicts = {(r["nodeid"], r["check"]): r["verdict"] for r in doc["results"]}
+    # one summary with every test's result, under the test's own node id (no xdist group suffix)
+    assert len(verdicts) == 8 and all("@" not in n for n, _ in verdicts)
+    assert verdicts[("test_m0.py::test_racy", "sanitizer:racecheck")] == "fail"
+    assert verdicts[("test_m1.py::test_k[2]", "sanitizer:racecheck")] == "pass"
+    # two children, one per worker, over disjoint shares that cover every test
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    shares = [{a for a in argv if "::test_" in a} for argv in calls]
+    assert len(calls) == 2 and not shares[0] & shares[1]
+    assert shares[0] | shares[1] == {f"test_m{m}.py::test_k[{i}]" for m in range(2) for i in range(3)} | {
+        "test_m0.py::test_racy", "test_m1.py::test_racy"}
+    # each child ran on its worker's GPU, and the two workers had different GPUs
+    gpus = {f.read_text().split()[0] for f in seen.iterdir()}
+    assert len(list(seen.iterdir())) == 6 and len(gpus) == 2
+    # seeds do not depend on xdist: the same run without it gives each test the same seed
+    by_test = {f.name: f.read_text().split()[1] for f in seen.iterdir()}
+    for f in seen.iterdir():
+        f.unlink()
+    serial = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "--pipecheck-seed=3",
+                                           "-p", "xdist")
+    serial.assert_outcomes(passed=6, failed=2)
+    assert {f.name: f.read_text().split()[1] for f in seen.iterdir()} == by_test
