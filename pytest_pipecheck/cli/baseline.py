@@ -4,8 +4,9 @@
     python -m pytest_pipecheck baseline show FILE [--test SUBSTRING]
     python -m pytest_pipecheck baseline compare OLD NEW [--threshold 0.03] [--alpha 0.001]
 
-``compare`` applies the same gate as ``check_perf`` to every test case present in both files and
-exits 1 when any regressed, so it can run in CI on two committed files. Files from different
+``compare`` applies the same gate as ``check_perf`` to every test case present in both files (on
+kernel/anchor ratios when both entries carry the same anchor, on raw times otherwise, and the
+``gated on`` column says which) and exits 1 when any regressed, so it can run in CI on two committed files. Files from different
 environments (GPU, driver, versions) are refused unless ``--allow-different-env`` is given: their
 times are not comparable, and the output then says so on every line.
 
@@ -94,8 +95,11 @@ def _load(path: str) -> Any:
 
 
 def _show(path: str, test: str | None) -> int:
+    from ..perf.stats import anchor_label
+
     bf = _load(path)
-    print(f"{path}: {bf.env.describe()}")
+    migrated = f" (schema version {bf.version}: no anchors)" if bf.version < 2 else ""
+    print(f"{path}: {bf.env.describe()}{migrated}")
     rows = []
     for nodeid in sorted(bf.tests):
         if test and test not in nodeid:
@@ -103,12 +107,13 @@ def _show(path: str, test: str | None) -> int:
         for case in sorted(bf.tests[nodeid]):
             s = bf.samples(nodeid, case)
             entry = bf.tests[nodeid][case]
+            anchor = (f"{anchor_label(s.anchor)} {s.anchor_median:.2f} us" if s.anchored else "-")
             rows.append([nodeid, case, f"{s.median:.2f}", f"{s.q1:.2f}..{s.q3:.2f}", str(s.n),
-                         str(s.meta.get("mode", "?")), str(entry.get("saved_at", "?"))])
+                         str(s.meta.get("mode", "?")), anchor, str(entry.get("saved_at", "?"))])
     if not rows:
         print("no entries" + (f" matching {test!r}" if test else ""))
         return 0
-    _table(rows, ["test", "case", "median us", "IQR us", "n", "mode", "saved"])
+    _table(rows, ["test", "case", "median us", "IQR us", "n", "mode", "anchor", "saved"])
     return 0
 
 
@@ -137,10 +142,12 @@ def _compare(old_path: str, new_path: str, threshold: float, alpha: float, allow
             c = compare(a, b, threshold=threshold, alpha=alpha)
             verdict = "REGRESSED" if c.regressed else ("faster" if c.change < -threshold else "ok")
             regressions += c.regressed
+            gated = "anchor" if c.anchored else "raw"
             rows.append([nodeid, case, f"{c.baseline_median_us:.2f}", f"{c.candidate_median_us:.2f}",
-                         f"{c.change:+.1%}", f"{c.p_value:.2g}", verdict + note])
+                         f"{c.raw_change:+.1%}", f"{c.change:+.1%}" if c.anchored else "-", gated,
+                         f"{c.p_value:.2g}", verdict + note])
     if rows:
-        _table(rows, ["test", "case", "old us", "new us", "change", "p", "verdict"])
+        _table(rows, ["test", "case", "old us", "new us", "change", "anchored", "gated on", "p", "verdict"])
     for line in only:
         print(line)
     print(f"{len(rows)} compared, {regressions} regressed (threshold {threshold:.1%}, alpha {alpha:g})")

@@ -249,9 +249,7 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
 
         assert fn is not None
         if flops_f is not None or bytes_f is not None or anchor in ("matmul", "copy"):
-            import torch
-
-            ceilings = timing.measure_ceilings(torch.cuda.current_device())
+            ceilings = timing.current_ceilings()
         if anchor == "auto":
             kind, why = timing.choose_anchor(flops_f, bytes_f, ceilings, dtype)
         else:

@@ -314,7 +314,7 @@ class Comparison:
             "ci_low": self.ci_low,
             "ci_high": self.ci_high,
             "anchored": self.anchored,
-            "anchor": None if self.anchor is None else dict(self.anchor),
+            "anchor_definition": None if self.anchor is None else dict(self.anchor),
             "baseline_anchor_us": self.baseline_anchor_us,
             "candidate_anchor_us": self.candidate_anchor_us,
             "anchor_note": self.note,

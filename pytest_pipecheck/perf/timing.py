@@ -50,7 +50,7 @@ from typing import Any
 from ..results import PipecheckError
 from .stats import Samples
 
-__all__ = ["ANCHOR_KINDS", "Anchor", "Ceilings", "choose_anchor", "measure", "measure_ceilings", "roofline",
+__all__ = ["ANCHOR_KINDS", "Anchor", "Ceilings", "choose_anchor", "current_ceilings", "measure", "measure_ceilings", "roofline",
            "size_anchor"]
 
 # The number of samples the gate is designed around (docs/perf-gate.md): with 100 per side the
@@ -464,6 +464,12 @@ def roofline(ceilings: Ceilings, median_us: float, *, flops: float | None, nbyte
         if mem_s > bound_s:
             bound_s, limit = mem_s, "measured copy bandwidth"
     return bound_s / (median_us * 1e-6), limit
+
+
+def current_ceilings() -> Ceilings:
+    """:func:`measure_ceilings` of the current CUDA device (measured once per process and device)."""
+    torch = _torch_cuda()
+    return measure_ceilings(torch.cuda.current_device())
 
 
 @functools.lru_cache(maxsize=8)

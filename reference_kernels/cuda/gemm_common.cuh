@@ -19,9 +19,11 @@
 //   edge tiles take the per-chunk checks above.
 //
 // Warp tile: 64 x 64 (4 m16 x 8 n8 fragments, 128 fp32 accumulators per thread) on a 128 x 128 block
-// tile with 4 warps (2 x 2). Per k16 step a warp issues 4 + 4 ldmatrix.x4 for 32 mma: half the shared
-// memory bytes per FMA of a 64 x 32 warp tile, which on sm_80/sm_90 is what keeps mma.sync fed
-// (128 B/clk of shared-memory bandwidth per SM is the ceiling for ldmatrix-fed tensor cores).
+// tile with 4 warps (2 x 2). Per k16 step a warp issues 4 + 4 ldmatrix.x4 for 32 mma: two thirds of
+// the shared-memory bytes per FMA of a 64 x 32 warp tile (6 ldmatrix per 16 mma). On sm_90 mma.sync
+// is fed from shared memory at 128 B/clk per SM, and with 64 x 32 warp tiles that, not the tensor
+// cores, was the ceiling. (k6 keeps 64 x 32: its fp32 staging tile leaves room for 4 compute warps
+// of a 128 x 64 tile only.)
 #pragma once
 
 #include <cuda_fp16.h>
@@ -178,10 +180,14 @@ __device__ __forceinline__ void mma_tile(const __half* As,  // (BM, A_LD) one st
   load_frags<WM, WN, A_LD, B_LD>(a[0], b[0], As, Bs, 0, warp_m0, warp_n0, lane);
 #pragma unroll
   for (int s = 0; s < KSTEPS; ++s) {
+#ifdef PIPECHECK_NO_FRAG_PREFETCH  // benchmark variant: each step's fragments loaded right before its mma
+    if (s > 0) load_frags<WM, WN, A_LD, B_LD>(a[s & 1], b[s & 1], As, Bs, s * 16, warp_m0, warp_n0, lane);
+#else
     if (s + 1 < KSTEPS) {
       load_frags<WM, WN, A_LD, B_LD>(a[(s + 1) & 1], b[(s + 1) & 1], As, Bs, (s + 1) * 16, warp_m0, warp_n0,
                                      lane);
     }
+#endif
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
 #pragma unroll

@@ -15,8 +15,9 @@
 // Preconditions (checked by the launcher): sm_80+; A (M,K) fp16, B (K,N) fp16, C (M,N) fp32,
 // row-major, unit column stride; M, N, K >= 1. Tail chunks are gathered with plain shared-memory
 // stores between producer_acquire and producer_commit; commit's barrier arrive releases them.
-// Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), dynamic smem STAGES * 18944 bytes (56832 for
-// the default STAGES=3: two blocks per SM on sm_80 and sm_90, one on sm_86/sm_89).
+// Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), dynamic smem
+// STAGES * 18944 bytes (56832 for the default STAGES=3: two blocks per SM on sm_80 and sm_90, one on
+// sm_86/sm_89).
 // Numbers reached: to be measured on H100/H200 (scripts/gpu/cuda_ladder_bench.py).
 #include <cooperative_groups.h>
 #include <cuda/pipeline>

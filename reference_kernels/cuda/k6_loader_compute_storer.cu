@@ -114,7 +114,7 @@ gemm_k6_loader_compute_storer(const __half* __restrict__ A, const __half* __rest
     return;
   }
 
-  // 32 loader threads arrive on "produced", 256 compute threads on "consumed"
+  // 32 loader threads arrive on "produced", 128 compute threads on "consumed"
   Pipe pipe = cuda::make_pipeline(PipeGroup{}, &pipe_state, static_cast<size_t>(pc::kWarp));
 
   if (warp == LOADER_WARP) {

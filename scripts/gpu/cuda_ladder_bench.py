@@ -4,7 +4,9 @@
 
 Prints a table and writes OUT_DIR/cuda_ladder_bench.{json,md}: GPU, date, command, per rung TFLOP/s
 and fraction of cuBLAS measured in the same run; a stage sweep 1..4 of k3; k3's load-only and
-compute-only variants with the cost model's prediction next to the measurement. Every case runs in
+compute-only variants with the cost model's prediction next to the measurement; and a variant table
+(compile-time macros of the kernels, e.g. fragment prefetch off, k5's occupancy target, k4's stage
+count) so one GPU run picks the best build of each rung (`--no-variants` skips it). Every case runs in
 its own try/except; a failure is recorded, never fatal. (No mutant that can hang is run here.)
 """
 
@@ -46,6 +48,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("out")
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--no-variants", action="store_true", help="skip the compile-time variant table")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -69,7 +72,7 @@ def main(argv: list[str]) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([sys.executable, *sys.argv]),
         "n": n, "repeats": args.repeats, "timing": "CUDA events, median, hot L2",
-        "rungs": [], "stage_sweep": [], "cost_model": [], "errors": [],
+        "rungs": [], "stage_sweep": [], "cost_model": [], "variants": [], "errors": [],
     }
 
     def tflops(ms: float) -> float:
@@ -93,7 +96,7 @@ def main(argv: list[str]) -> int:
             row.update(ms=ms, tflops=tflops(ms))
             if cublas_ms:
                 row["frac_cublas"] = cublas_ms / ms
-            if not defines:
+            if not defines or not any(k in defines for k in ("PIPECHECK_LOAD_ONLY", "PIPECHECK_COMPUTE_ONLY")):
                 err = float(cupy.max(cupy.abs(c - want)) / cupy.max(cupy.abs(want)))
                 row["max_rel_err"] = err
         except Exception as exc:
@@ -116,6 +119,23 @@ def main(argv: list[str]) -> int:
             row.update(serialized_ms=p.serialized, predicted_ms=p.pipelined, bound=p.bound)
         result["cost_model"].append(row)
 
+    # Compile-time variants: same kernels, other builds. The default build of each rung is the row
+    # with no defines in the rung table above; a variant that wins here is a candidate new default.
+    variants: list[tuple[str, int | None, dict[str, Any]]] = [
+        ("k1_sync_tiled", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
+        ("k3_cp_async", 3, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
+        ("k4_cuda_pipeline", 2, {}),
+        ("k4_cuda_pipeline", 4, {}),
+        ("k5_warp_specialized", 4, {}),
+        ("k5_warp_specialized", None, {"PIPECHECK_K5_BLOCKS_PER_SM": 1}),
+        ("k5_warp_specialized", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
+        ("k6_loader_compute_storer", 2, {}),
+        ("k6_loader_compute_storer", 4, {}),
+    ]
+    if not args.no_variants:
+        for name, stages, defines in variants:
+            result["variants"].append(run(name, stages=stages, defines=defines))
+
     def fmt(v: Any, f: str = ".3f") -> str:
         return format(v, f) if isinstance(v, (int, float)) else "-"
 
@@ -128,6 +148,14 @@ def main(argv: list[str]) -> int:
     for r in result["rungs"] + result["stage_sweep"]:
         lines.append(f"| {r['kernel']} | {r['stages'] or 'default'} | {fmt(r.get('ms'))} | {fmt(r.get('tflops'), '.1f')} "
                      f"| {fmt(r.get('frac_cublas'), '.2f')} | {fmt(r.get('max_rel_err'), '.1e')} {r.get('error', '')} |")
+    if result["variants"]:
+        lines += ["", "Variants (compile-time builds; pick the fastest correct one per rung)", "",
+                  "| kernel | stages | defines | ms | TFLOP/s | of cuBLAS | max rel err |", "|---|---|---|---|---|---|---|"]
+        for r in result["variants"]:
+            d = " ".join(f"{k}={v}" for k, v in r["defines"].items()) or "-"
+            lines.append(f"| {r['kernel']} | {r['stages'] or 'default'} | {d} | {fmt(r.get('ms'))} | "
+                         f"{fmt(r.get('tflops'), '.1f')} | {fmt(r.get('frac_cublas'), '.2f')} | "
+                         f"{fmt(r.get('max_rel_err'), '.1e')} {r.get('error', '')} |")
     lines += ["", "Cost model (k3): per-tile serialized = load + compute, pipelined = max(load, compute) + fill/drain",
               "", "| stages | load-only ms | compute-only ms | serialized ms | predicted ms | measured ms | bound |",
               "|---|---|---|---|---|---|---|"]

@@ -116,3 +116,40 @@ def test_benchmark_fixture_unused_on_cpu_does_not_warn(pytester: pytest.Pytester
     result = pytester.runpytest("--pipecheck-tier=cpu", "-p", "no:cacheprovider", "-W", "error")
     result.assert_outcomes(passed=1)
     assert "was not used at all" not in result.stdout.str()
+
+
+ANCHORED_FILE = """
+import os
+import numpy as np
+from pytest_pipecheck.perf.stats import Samples
+
+def test_kernel(pipecheck):
+    clock = float(os.environ.get("CLOCK", "1"))
+    slow = float(os.environ.get("SLOW", "0"))
+    rng = np.random.default_rng(int(os.environ.get("SEED", "0")))
+    kernel = 60.0 * clock * (1 + slow) * np.exp(rng.normal(0, 0.02, 100))
+    anchor = 50.0 * clock * np.exp(rng.normal(0, 0.01, 100))
+    pipecheck.check_perf(samples=Samples.of(kernel, anchor_us=anchor, anchor={"kind": "matmul", "dtype": "bf16",
+                         "m": 2048, "n": 2048, "k": 4096, "label": "bf16 matmul 2048x2048x4096"}), flops=1e9)
+"""
+
+
+def test_anchored_gate_across_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(ANCHORED_FILE)
+    base = ["--pipecheck-tier=cpu", "--pipecheck-baseline-dir=bl", "-p", "no:cacheprovider", "-v"]
+    pytester.runpytest(*base, "--pipecheck-baseline-save").assert_outcomes(passed=1)
+    data = json.loads(next((pytester.path / "bl").iterdir()).read_text())
+    assert data["version"] == 2
+    assert data["tests"]["test_anchored_gate_across_runs.py::test_kernel"]["default"]["anchor"]["definition"]["k"] == 4096
+
+    monkeypatch.setenv("SEED", "1")
+    monkeypatch.setenv("CLOCK", "1.2")  # the same code at a 20% slower clock (the Triton GEMM's false alarm)
+    rerun = pytester.runpytest(*base)
+    rerun.assert_outcomes(passed=1)
+    rerun.stdout.fnmatch_lines(["*perf*pass*anchored to bf16 matmul 2048x2048x4096*raw +19.9%*"])
+
+    monkeypatch.setenv("CLOCK", "0.97")
+    monkeypatch.setenv("SLOW", "0.06")  # a real 6% slowdown, half hidden by a faster clock
+    slow = pytester.runpytest(*base)
+    slow.assert_outcomes(failed=1)
+    slow.stdout.fnmatch_lines(["*perf regression in test_anchored_gate_across_runs.py::test_kernel*(+*% anchored to*"])

@@ -36,6 +36,7 @@ def test_correct_kernel_passes_all(pipecheck):
     assert "max rel err" in results[0].summary and "3 of 3 K tiles" in results[1].summary
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 def test_kernel_ignoring_strides_is_caught(pipecheck):
     def contiguous_writer(arrays, dims):
         c = arrays["c"]
@@ -48,6 +49,7 @@ def test_kernel_ignoring_strides_is_caught(pipecheck):
     assert "stride_blind at M9-K40-N7" in msg and "never written" in msg and "row padding" in msg
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 def test_unwritten_last_row_named_by_tile(pipecheck):
     def skip_last_row(arrays, dims):
         arrays["c"][:-1].copy_((arrays["a"][:-1].float() @ arrays["b"].float()).half())
@@ -58,6 +60,7 @@ def test_unwritten_last_row_named_by_tile(pipecheck):
     assert pipecheck.results[-1].verdict is Verdict.FAIL and pipecheck.results[-1].check == "coverage"
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 def test_mismatch_reports_worst_and_tolerance(pipecheck):
     def off_by_one(arrays, dims):
         good(arrays, dims)
@@ -70,6 +73,7 @@ def test_mismatch_reports_worst_and_tolerance(pipecheck):
     assert "float16 default" in msg and "reproduce: pytest" in msg
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 def test_dropped_last_tile_named_by_probe(pipecheck):
     def drop_last(arrays, dims):
         k = (dims["K"] - 1) // 16 * 16
@@ -79,6 +83,7 @@ def test_dropped_last_tile_named_by_probe(pipecheck):
         coverage.check_tile_probe(pipecheck, _spec(drop_last), SHAPE)
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 def test_race_like_nondeterminism_is_reported_unless_declared(pipecheck):
     counter = itertools.count()
 
@@ -133,6 +138,7 @@ _TRITON_ERROR = """at 29:17:
 NameError('a is not defined')"""
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 @pytest.mark.parametrize("check", [coverage.check_coverage, coverage.check_tile_probe, coverage.check_determinism])
 def test_multi_line_kernel_error_keeps_the_compiler_message(pipecheck, check):
     def does_not_compile(arrays, dims):
@@ -152,6 +158,7 @@ def test_multi_line_kernel_error_keeps_the_compiler_message(pipecheck, check):
     assert info.value.result.summary == "kernel raised CompilationError at M9-K40-N7"
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 def test_long_kernel_error_is_bounded_keeping_head_and_tail(pipecheck):
     def verbose(arrays, dims):
         try:
@@ -172,6 +179,7 @@ def test_long_kernel_error_is_bounded_keeping_head_and_tail(pipecheck):
     assert len(str(info.value)) < 5000
 
 
+@pytest.mark.pipecheck(expect_failures=True)
 def test_one_line_kernel_error_unchanged(pipecheck):
     def boom(arrays, dims):
         raise RuntimeError("boom")

@@ -228,3 +228,79 @@ def test_files_lists_good_and_bad(tmp_path) -> None:
     listed = store.files()
     assert [p for p, _ in listed] == [good, str(tmp_path / "zz-bad.json")]
     assert isinstance(listed[1][1], BaselineError)
+
+
+# --------------------------------------------------------------------------- schema 2: anchors, and reading version 1
+
+ANCHOR = {"kind": "matmul", "dtype": "bf16", "m": 2048, "n": 2048, "k": 4096, "label": "bf16 matmul 2048x2048x4096"}
+
+
+def _anchored_entry(median: float = 60.0) -> dict:
+    return Samples.of([median + 0.01 * i for i in range(20)], anchor_us=[50.0 + 0.01 * i for i in range(20)],
+                      anchor=ANCHOR, mode="cold").to_json()
+
+
+def _write_v1(path: str, tests: dict) -> None:
+    with open(path, "w") as fh:
+        json.dump({"schema": bl.SCHEMA, "version": 1, "env": dict(H100.values), "tests": tests}, fh, indent=2)
+
+
+def test_schema_version_is_2_and_anchor_roundtrips(tmp_path) -> None:
+    assert bl.SCHEMA_VERSION == 2 and bl.READABLE_VERSIONS == (1, 2)
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _anchored_entry())
+    data = json.load(open(path))
+    assert data["version"] == 2
+    stored = data["tests"][NODE]["default"]["anchor"]
+    assert stored["definition"] == ANCHOR and len(stored["samples_us"]) == 20 and stored["median_us"] > 50
+    found = store.lookup(H100, NODE, "default")
+    assert found.version == 2
+    assert found.samples is not None and found.samples.anchored and found.samples.anchor == ANCHOR
+
+
+def test_version_1_file_is_read_without_anchors(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.path_for(H100)
+    old_entry = {k: v for k, v in _entry(70).items()}
+    _write_v1(path, {NODE: {"default": old_entry}})
+    before = open(path).read()
+    found = store.lookup(H100, NODE, "default")
+    assert found.version == 1 and found.samples is not None and not found.samples.anchored
+    assert found.samples.median == pytest.approx(70.095)
+    assert open(path).read() == before  # reading never rewrites
+
+
+def test_saving_into_a_version_1_file_migrates_it_and_keeps_old_entries(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.path_for(H100)
+    old_entry = _entry(70)
+    _write_v1(path, {NODE: {"default": old_entry}, "t.py::other": {"default": _entry(7)}})
+    store.save(H100, NODE, "anchored", _anchored_entry(80))
+    data = json.load(open(path))
+    assert data["version"] == 2
+    assert data["tests"][NODE]["default"] == old_entry  # untouched, still without an anchor
+    assert data["tests"]["t.py::other"]["default"]["median_us"] == pytest.approx(7.095)
+    bf = store.load(H100)
+    assert bf is not None and bf.version == 2
+    assert not bf.samples(NODE, "default").anchored and bf.samples(NODE, "anchored").anchored
+
+
+@pytest.mark.parametrize("version", [0, "2", True, None, 2.0])
+def test_invalid_schema_versions(tmp_path, version: object) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry())
+    data = json.load(open(path))
+    data["version"] = version
+    json.dump(data, open(path, "w"))
+    with pytest.raises(BaselineError, match=r"invalid schema version"):
+        store.lookup(H100, NODE, "default")
+
+
+def test_malformed_anchor_names_the_file(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _anchored_entry())
+    data = json.load(open(path))
+    data["tests"][NODE]["default"]["anchor"]["samples_us"] = data["tests"][NODE]["default"]["anchor"]["samples_us"][:5]
+    json.dump(data, open(path, "w"))
+    with pytest.raises(BaselineError, match=f"{path}.*5 anchor samples for 20 kernel samples"):
+        store.lookup(H100, NODE, "default")

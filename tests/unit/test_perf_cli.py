@@ -95,3 +95,37 @@ def test_bad_alpha(two_dirs, capsys) -> None:
     po, pn, _ = two_dirs
     assert _main("compare", po, pn, "--alpha", "2") == 2
     assert "alpha=2.0 must be in (0, 1)" in capsys.readouterr().err
+
+
+ANCHOR = {"kind": "matmul", "dtype": "bf16", "m": 2048, "n": 2048, "k": 4096, "label": "bf16 matmul 2048x2048x4096"}
+
+
+def _anchored(median: float, clock: float) -> dict:
+    return Samples.of([median * clock * (1 + 0.001 * (i % 7)) for i in range(50)],
+                      anchor_us=[50.0 * clock * (1 + 0.001 * (i % 5)) for i in range(50)], anchor=ANCHOR).to_json()
+
+
+def test_compare_anchored_entries(tmp_path, capsys) -> None:
+    a = BaselineStore(str(tmp_path / "a")).save(H100, "t.py::x", "default", _anchored(60, 1.0))
+    BaselineStore(str(tmp_path / "a")).save(H100, "t.py::y", "default", _anchored(60, 1.0))
+    b = BaselineStore(str(tmp_path / "b")).save(H100, "t.py::x", "default", _anchored(60, 1.15))  # slower clock
+    BaselineStore(str(tmp_path / "b")).save(H100, "t.py::y", "default", _anchored(60 * 1.1, 1.0))  # slower kernel
+    assert _main("compare", a, b) == 1
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("t.py")}
+    assert "+15.0%" in lines["t.py::x"] and "anchor" in lines["t.py::x"] and "ok" in lines["t.py::x"]
+    assert "REGRESSED" in lines["t.py::y"] and "+10.0%" in lines["t.py::y"]
+    assert "gated on" in out
+    assert _main("show", a) == 0
+    assert "bf16 matmul 2048x2048x4096 50.1" in capsys.readouterr().out
+
+
+def test_show_version_1_file(tmp_path, capsys) -> None:
+    import json
+
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"schema": "pytest-pipecheck-baseline", "version": 1, "env": dict(H100.values),
+                                "tests": {"t.py::x": {"default": _entry(60)}}}))
+    assert _main("show", str(path)) == 0
+    out = capsys.readouterr().out
+    assert "schema version 1: no anchors" in out and "t.py::x" in out

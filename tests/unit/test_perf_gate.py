@@ -12,10 +12,11 @@ import pytest
 from pytest_pipecheck.config import PipecheckConfig
 from pytest_pipecheck.device import DeviceInfo, TierInfo
 from pytest_pipecheck.fixture import Pipecheck
-from pytest_pipecheck.perf.baseline import BaselineStore
+from pytest_pipecheck.perf import timing
+from pytest_pipecheck.perf.baseline import BaselineStore, EnvKey
 from pytest_pipecheck.perf.gate import check_perf, environment_key
-from pytest_pipecheck.perf.stats import NoiseModel
-from pytest_pipecheck.perf.timing import Ceilings, roofline
+from pytest_pipecheck.perf.stats import NoiseModel, Samples
+from pytest_pipecheck.perf.timing import Anchor, Ceilings, choose_anchor, roofline, size_anchor
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict
 
 CPU = TierInfo("cpu", None, "no NVIDIA driver found (nvidia-smi is not on PATH)", {"torch": "2.13.0"})
@@ -183,3 +184,150 @@ def test_store_sees_what_the_gate_saved(tmp_path) -> None:
     (_path, bf), = store.files()
     entry = bf.entry(NODE, "default")
     assert entry is not None and entry["flops"] == 2e9 and entry["bytes"] == 1e6 and entry["n"] == 100
+
+
+# --------------------------------------------------------------------------- clock-drift anchoring
+
+H200_CEILINGS = Ceilings({"fp16": 749e12, "bf16": 775e12}, 4123e9, "NVIDIA H200")  # measured 2026-11-22
+MATMUL = Anchor("matmul", dtype="bf16", m=2048, n=2048, k=4096)
+
+
+def _anchored(seed: int, clock: float = 1.0, slowdown: float = 0.0, anchor: Anchor = MATMUL) -> Samples:
+    model = NoiseModel(drift=0.002)
+    kernel, anc = model.sample_paired_runs(np.random.default_rng(seed), 1, 100, slowdown=slowdown)
+    return Samples.of(kernel[0] * clock, anchor_us=anc[0] * clock, anchor=anchor.definition())
+
+
+def test_anchored_gate_ignores_a_shared_clock_change_and_catches_a_slowdown(tmp_path) -> None:
+    saved = check_perf(_pc(tmp_path, baseline_save=True), samples=_anchored(1), env=ENV)
+    assert saved.verdict is Verdict.PASS and "anchor bf16 matmul 2048x2048x4096" in saved.summary
+    # same code, GPU 12% slower clock (power-capped after the baseline's boost): passes, anchored
+    same = check_perf(_pc(tmp_path), samples=_anchored(2, clock=1.12), env=ENV)
+    assert same.verdict is Verdict.PASS and same.details["anchored"] is True
+    assert "anchored to bf16 matmul 2048x2048x4096" in same.summary and "raw +1" in same.summary
+    assert same.details["raw_change"] > 0.1 and abs(same.details["change"]) < 0.01
+    # the same samples gated on raw times are the false alarm
+    with pytest.raises(PipecheckFailure):
+        check_perf(_pc(tmp_path), samples=Samples.of(_anchored(2, clock=1.12).times_us), env=ENV)
+    # a real 6% slowdown under a 3% faster clock: raw +3%, anchored +6%: caught
+    pc = _pc(tmp_path)
+    with pytest.raises(PipecheckFailure) as info:
+        check_perf(pc, samples=_anchored(3, clock=0.97, slowdown=0.06), env=ENV)
+    msg = str(info.value)
+    assert "anchored to bf16 matmul" in msg and "kernel/anchor ratios" in msg
+    assert pc.results[-1].details["anchored"] is True and pc.results[-1].details["change"] > 0.04
+
+
+def test_old_baseline_without_anchor_compares_raw_and_says_so(tmp_path) -> None:
+    store = BaselineStore(str(tmp_path / "baselines"))
+    path = store.path_for(environment_key_of(ENV))
+    os.makedirs(os.path.dirname(path))
+    entry = Samples.of(_run(1)).to_json()
+    with open(path, "w") as fh:
+        json.dump({"schema": "pytest-pipecheck-baseline", "version": 1, "env": environment_key_of(ENV).values,
+                   "tests": {NODE: {"default": entry}}}, fh)
+    r = check_perf(_pc(tmp_path), samples=_anchored(2), env=ENV)
+    assert r.verdict is Verdict.PASS and r.details["anchored"] is False
+    assert "raw times: the baseline has no anchor" in r.summary and r.details["baseline_schema_version"] == 1
+
+
+def environment_key_of(values: dict) -> EnvKey:
+    return EnvKey(dict(values))
+
+
+@pytest.mark.parametrize("bad", ["auto-ish", "MATMUL", 1, True])
+def test_bad_anchor_is_a_clear_error(tmp_path, bad: object) -> None:
+    with pytest.raises(PipecheckError, match=r"anchor=.* must be 'auto', 'matmul', 'copy' or None"):
+        check_perf(_pc(tmp_path), samples=_run(1), env=ENV, anchor=bad)
+
+
+def test_choose_anchor_from_intensity_and_ridge_point() -> None:
+    # ridge point of the H200's measured ceilings: 749 TFLOP/s / 4123 GB/s = 182 FLOP/B (fp16)
+    n = 16 * 2**20
+    kind, why = choose_anchor(n, 12 * n, H200_CEILINGS)  # fp32 add: 1 FLOP per 12 B
+    assert kind == "copy" and "< ridge point 182" in why
+    kind, why = choose_anchor(2 * 4096**3, 3 * 2 * 4096**2, H200_CEILINGS)  # 4096^3 fp16 GEMM: 1365 FLOP/B
+    assert kind == "matmul" and ">= ridge point" in why
+    assert choose_anchor(1e9, None, None)[0] == "matmul"
+    assert choose_anchor(None, 1e9, None)[0] == "copy"
+    kind, why = choose_anchor(None, None, None)
+    assert kind is None and "declare flops" in why
+    with pytest.raises(PipecheckError, match=r"measured ceilings"):
+        choose_anchor(1.0, 1.0, None)
+
+
+def test_size_anchor_ladder() -> None:
+    a = size_anchor("matmul", 70.0, H200_CEILINGS, "bf16")
+    assert (a.m, a.n, a.k, a.dtype) == (2048, 2048, 4096, "bf16")
+    assert size_anchor("matmul", 265.0, H200_CEILINGS, "fp16").k == 16384  # the 4096^3 Triton GEMM
+    assert size_anchor("matmul", 1e6, H200_CEILINGS).k == 32768  # capped
+    assert size_anchor("copy", 70.0, H200_CEILINGS).nbytes == 128 * 2**20
+    assert size_anchor("matmul", 70.0, H200_CEILINGS, "fp8").dtype == "bf16"
+    with pytest.raises(PipecheckError, match=r"anchor='dram'"):
+        size_anchor("dram", 70.0, H200_CEILINGS)
+
+
+def test_anchor_definition_roundtrip() -> None:
+    assert Anchor.from_definition(MATMUL.definition()) == MATMUL
+    copy = Anchor("copy", nbytes=2**27)
+    assert Anchor.from_definition(copy.definition()) == copy and copy.label == "copy 128 MiB"
+    with pytest.raises(PipecheckError, match=r"unknown anchor definition"):
+        Anchor.from_definition({"kind": "dram"})
+    with pytest.raises(PipecheckError, match=r"incomplete"):
+        Anchor.from_definition({"kind": "matmul", "dtype": "bf16"})
+    with pytest.raises(PipecheckError, match=r"dtype bf16/fp16"):
+        Anchor("matmul", dtype="fp32", m=1, n=1, k=1)
+
+
+class _FakeTiming:
+    """Stands in for the device: records what check_perf asked measure() for."""
+
+    def __init__(self, monkeypatch, clock: float = 1.0) -> None:
+        self.calls: list[dict] = []
+        self.clock = clock
+        monkeypatch.setattr(timing, "current_ceilings", lambda: H200_CEILINGS)
+        monkeypatch.setattr(timing, "measure", self.measure)
+
+    def measure(self, fn, **kw):
+        self.calls.append(kw)
+        anchor = kw.get("anchor")
+        seed = len(self.calls)
+        if anchor is None:
+            return Samples.of(_run(seed))
+        if isinstance(anchor, str):
+            anchor = size_anchor(anchor, 60.0, kw["ceilings"], kw["anchor_dtype"])
+        return _anchored(seed, clock=self.clock, anchor=anchor)
+
+
+def test_gpu_path_chooses_reuses_and_respects_old_baselines(tmp_path, monkeypatch) -> None:
+    fake = _FakeTiming(monkeypatch)
+    # auto, GEMM-like counts: a matmul anchor sized to the kernel, after the default settle
+    r = check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: None, flops=2 * 4096**3,
+                   bytes=6 * 4096**2, env=ENV)
+    assert fake.calls[-1]["anchor"] == "matmul" and fake.calls[-1]["settle_s"] == timing.DEFAULT_SETTLE_S
+    assert r.details["anchor"]["kind"] == "matmul" and "compute-bound" in r.details["anchor"]["reason"]
+    # the rerun reuses the baseline's anchor definition
+    fake.clock = 1.1
+    r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=2 * 4096**3, bytes=6 * 4096**2, env=ENV)
+    assert isinstance(fake.calls[-1]["anchor"], Anchor) and fake.calls[-1]["anchor"].k == 4096
+    assert r.verdict is Verdict.PASS and r.details["anchored"] and "the baseline's anchor" in r.details["anchor"]["reason"]
+    # a memory-bound kernel gets a copy anchor; anchor=None and neither count: no anchor
+    check_perf(_pc(tmp_path, tier=GPU), lambda: None, bytes=1e8, env=ENV, case="add")
+    assert fake.calls[-1]["anchor"] == "copy"
+    r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, env=ENV, case="plain")
+    assert fake.calls[-1]["anchor"] is None and "declare flops" in r.details["anchor"]["reason"]
+    check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV, case="off", anchor=None, settle_s=0)
+    assert fake.calls[-1]["anchor"] is None and fake.calls[-1]["settle_s"] == 0
+
+
+def test_gpu_path_times_raw_against_an_unanchored_baseline(tmp_path, monkeypatch) -> None:
+    fake = _FakeTiming(monkeypatch)
+    check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: None, flops=1e9, env=ENV, anchor=None)
+    r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV)
+    assert fake.calls[-1]["anchor"] is None  # timed as the baseline was: like for like
+    assert r.details["anchored"] is False and "not anchored: the baseline (schema version 2) has no anchor" in r.summary
+    # saving re-anchors it
+    check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: None, flops=1e9, env=ENV)
+    assert fake.calls[-1]["anchor"] == "matmul"
+    r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV)
+    assert r.details["anchored"] is True
