@@ -1,26 +1,34 @@
-"""Measure the perf gate's false-alarm and detection rates on a real GPU, and the serialized pipeline.
+"""Measure the perf gate's false-alarm and detection rates on a real GPU, raw and clock-anchored.
 
 Usage::
 
     python3 scripts/gpu/perf_gate_rates.py OUTDIR [--budget SECONDS]
 
-Writes OUTDIR/perf_gate_rates.json (everything) and OUTDIR/perf_gate_rates.md (the tables for
-docs/perf-gate.md), and prints a short table. Bounded to --budget seconds (default 200) of work
-so it finishes in under 4 minutes on an H100; each phase is guarded, so one failure leaves the others.
+Writes OUTDIR/perf_gate_rates.json (everything, raw samples included) and OUTDIR/perf_gate_rates.md
+(the tables for docs/perf-gate.md), and prints them. Bounded to --budget seconds (default 150) of
+work: about two minutes on an H200; each phase is guarded, so one failure leaves the others.
 
 Method (docs/perf-gate.md):
 
 * two kernels calibrated at run time to about 70 us: a memory-bound fp32 add (bytes scale exactly
-  with the element count) and a compute-bound bf16 matmul (time scales with K);
-* 20 rounds of runs of 100 cold-L2 samples each (pytest_pipecheck.perf.timing.measure, as check_perf takes
-  them), interleaved round-robin: A twice (baseline size), then the +3%, +5%, +10% work variants, so
-  slow drift of the GPU hits every variant alike;
-* A/A: disjoint pairs of A runs (each run used once), all ordered pairs of A runs, and pairs of
-  runs taken in different processes (fresh CUDA context, a few seconds apart);
-* detection: each slowed run against a different A run; also every A pair with the candidate
-  multiplied by exactly 1.03 / 1.05 / 1.10 (a pure slowdown with the real drift);
-* the serialized pipeline: a Triton GEMM 4096^3 fp16 with num_stages=3 saved as the baseline
-  through check_perf, then num_stages=1 checked against it (must fail), and stages=3 again (must pass).
+  with the element count) and a compute-bound bf16 matmul (time scales with K). Each gets the anchor
+  check_perf would choose for it from its declared FLOPs and bytes (arithmetic intensity against the
+  ridge point of the measured ceilings: a copy for the add, a bf16 matmul for the matmul), sized from
+  the ladder to about the kernel's duration;
+* 20 rounds; each round takes, for each variant (A twice, then +3%, +5%, +10% more work), one raw run
+  (the kernel alone, as the gate timed before anchoring) and one anchored run (kernel and anchor
+  interleaved sample by sample), 100 cold-L2 samples each (pytest_pipecheck.perf.timing.measure),
+  so slow drift of the GPU hits every variant and both gates alike;
+* A/A per gate: disjoint pairs of A runs (each run used once), all ordered pairs of A runs, and pairs
+  of runs taken in 3 different processes (fresh CUDA context, a few seconds apart);
+* detection per gate: each slowed run against a different A run; also every A pair with the
+  candidate multiplied by exactly 1.03 / 1.05 / 1.10 (a pure slowdown with the real drift);
+* settle: the GPU left idle for IDLE_S, then one run with settle_s in SETTLE_VALUES, repeated; each
+  run's raw and anchored change against the steady-state A runs, and the gate's verdict on it;
+* the serialized pipeline: a Triton GEMM 4096^3 fp16 with num_stages=3 saved as the baseline through
+  check_perf after IDLE_S of idle (as in a pytest run, where the first kernel is timed after its
+  compile), then num_stages=1 checked against it (must fail) and num_stages=3 again (must pass);
+  once with the old gate (anchor=None, settle_s=0) and once with the default (anchor="auto").
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,6 +53,11 @@ sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..")))
 SLOWDOWNS = (0.03, 0.05, 0.10)
 TARGET_US = 70.0
 N_SAMPLES = 100
+ROUNDS = 20
+IDLE_S = 2.0  # host-side idle before an "after idle" run: long enough for the clocks to boost again
+SETTLE_VALUES = (0.0, 0.25, 1.0)
+SETTLE_REPS = 3
+GATES = ("raw", "anchored")
 
 
 # --------------------------------------------------------------------------- kernels
@@ -63,11 +77,28 @@ def make_matmul(torch: Any, k: int, mn: int = 2048) -> Any:
     return lambda: torch.matmul(a, b, out=c)
 
 
-FAMILIES = {
+FAMILIES: dict[str, tuple[Callable[..., Any], int, int]] = {
     # name: (factory, initial size, rounding granularity)
     "add_fp32": (make_add, 16 * 2**20, 4096),
     "matmul_bf16": (make_matmul, 4096, 64),
 }
+
+
+def declared(name: str, size: int) -> tuple[float, float, str]:
+    """(flops, bytes, dtype) a test would declare for the kernel: what the automatic anchor choice sees."""
+    if name == "add_fp32":
+        return float(size), 12.0 * size, "fp16"
+    mn = 2048
+    return 2.0 * mn * mn * size, 2.0 * (2 * mn * size + mn * mn), "bf16"
+
+
+def pick_anchor(name: str, size: int, median_us: float, ceilings: Any) -> tuple[Any, str]:
+    from pytest_pipecheck.perf.timing import choose_anchor, size_anchor
+
+    flops, nbytes, dtype = declared(name, size)
+    kind, why = choose_anchor(flops, nbytes, ceilings, dtype)
+    assert kind is not None
+    return size_anchor(kind, median_us, ceilings, dtype), why
 
 
 def calibrate(torch: Any, name: str) -> dict[str, Any]:
@@ -75,6 +106,7 @@ def calibrate(torch: Any, name: str) -> dict[str, Any]:
     from pytest_pipecheck.perf.timing import measure
 
     factory, size, gran = FAMILIES[name]
+    med = TARGET_US
     for _ in range(3):
         med = measure(factory(torch, size), n_samples=20, warmup_s=0.05).median
         size = max(gran, round(size * TARGET_US / med / gran) * gran)
@@ -82,28 +114,63 @@ def calibrate(torch: Any, name: str) -> dict[str, Any]:
     sizes = {"0": size}
     for s in SLOWDOWNS:
         sizes[str(s)] = round(size * (1 + s) / gran) * gran
-    return {"sizes": sizes, "nominal": {k: v / size - 1 for k, v in sizes.items()}}
+    return {"sizes": sizes, "nominal": {k: v / size - 1 for k, v in sizes.items()}, "median_us": med}
 
 
-def take_runs(torch: Any, name: str, sizes: dict[str, int], rounds: int, deadline: float) -> dict[str, list[list[float]]]:
-    """Round-robin runs: per round one A run and one run of each slowed variant."""
+def one_run(fn: Any, gate: str, anchor: Any, settle_s: float = 0.0) -> Any:
+    """One run of N_SAMPLES as check_perf takes them: raw (no anchor) or anchored."""
     from pytest_pipecheck.perf.timing import measure
 
+    return measure(fn, n_samples=N_SAMPLES, warmup_s=0.05, anchor=anchor if gate == "anchored" else None,
+                   settle_s=settle_s)
+
+
+def encode(s: Any) -> Any:
+    """A run as JSON: a list of kernel times, or {"kernel": [...], "anchor": [...]}."""
+    kernel = [round(t, 3) for t in s.times_us]
+    if s.anchor_us is None:
+        return kernel
+    return {"kernel": kernel, "anchor": [round(t, 3) for t in s.anchor_us]}
+
+
+def decode(run: Any) -> Any:
+    from pytest_pipecheck.perf.stats import Samples
+
+    if isinstance(run, dict):
+        return Samples.of(run["kernel"], anchor_us=run["anchor"], anchor={"kind": "run"})
+    return Samples.of(run)
+
+
+def take_runs(torch: Any, name: str, sizes: dict[str, int], anchor: Any, rounds: int,
+              deadline: float) -> dict[str, dict[str, list[Any]]]:
+    """Round-robin runs: per round, per variant, one raw run then one anchored run (A twice)."""
     factory = FAMILIES[name][0]
     fns = {k: factory(torch, v) for k, v in sizes.items()}
-    runs: dict[str, list[list[float]]] = {k: [] for k in sizes}
-    order = ["0", *[str(s) for s in SLOWDOWNS]]
+    runs: dict[str, dict[str, list[Any]]] = {g: {k: [] for k in sizes} for g in GATES}
+    order = ["0", "0", *[str(s) for s in SLOWDOWNS]]  # two A runs per round: `rounds` disjoint A/A pairs
     for _r in range(rounds):
         if time.monotonic() > deadline:
             break
         for k in order:
-            runs[k].append(list(measure(fns[k], n_samples=N_SAMPLES, warmup_s=0.05).times_us))
-            if k == "0":
-                # two A runs per round: 2 x rounds A runs give `rounds` disjoint A/A pairs
-                runs[k].append(list(measure(fns[k], n_samples=N_SAMPLES, warmup_s=0.05).times_us))
+            for gate in GATES:
+                runs[gate][k].append(encode(one_run(fns[k], gate, anchor)))
     del fns
     torch.cuda.empty_cache()
     return runs
+
+
+def settle_runs(torch: Any, name: str, size: int, anchor: Any, deadline: float) -> list[dict[str, Any]]:
+    """After IDLE_S of idle, one anchored run per settle_s value (raw times come with it), repeated."""
+    fn = FAMILIES[name][0](torch, size)
+    out: list[dict[str, Any]] = []
+    for rep in range(SETTLE_REPS):
+        for settle in SETTLE_VALUES:
+            if time.monotonic() + IDLE_S + settle + 1 > deadline:
+                return out
+            torch.cuda.synchronize()
+            time.sleep(IDLE_S)
+            out.append({"settle_s": settle, "rep": rep, "run": encode(one_run(fn, "anchored", anchor, settle))})
+    return out
 
 
 # --------------------------------------------------------------------------- Triton GEMM
@@ -158,8 +225,10 @@ def triton_gemm(torch: Any, stages: int, size: int = 4096) -> Any:
     return run
 
 
-def serialized_pipeline(torch: Any, outdir: str) -> dict[str, Any]:
-    """num_stages=3 saved as the baseline through check_perf; stages=1 must fail, stages=3 must pass."""
+def serialized_pipeline(torch: Any, outdir: str, gate: str) -> dict[str, Any]:
+    """num_stages=3 saved as the baseline through check_perf after IDLE_S of idle; stages=1 must fail,
+    stages=3 must pass. ``gate="raw"``: anchor=None, settle_s=0 (the gate before anchoring);
+    ``"anchored"``: the defaults (anchor="auto" picks an fp16 matmul, settle_s=DEFAULT_SETTLE_S)."""
     from pytest_pipecheck.config import PipecheckConfig
     from pytest_pipecheck.device import detect_tier
     from pytest_pipecheck.fixture import Pipecheck
@@ -168,45 +237,59 @@ def serialized_pipeline(torch: Any, outdir: str) -> dict[str, Any]:
     tier = detect_tier("auto")
     size = 4096
     flops = 2.0 * size**3
-    bdir = tempfile.mkdtemp(prefix="pipecheck-baselines-", dir=outdir)
+    bdir = tempfile.mkdtemp(prefix=f"pipecheck-baselines-{gate}-", dir=outdir)
     node = "scripts/gpu/perf_gate_rates.py::triton_gemm_4096"
-    out: dict[str, Any] = {"baseline_dir": bdir, "size": size}
+    out: dict[str, Any] = {"baseline_dir": bdir, "size": size, "gate": gate}
+    kw: dict[str, Any] = {"anchor": None, "settle_s": 0.0} if gate == "raw" else {}
 
     def pc(save: bool) -> Pipecheck:
         cfg = dataclasses.replace(PipecheckConfig(), baseline_dir=bdir, baseline_save=save)
         return Pipecheck(node, cfg, tier, run_seed=0)
 
-    r3 = pc(True).check_perf(triton_gemm(torch, 3, size), flops=flops, n_samples=50)
-    out["baseline_stages3"] = {"verdict": r3.verdict.value, "summary": r3.summary}
-    try:
-        r1 = pc(False).check_perf(triton_gemm(torch, 1, size), flops=flops, n_samples=50)
-        out["candidate_stages1"] = {"verdict": r1.verdict.value, "summary": r1.summary, "caught": False}
-    except PipecheckFailure as exc:
-        out["candidate_stages1"] = {"verdict": "fail", "summary": str(exc).splitlines()[0], "caught": True,
-                                    "message": str(exc)}
-    try:
-        again = pc(False).check_perf(triton_gemm(torch, 3, size), flops=flops, n_samples=50)
-        out["rerun_stages3"] = {"verdict": again.verdict.value, "summary": again.summary}
-    except PipecheckFailure as exc:
-        out["rerun_stages3"] = {"verdict": "fail", "summary": str(exc).splitlines()[0]}
+    def check(label: str, stages: int, save: bool) -> None:
+        fn = triton_gemm(torch, stages, size)
+        torch.cuda.synchronize()
+        time.sleep(IDLE_S if label == "baseline_stages3" else 0.0)
+        try:
+            r = pc(save).check_perf(fn, flops=flops, n_samples=50, **kw)
+            out[label] = {"verdict": r.verdict.value, "summary": r.summary, "caught": False,
+                          "details": {k: r.details.get(k) for k in ("median_us", "change", "raw_change", "anchored",
+                                                                     "p_value", "anchor")}}
+        except PipecheckFailure as exc:
+            out[label] = {"verdict": "fail", "summary": str(exc).splitlines()[0], "caught": True,
+                          "message": str(exc)}
+
+    check("baseline_stages3", 3, True)
+    check("candidate_stages1", 1, False)
+    check("rerun_stages3", 3, False)
     return out
 
 
 # --------------------------------------------------------------------------- analysis
 
 
-def rates(runs: dict[str, list[list[float]]], child_runs: list[list[list[float]]]) -> dict[str, Any]:
+def rates(runs: dict[str, list[Any]], child_runs: list[list[Any]]) -> dict[str, Any]:
+    """The gate's rates from one gate's runs (raw kernel times, or kernel+anchor pairs)."""
     import numpy as np
 
     from pytest_pipecheck.perf.stats import compare, resample_rates
 
-    a_runs = runs["0"]
-    out: dict[str, Any] = {"a_runs": len(a_runs), "slowed_runs": {k: len(v) for k, v in runs.items() if k != "0"}}
-    a_med = float(np.median([np.median(r) for r in a_runs]))
-    out["a_median_us"] = a_med
+    a_runs = [decode(r) for r in runs["0"]]
+    anchored = a_runs[0].anchored
+
+    def level(s: Any) -> float:  # what the gate compares: the median time, or the median ratio
+        return float(np.median(s.ratios())) if anchored else s.median
+
+    out: dict[str, Any] = {"a_runs": len(a_runs), "anchored": anchored,
+                           "slowed_runs": {k: len(v) for k, v in runs.items() if k != "0"}}
+    out["a_median_us"] = float(np.median([s.median for s in a_runs]))
+    if anchored:
+        out["anchor_median_us"] = float(np.median([s.anchor_median for s in a_runs]))
+    levels = [level(s) for s in a_runs]
     out["run_median_spread"] = {
-        "sd_of_log_run_medians": float(np.std(np.log([np.median(r) for r in a_runs]), ddof=1)),
-        "min_over_max": float(min(np.median(r) for r in a_runs) / max(np.median(r) for r in a_runs)),
+        "sd_of_log_run_medians": float(np.std(np.log(levels), ddof=1)),
+        "sd_of_log_raw_run_medians": float(np.std(np.log([s.median for s in a_runs]), ddof=1)),
+        "min_over_max": float(min(levels) / max(levels)),
     }
     # A/A on disjoint pairs: each run used once, so the comparisons are independent
     disjoint = [compare(a_runs[i], a_runs[i + 1]) for i in range(0, len(a_runs) - 1, 2)]
@@ -216,19 +299,20 @@ def rates(runs: dict[str, list[list[float]]], child_runs: list[list[list[float]]
     out["aa_all_pairs"] = allpairs[0.0].to_json()
     out["scaled_all_pairs"] = {str(s): allpairs[s].to_json() for s in SLOWDOWNS}
     if len(child_runs) >= 2:
-        cross = []
+        cross: list[Any] = []
         for i, ri in enumerate(child_runs):
             for j, rj in enumerate(child_runs):
                 if i != j:
-                    cross.extend(compare(x, y) for x in ri for y in rj)
+                    cross.extend(compare(decode(x), decode(y)) for x in ri for y in rj)
         out["aa_cross_process"] = {"processes": len(child_runs), "comparisons": len(cross),
                                    "failures": sum(c.regressed for c in cross),
                                    "max_change": max(abs(c.change) for c in cross)}
+    a_level = float(np.median(levels))
     detection = {}
     for s in SLOWDOWNS:
-        slowed = runs[str(s)]
+        slowed = [decode(r) for r in runs[str(s)]]
         comps = [compare(a_runs[(i + 1) % len(a_runs)], r) for i, r in enumerate(slowed)]
-        true = float(np.median([np.median(r) for r in slowed]) / a_med - 1)
+        true = float(np.median([level(r) for r in slowed]) / a_level - 1)
         detection[str(s)] = {"comparisons": len(comps), "caught": sum(c.regressed for c in comps),
                              "rate": sum(c.regressed for c in comps) / max(1, len(comps)),
                              "true_slowdown": true, "changes": [round(c.change, 5) for c in comps]}
@@ -236,46 +320,86 @@ def rates(runs: dict[str, list[list[float]]], child_runs: list[list[list[float]]
     return out
 
 
+def settle_analysis(settle: list[dict[str, Any]], a_runs: list[Any]) -> dict[str, Any]:
+    """Each after-idle run against the steady A runs, raw and anchored, per settle_s value."""
+    import numpy as np
+
+    from pytest_pipecheck.perf.stats import compare
+
+    steady = [decode(r) for r in a_runs]
+    raw_ref = float(np.median([s.median for s in steady]))
+    ratio_ref = float(np.median([np.median(s.ratios()) for s in steady]))
+    out: dict[str, Any] = {}
+    for value in SETTLE_VALUES:
+        rows = [decode(x["run"]) for x in settle if x["settle_s"] == value]
+        if not rows:
+            continue
+        raw = [r.median / raw_ref - 1 for r in rows]
+        anch = [float(np.median(r.ratios())) / ratio_ref - 1 for r in rows]
+        # the gate with the after-idle run as the baseline and a steady run as the candidate (the pytest
+        # case: baseline right after a compile), and the other way round
+        fails_raw = sum(compare(r, steady[i % len(steady)], anchored=False).regressed
+                        or compare(steady[i % len(steady)], r, anchored=False).regressed for i, r in enumerate(rows))
+        fails_anch = sum(compare(r, steady[i % len(steady)]).regressed or compare(steady[i % len(steady)], r).regressed
+                         for i, r in enumerate(rows))
+        out[str(value)] = {"runs": len(rows), "raw_changes": [round(x, 5) for x in raw],
+                           "anchored_changes": [round(x, 5) for x in anch],
+                           "gate_fails_raw": fails_raw, "gate_fails_anchored": fails_anch}
+    return out
+
+
 # --------------------------------------------------------------------------- driver
 
 
-def child_main(family: str, size: int, count: int, out_path: str) -> None:
+def child_main(spec_path: str, out_path: str) -> None:
+    """A fresh process: per family, 3 raw and 3 anchored runs of the A variant."""
     import torch
 
-    from pytest_pipecheck.perf.timing import measure
+    from pytest_pipecheck.perf.timing import Anchor
 
-    fn = FAMILIES[family][0](torch, size)
-    runs = [list(measure(fn, n_samples=N_SAMPLES, warmup_s=0.05).times_us) for _ in range(count)]
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    out: dict[str, dict[str, list[Any]]] = {}
+    for fam, item in spec.items():
+        fn = FAMILIES[fam][0](torch, item["size"])
+        anchor = Anchor.from_definition(item["anchor"])
+        out[fam] = {g: [encode(one_run(fn, g, anchor)) for _ in range(3)] for g in GATES}
+        del fn
+        torch.cuda.empty_cache()
     with open(out_path, "w") as fh:
-        json.dump(runs, fh)
+        json.dump(out, fh)
 
 
-def cross_process(family: str, size: int, outdir: str, deadline: float, procs: int = 3) -> list[list[list[float]]]:
-    out = []
+def cross_process(spec: dict[str, Any], outdir: str, deadline: float, procs: int = 3) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    spec_path = os.path.join(outdir, "child-spec.json")
+    with open(spec_path, "w") as fh:
+        json.dump(spec, fh)
     for p in range(procs):
         remaining = deadline - time.monotonic()
-        if remaining < 20:
+        if remaining < 15:
             break
-        path = os.path.join(outdir, f"child-{family}-{p}.json")
-        cmd = [sys.executable, os.path.abspath(__file__), outdir, "--child", family, str(size), "3", path]
+        path = os.path.join(outdir, f"child-{p}.json")
+        cmd = [sys.executable, os.path.abspath(__file__), outdir, "--child", spec_path, path]
         try:
             subprocess.run(cmd, timeout=min(60.0, remaining), check=True, capture_output=True)
             with open(path) as fh:
                 out.append(json.load(fh))
             os.unlink(path)
         except Exception as exc:  # a child failure loses only the cross-process rate
-            print(f"  child {p} for {family} failed: {exc}", file=sys.stderr)
+            print(f"  child {p} failed: {exc}", file=sys.stderr)
+    os.unlink(spec_path)
     return out
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("outdir")
-    ap.add_argument("--budget", type=float, default=200.0, help="seconds of work before phases are cut short")
-    ap.add_argument("--child", nargs=4, metavar=("FAMILY", "SIZE", "COUNT", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--budget", type=float, default=150.0, help="seconds of work before phases are cut short")
+    ap.add_argument("--child", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child_main(args.child[0], int(args.child[1]), int(args.child[2]), args.child[3])
+        child_main(args.child[0], args.child[1])
         return 0
 
     t0 = time.monotonic()
@@ -283,7 +407,7 @@ def main() -> int:
     os.makedirs(args.outdir, exist_ok=True)
     import torch
 
-    from pytest_pipecheck.perf.timing import measure, measure_ceilings
+    from pytest_pipecheck.perf.timing import DEFAULT_SETTLE_S, measure, measure_ceilings
 
     result: dict[str, Any] = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
@@ -293,7 +417,8 @@ def main() -> int:
         "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
         "l2_bytes": getattr(torch.cuda.get_device_properties(0), "L2_cache_size", None),
         "torch": torch.__version__, "cuda": torch.version.cuda,
-        "gate": {"threshold": 0.03, "alpha": 0.001, "samples_per_run": N_SAMPLES},
+        "gate": {"threshold": 0.03, "alpha": 0.001, "samples_per_run": N_SAMPLES, "rounds": ROUNDS,
+                 "idle_s": IDLE_S, "settle_values": list(SETTLE_VALUES), "default_settle_s": DEFAULT_SETTLE_S},
         "errors": {},
     }
     try:
@@ -333,26 +458,55 @@ def main() -> int:
     result["modes"] = phase("modes", modes)
 
     result["families"] = {}
-    share = {"add_fp32": 0.35, "matmul_bf16": 0.30}  # of the budget, the rest for GEMM and children
+    share = {"add_fp32": 0.17, "matmul_bf16": 0.17}  # of the budget for the rounds; the rest below
+    child_spec: dict[str, Any] = {}
+    anchors: dict[str, Any] = {}
     for fam in FAMILIES:
+        if ceil is None:
+            break
         fam_deadline = min(deadline, time.monotonic() + share[fam] * args.budget)
         cal = phase(f"{fam}:calibrate", lambda fam=fam: calibrate(torch, fam))
         if cal is None:
             continue
-        runs = phase(f"{fam}:runs", lambda fam=fam, cal=cal, d=fam_deadline: take_runs(torch, fam, cal["sizes"], 20, d))
+        picked = phase(f"{fam}:anchor", lambda fam=fam, cal=cal: pick_anchor(fam, cal["sizes"]["0"],
+                                                                             cal["median_us"], ceil))
+        if picked is None:
+            continue
+        anchor, why = picked
+        anchors[fam] = anchor
+        child_spec[fam] = {"size": cal["sizes"]["0"], "anchor": anchor.definition()}
+        runs = phase(f"{fam}:runs", lambda fam=fam, cal=cal, a=anchor, d=fam_deadline:
+                     take_runs(torch, fam, cal["sizes"], a, ROUNDS, d))
+        result["families"][fam] = {"calibration": cal, "anchor": anchor.definition(), "anchor_choice": why,
+                                   "raw_runs_us": runs}
+
+    children: list[dict[str, Any]] = phase("cross_process", lambda: cross_process(child_spec, args.outdir,
+                                                            min(deadline, time.monotonic() + 35))) or []
+
+    for fam, data in result["families"].items():
+        runs = data.get("raw_runs_us")
         if not runs:
             continue
-        children = []
-        if fam == "add_fp32":
-            children = phase(f"{fam}:cross_process",
-                             lambda fam=fam, cal=cal: cross_process(fam, cal["sizes"]["0"], args.outdir,
-                                                                    min(deadline, time.monotonic() + 50))) or []
-        analysed = phase(f"{fam}:analysis", lambda runs=runs, children=children: rates(runs, children))
-        result["families"][fam] = {"calibration": cal, "rates": analysed,
-                                   "raw_runs_us": {k: [[round(t, 3) for t in r] for r in v] for k, v in runs.items()}}
+        data["rates"] = {}
+        for gate in GATES:
+            kids = [c[fam][gate] for c in children if fam in c]
+            data["rates"][gate] = phase(f"{fam}:{gate}:analysis", lambda r=runs[gate], k=kids: rates(r, k))
+        data["children_runs_us"] = [c.get(fam) for c in children]
+
+    # settle after idle: the compute-bound family, where the clock moves
+    fam = "matmul_bf16"
+    if fam in anchors and result["families"][fam].get("raw_runs_us"):
+        size = result["families"][fam]["calibration"]["sizes"]["0"]
+        settle = phase("settle_runs", lambda: settle_runs(torch, fam, size, anchors[fam],
+                                                          min(deadline - 25, time.monotonic() + 30)))
+        if settle:
+            result["settle"] = {"family": fam, "runs_us": settle, "analysis": phase(
+                "settle_analysis", lambda: settle_analysis(settle, result["families"][fam]["raw_runs_us"]["anchored"]["0"]))}
 
     if time.monotonic() < deadline + 30:  # the GEMM check matters most; allow it a little overrun
-        result["serialized_pipeline"] = phase("serialized_pipeline", lambda: serialized_pipeline(torch, args.outdir))
+        result["serialized_pipeline"] = {
+            gate: phase(f"serialized_pipeline:{gate}", lambda gate=gate: serialized_pipeline(torch, args.outdir, gate))
+            for gate in GATES}
     result["total_seconds"] = round(time.monotonic() - t0, 1)
 
     with open(os.path.join(args.outdir, "perf_gate_rates.json"), "w") as fh:
@@ -365,14 +519,15 @@ def main() -> int:
 
 
 def render_markdown(r: dict[str, Any]) -> str:
+    g = r["gate"]
     lines = [
-        "# perf gate rates",
+        "# perf gate rates: raw vs clock-anchored",
         "",
         f"- GPU: {r['gpu']} ({r['sm_count']} SMs, L2 {r.get('l2_bytes')} B); torch {r['torch']}, "
         f"CUDA {r['cuda']}, Triton {r.get('triton')}",
         f"- date: {r['date']}; command: `{r['command']}`; total {r.get('total_seconds')} s",
-        f"- gate: threshold {r['gate']['threshold']:.0%}, alpha {r['gate']['alpha']}, "
-        f"{r['gate']['samples_per_run']} cold-L2 samples per run",
+        f"- gate: threshold {g['threshold']:.0%}, alpha {g['alpha']}, {g['samples_per_run']} cold-L2 samples per "
+        f"run, {g['rounds']} rounds; raw = kernel medians, anchored = median kernel/anchor ratio per sample",
     ]
     if "ceilings" in r:
         c = r["ceilings"]
@@ -380,30 +535,57 @@ def render_markdown(r: dict[str, Any]) -> str:
                      f"bf16 {c['matmul_tflops'].get('bf16', 0):.0f} TFLOP/s, copy {c['copy_gbps']:.0f} GB/s")
     if r.get("modes"):
         lines.append("- modes (median us): " + ", ".join(f"{k} {v:.2f}" for k, v in r["modes"].items()))
-    lines += ["", "| kernel | A median us | run drift (sd log) | A/A disjoint fails | A/A all pairs | "
-              "A/A cross-process | +3% | +5% | +10% | scaled +3/+5/+10% (all pairs) |", "|" + "---|" * 10]
     for fam, data in r.get("families", {}).items():
-        rt = data.get("rates")
-        if not rt:
-            lines.append(f"| {fam} | failed: see errors | | | | | | | | |")
+        anchor = data.get("anchor", {})
+        lines.append(f"- {fam}: anchor {anchor.get('label')} ({data.get('anchor_choice')})")
+    lines += ["", "| kernel | gate | A median us | run drift (sd log) | A/A disjoint fails | A/A all pairs | "
+              "A/A cross-process | +3% | +5% | +10% | scaled +3/+5/+10% (all pairs) |", "|" + "---|" * 11]
+    for fam, data in r.get("families", {}).items():
+        for gate in GATES:
+            rt = (data.get("rates") or {}).get(gate)
+            if not rt:
+                lines.append(f"| {fam} | {gate} | failed: see errors | | | | | | | | |")
+                continue
+            d = rt["aa_disjoint"]
+            ap = rt["aa_all_pairs"]
+            cp = rt.get("aa_cross_process")
+            cps = f"{cp['failures']}/{cp['comparisons']} (max {cp['max_change']:+.1%})" if cp else "-"
+            det = [f"{v['caught']}/{v['comparisons']} (true {v['true_slowdown']:+.1%})"
+                   for v in rt["detection_real_work"].values()]
+            sc = "/".join(f"{v['rate']:.0%}" for v in rt["scaled_all_pairs"].values())
+            med = f"{rt['a_median_us']:.1f}"
+            if rt.get("anchor_median_us"):
+                med += f" (anchor {rt['anchor_median_us']:.1f})"
+            lines.append(f"| {fam} | {gate} | {med} | {rt['run_median_spread']['sd_of_log_run_medians']:.4f} | "
+                         f"{d['failures']}/{d['comparisons']} | {ap['failures']}/{ap['trials']} | {cps} | "
+                         + " | ".join(det) + f" | {sc} |")
+    st = r.get("settle")
+    if st and st.get("analysis"):
+        lines += ["", f"Settle ({st['family']}; after {g['idle_s']:.0f} s idle, one run per settle_s, change of its "
+                  "median against the steady A runs; gate fails = either direction against a steady run):", "",
+                  "| settle_s | runs | raw change | anchored change | gate fails raw | gate fails anchored |",
+                  "|---|---|---|---|---|---|"]
+        for value, a in st["analysis"].items():
+            lines.append(f"| {value} | {a['runs']} | " + ", ".join(f"{x:+.1%}" for x in a["raw_changes"]) + " | "
+                         + ", ".join(f"{x:+.1%}" for x in a["anchored_changes"])
+                         + f" | {a['gate_fails_raw']}/{a['runs']} | {a['gate_fails_anchored']}/{a['runs']} |")
+    for gate, sp in (r.get("serialized_pipeline") or {}).items():
+        if not sp:
             continue
-        d = rt["aa_disjoint"]
-        ap = rt["aa_all_pairs"]
-        cp = rt.get("aa_cross_process")
-        cps = f"{cp['failures']}/{cp['comparisons']} (max {cp['max_change']:+.1%})" if cp else "-"
-        det = [f"{v['caught']}/{v['comparisons']} (true {v['true_slowdown']:+.1%})"
-               for v in rt["detection_real_work"].values()]
-        sc = "/".join(f"{v['rate']:.0%}" for v in rt["scaled_all_pairs"].values())
-        lines.append(f"| {fam} | {rt['a_median_us']:.1f} | {rt['run_median_spread']['sd_of_log_run_medians']:.4f} | "
-                     f"{d['failures']}/{d['comparisons']} | {ap['failures']}/{ap['trials']} | {cps} | "
-                     + " | ".join(det) + f" | {sc} |")
-    sp = r.get("serialized_pipeline")
-    if sp:
-        lines += ["", "Serialized pipeline (Triton GEMM 4096^3 fp16, BM=BN=128, BK=64, 4 warps):", "",
-                  f"- baseline num_stages=3: {sp['baseline_stages3']['summary']}",
-                  f"- candidate num_stages=1: {'CAUGHT' if sp['candidate_stages1'].get('caught') else 'NOT CAUGHT'}: "
-                  f"{sp['candidate_stages1']['summary']}",
-                  f"- rerun num_stages=3: {sp['rerun_stages3']['verdict']}: {sp['rerun_stages3']['summary']}"]
+        how = ("anchor=None, settle_s=0: the gate before anchoring" if gate == "raw"
+               else f"defaults: anchor='auto', settle_s={g.get('default_settle_s')}")
+        lines += ["", f"Serialized pipeline, {gate} gate ({how}; Triton GEMM 4096^3 fp16, BM=BN=128, BK=64, "
+                  f"4 warps; baseline taken after {g['idle_s']:.0f} s idle):", ""]
+        for label, title in (("baseline_stages3", "baseline num_stages=3"), ("candidate_stages1", "candidate num_stages=1"),
+                             ("rerun_stages3", "rerun num_stages=3")):
+            item = sp.get(label)
+            if not item:
+                lines.append(f"- {title}: not run")
+                continue
+            tag = item["verdict"]
+            if label == "candidate_stages1":
+                tag = "CAUGHT" if item.get("caught") else "NOT CAUGHT"
+            lines.append(f"- {title}: {tag}: {item['summary']}")
     if r["errors"]:
         lines += ["", "Errors:", ""] + [f"- {k}: {v.splitlines()[0]}" for k, v in r["errors"].items()]
     return "\n".join(lines) + "\n"
