@@ -335,9 +335,15 @@ class SanitizerRunner:
         """Sanitize every test of ``spec``; returns one outcome per node id."""
         status = self.canary.setdefault(spec.tool, CanaryStatus())
         final = self._run_tests(spec, list(spec.nodeids), depth=0)
-        if status.state == "unproven" and any(o.verdict == Verdict.PASS for o in final.values()):
-            # the canary did not complete in the test children (a dead context, a crash): run it
-            # alone, in a child whose only test is deselected
+        if status.state in ("unproven", "missed") and any(o.verdict == Verdict.PASS for o in final.values()):
+            # The canary did not complete in the test children (a dead context, a crash), or its
+            # report did not appear: --print-limit counts every error of the process, so tests with
+            # many findings can use it up before the canary runs. Run it alone, in a child whose only
+            # test is deselected; only a canary missed there too proves the tool is not working.
+            if status.state == "missed":
+                self.progress(f"{spec.tool}: canary not reported in the batch ({status.message}); "
+                              f"running it alone")
+                status.state = "unproven"
             first = spec.nodeids[0]
             run = self._child(spec, [first, "--deselect", first], True, 0, 0)
             self._update_canary(spec.tool, _analyze(run, spec.tool))

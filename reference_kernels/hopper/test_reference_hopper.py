@@ -23,6 +23,13 @@ from reference_kernels.hopper.spec import spec
 SPEC = spec()  # bf16, 128x128x64 tiles, 4 stages, 2 consumer warpgroups
 ROOT = Path(__file__).resolve().parents[2]
 
+# Sanitizer tools for these tests: synccheck only. Reviewed exclusion: in the batched run on an H200
+# (2026-11-22, compute-sanitizer 2025.3.1) the Hopper tests under racecheck outran the 120 s per-test
+# watchdog twice, forcing the whole racecheck batch to restart. Racecheck on this kernel is run
+# directly, with its own timeout, by tests/gpu/test_hopper_gpu.py (0 hazards on the reference at
+# 128x128x1024 in the first H200 run; see docs/validation/).
+pytestmark = pytest.mark.pipecheck(sanitizer="synccheck")
+
 
 @pytest.fixture(scope="module")
 def hopper_smoke() -> None:
@@ -31,6 +38,8 @@ def hopper_smoke() -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("needs an sm_90 GPU (H100/H200)")
     pytest.importorskip("cuda.bindings.driver", reason="cuda-python is needed for cuTensorMapEncodeTiled")
+    if os.environ.get("PIPECHECK_CHILD"):
+        return  # inside a sanitizer child, whose own watchdog turns a hang into a verdict
     cmd = [sys.executable, "-m", "reference_kernels.hopper.run_case", "--shapes", "129x257x72"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90,

@@ -240,3 +240,27 @@ def test_skips_without_gpu_or_tool(pytester: pytest.Pytester, monkeypatch: pytes
             assert "compute-sanitizer not found" in summary
         else:
             assert "needs a CUDA GPU" in summary and "PIPECHECK_NO_GPU" in summary
+
+
+def test_canary_hidden_in_a_busy_batch_is_proven_alone(pytester: pytest.Pytester, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # compute-sanitizer's --print-limit is per process: findings of earlier tests can use it up so
+    # the canary's report never prints. The runner then proves the tool with the canary alone.
+    log = _fake(tmp_path, monkeypatch, {"racecheck": {"canary": "blind_in_batch",
+                                                      "inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    pytester.makepyfile(test_c="""
+        def test_racy(pipecheck):
+            pass
+
+        def test_clean(pipecheck):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider")
+    text = result.stdout.str()
+    res = _results(text)
+    assert res[("test_clean", "sanitizer:racecheck")] == ("pass", "0 hazards")
+    assert res[("test_racy", "sanitizer:racecheck")][0] == "fail"
+    assert "canary not reported in the batch" in text and "running it alone" in text
+    assert len(log.read_text().splitlines()) == 2  # the batch, then the canary alone
+    result.assert_outcomes(passed=1, failed=1)

@@ -8,7 +8,8 @@ and behaves as the plan in the environment variable FAKE_SANITIZER_PLAN (JSON, k
     hang:        nodeid substring: stop (sleep) when that test begins
     crash:       nodeid substring: kill the target and exit 139 when that test begins
     no_summary:  true: never print the summary line
-    canary:      "catch" (default) or "blind": whether the canary's bug is reported
+    canary:      "catch" (default), "blind", or "blind_in_batch" (not reported when tests share the
+                 child, as when --print-limit was used up by their findings; reported alone)
 
 FAKE_SANITIZER_LOG, when set, is a file to which each invocation's argv is appended as a JSON line.
 """
@@ -90,7 +91,9 @@ def main() -> int:
             continue
         nodeid = line.split("PIPECHECK-BEGIN ", 1)[1].strip()
         if nodeid.startswith("pipecheck-canary::"):
-            if plan.get("canary", "catch") == "catch":
+            mode = plan.get("canary", "catch")
+            alone = "--deselect" in target
+            if mode == "catch" or (mode == "blind_in_batch" and alone):
                 for rec in CANARY[tool]:
                     out("========= " + rec)
                 errors += 1
