@@ -29,7 +29,7 @@ def test_skip(pipecheck):
 
 def test_html_report_is_written_with_every_kernel_and_verdict(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
-    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-seed=99",
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-seed=99",
                                 "--pipecheck-html=reports/run.html")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["pipecheck: HTML report written to reports/run.html (4 check results)"])
@@ -47,7 +47,7 @@ def test_html_report_is_written_with_every_kernel_and_verdict(pytester: pytest.P
 def test_html_report_path_from_ini(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     pytester.makeini("[pytest]\npipecheck_html = from_ini.html\n")
-    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none")
     result.assert_outcomes(passed=3, failed=1)
     assert "gemm_cpasync" in (pytester.path / "from_ini.html").read_text(encoding="utf-8")
 
@@ -55,7 +55,7 @@ def test_html_report_path_from_ini(pytester: pytest.Pytester) -> None:
 def test_a_directory_as_report_path_is_one_clear_line_and_results_stand(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     (pytester.path / "outdir").mkdir()
-    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-html=outdir")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-html=outdir")
     result.assert_outcomes(passed=3, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
@@ -68,7 +68,7 @@ def test_a_directory_as_report_path_is_one_clear_line_and_results_stand(pytester
 def test_an_unwritable_report_path_does_not_change_the_exit_status(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_ok(pipecheck): pass")
     (pytester.path / "blocker").write_text("a file, not a directory")
-    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-html=blocker/r.html")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-html=blocker/r.html")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["pipecheck: cannot write the HTML report to 'blocker/r.html': *"])
@@ -76,7 +76,7 @@ def test_an_unwritable_report_path_does_not_change_the_exit_status(pytester: pyt
 
 def test_no_checks_ran_still_writes_a_page_that_says_so(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain(): pass")
-    result = pytester.runpytest("--pipecheck-html=empty.html")
+    result = pytester.runpytest_subprocess("--pipecheck-html=empty.html")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["pipecheck: HTML report written to empty.html (no pipecheck checks ran*"])
     assert "No pipecheck checks ran." in (pytester.path / "empty.html").read_text(encoding="utf-8")
