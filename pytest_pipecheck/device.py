@@ -149,3 +149,72 @@ def detect_tier(requested: str = "auto") -> TierInfo:
     if device is None:
         return TierInfo("cpu", None, reason, backends)
     return TierInfo("gpu", device, "", backends)
+
+
+# Attributes read from the driver, under the names CuPy's getDeviceProperties uses, so that
+# arch.compare_with_device can read them as it reads CuPy's and torch's.
+_DRIVER_ATTRIBUTES = {
+    "major": "COMPUTE_CAPABILITY_MAJOR",
+    "minor": "COMPUTE_CAPABILITY_MINOR",
+    "multiProcessorCount": "MULTIPROCESSOR_COUNT",
+    "warpSize": "WARP_SIZE",
+    "maxThreadsPerBlock": "MAX_THREADS_PER_BLOCK",
+    "maxThreadsPerMultiProcessor": "MAX_THREADS_PER_MULTIPROCESSOR",
+    "maxBlocksPerMultiProcessor": "MAX_BLOCKS_PER_MULTIPROCESSOR",
+    "regsPerMultiprocessor": "MAX_REGISTERS_PER_MULTIPROCESSOR",
+    "regsPerBlock": "MAX_REGISTERS_PER_BLOCK",
+    "sharedMemPerMultiprocessor": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR",
+    "sharedMemPerBlock": "MAX_SHARED_MEMORY_PER_BLOCK",
+    "sharedMemPerBlockOptin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+    "reservedSharedMemPerBlock": "RESERVED_SHARED_MEMORY_PER_BLOCK",
+}
+
+
+def device_attributes(ordinal: int = 0) -> tuple[dict[str, int] | None, str]:
+    """The first visible device's limits from the CUDA driver (cuda-python), without a context.
+
+    ``cuInit`` and ``cuDeviceGetAttribute`` create no CUDA context, so this is safe in the parent of
+    a sanitizer child. Returns (attributes, "") or (None, why not).
+    """
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return None, "cuda-python is not installed"
+    try:
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            return None, f"cuInit failed ({err})"
+        err, dev = driver.cuDeviceGet(ordinal)
+        if int(err) != 0:
+            return None, f"cuDeviceGet({ordinal}) failed ({err})"
+        out: dict[str, int] = {}
+        for key, name in _DRIVER_ATTRIBUTES.items():
+            attr = getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}", None)
+            if attr is None:
+                continue
+            err, value = driver.cuDeviceGetAttribute(attr, dev)
+            if int(err) == 0:
+                out[key] = int(value)
+        return out, ""
+    except Exception as exc:  # a broken driver install must not break pytest's header
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def arch_table_note(tier: TierInfo) -> str:
+    """One phrase for the header: does pipecheck's architecture table match the live device?"""
+    if tier.device is None:
+        return ""
+    attributes, why = device_attributes(0)
+    if attributes is None:
+        return f"arch table not checked against the device ({why})"
+    from .arch import ArchError, compare_with_device
+
+    try:
+        disagreements = compare_with_device(attributes)
+    except ArchError as exc:
+        return f"arch table not checked against the device ({exc})"
+    sms = attributes.get("multiProcessorCount")
+    prefix = f"{sms} SMs, " if sms else ""
+    if not disagreements:
+        return prefix + "arch table agrees with the device"
+    return prefix + "arch table DISAGREES with the device: " + "; ".join(disagreements)

@@ -22,7 +22,7 @@ from .config import (
     marker_signature,
     resolve,
 )
-from .device import TierInfo, detect_tier, list_devices
+from .device import TierInfo, arch_table_note, detect_tier, list_devices
 from .fixture import Pipecheck
 from .results import CheckResult, Verdict
 
@@ -177,6 +177,8 @@ def header_line(config: pytest.Config) -> str:
     else:
         where = f"cpu (no GPU: {tier.reason})"
     parts = [f"pipecheck: tier {where}", f"seed {seed}"]
+    if tier.device is not None:
+        parts.append(arch_table_note(tier))
     for name, version in tier.backends.items():
         parts.append(f"{name} {version or 'not installed'}")
     if run_config.enabled and run_config.wants("sanitizer") and run_config.sanitizer:

@@ -4,15 +4,27 @@ pytester's in-process runs restore ``sys.modules`` afterwards: a heavy library f
 such a run is dropped from it, and importing it again later builds a second copy whose classes do
 not match objects kept from the first (matplotlib then fails in ``set_clip_path``; torch refuses to
 register its operators twice). Importing them here, once, keeps them out of that churn. Triton is
-left out on purpose: it must be first imported after the plugin has chosen the interpreter tier.
+imported in ``pytest_configure`` instead: it must come after the plugin has chosen the tier (and set
+``TRITON_INTERPRET`` on the CPU tier).
 """
 
 from __future__ import annotations
 
 import importlib
 
+import pytest
+
 for _name in ("torch", "matplotlib.figure", "matplotlib.backends.backend_agg", "numpy", "scipy.stats"):
     try:
         importlib.import_module(_name)
     except ImportError:  # optional extras: tests that need them skip on their own
         pass
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for name in ("triton", "triton.language", "triton.compiler"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass

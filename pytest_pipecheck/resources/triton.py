@@ -131,14 +131,44 @@ def triton_resources(kernel: Any, args: Sequence[Any] | Mapping[str, Any], *, ar
     except PipecheckError:
         raise
     except Exception as exc:  # compile errors come as many types; report them as one
-        first = str(exc).strip().splitlines()
-        raise TritonResourceError(f"Triton could not compile {name} for {target_name} "
-                                  f"(num_warps={num_warps}, num_stages={num_stages}): "
-                                  f"{type(exc).__name__}: {first[-1] if first else ''}") from None
+        lines = [line for line in str(exc).strip().splitlines() if line.strip(" ^")]
+        detail = f"{type(exc).__name__}: {' | '.join(lines[-3:])}"
+        compiled = None
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            # In a process that runs Triton's interpreter, state the interpreter left behind can still
+            # break an in-process compile (seen when many interpreter tests ran first); a fresh
+            # process without the interpreter is the reliable fallback.
+            compiled = _compile_in_fresh_process(jf, name, positional, kwargs, target_name, num_warps,
+                                                 num_stages, constexprs, detail)
+        if compiled is None:
+            raise TritonResourceError(f"Triton could not compile {name} for {target_name} "
+                                      f"(num_warps={num_warps}, num_stages={num_stages}): {detail}") from None
     res = _from_compiled(compiled, name, target_name, num_warps, num_stages)
     with _LOCK:
         _CACHE[key] = res
     return res
+
+
+def _compile_in_fresh_process(jf: Any, name: str, positional: list[Any], kwargs: dict[str, Any], arch: str,
+                              num_warps: int, num_stages: int, constexprs: Mapping[str, Any],
+                              first_error: str) -> Any:
+    """Compile through :func:`pytest_pipecheck.inspect.triton_ir.aot_compile` (a child process)."""
+    from ..inspect.triton_ir import aot_compile
+
+    names = [p.name for p in jf.params]
+    values = dict(zip(names, positional))
+    values.update({k: v for k, v in kwargs.items() if k in names})
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise TritonResourceError(f"Triton could not compile {name} for {arch}: {first_error}; "
+                                  f"retrying in a fresh process needs every argument, missing {missing}")
+    options = {k: v for k, v in constexprs.items() if k not in names}
+    try:
+        return aot_compile(jf, [values[n] for n in names], arch=arch, num_warps=num_warps,
+                           num_stages=num_stages, **options)
+    except PipecheckError as exc:
+        raise TritonResourceError(f"Triton could not compile {name} for {arch} (num_warps={num_warps}, "
+                                  f"num_stages={num_stages}): {first_error}; in a fresh process: {exc}") from None
 
 
 @contextlib.contextmanager

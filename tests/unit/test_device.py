@@ -63,3 +63,73 @@ def test_backend_versions_do_not_import(monkeypatch: pytest.MonkeyPatch) -> None
     versions = device.backend_versions()
     assert set(versions) == {"torch", "triton", "cupy", "cuda-python"}
     assert not {"torch", "triton", "cupy"} & (set(sys.modules) - before)
+
+
+class _FakeDriver:
+    """Enough of cuda.bindings.driver for device_attributes: an H200 whose limits can be edited."""
+
+    class CUdevice_attribute:
+        pass
+
+    def __init__(self, values: dict[str, int]) -> None:
+        self.values = values
+        for name in values:
+            setattr(self.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}", name)
+
+    def cuInit(self, flags: int) -> tuple[int]:
+        return (0,)
+
+    def cuDeviceGet(self, ordinal: int) -> tuple[int, int]:
+        return 0, ordinal
+
+    def cuDeviceGetAttribute(self, attr: str, dev: int) -> tuple[int, int]:
+        return 0, self.values[attr]
+
+
+H200 = {"COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MULTIPROCESSOR_COUNT": 132,
+        "WARP_SIZE": 32, "MAX_THREADS_PER_BLOCK": 1024, "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
+        "MAX_BLOCKS_PER_MULTIPROCESSOR": 32, "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
+        "MAX_REGISTERS_PER_BLOCK": 65536, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 233472,
+        "MAX_SHARED_MEMORY_PER_BLOCK": 49152, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+        "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024}
+
+
+def _install_driver(monkeypatch: pytest.MonkeyPatch, values: dict[str, int]) -> None:
+    import sys
+    import types
+
+    fake = _FakeDriver(values)
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.driver = fake  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)  # type: ignore[arg-type]
+
+
+def _gpu_tier() -> device.TierInfo:
+    dev = device.DeviceInfo(0, "NVIDIA H200", "9.0", None, 143771, "580.159.04", "GPU-x")
+    return device.TierInfo("gpu", dev, "")
+
+
+def test_header_note_agrees_with_a_matching_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    _install_driver(monkeypatch, dict(H200))
+    attrs, why = device.device_attributes()
+    assert why == "" and attrs is not None and attrs["sharedMemPerBlockOptin"] == 232448
+    assert device.arch_table_note(_gpu_tier()) == "132 SMs, arch table agrees with the device"
+
+
+def test_header_note_names_each_disagreement(monkeypatch: pytest.MonkeyPatch) -> None:
+    _install_driver(monkeypatch, {**H200, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 232448, "WARP_SIZE": 64})
+    note = device.arch_table_note(_gpu_tier())
+    assert note.startswith("132 SMs, arch table DISAGREES with the device: ")
+    assert "smem_per_sm: table 233472, device 232448" in note
+    assert "warp_size: table 32, device 64" in note
+
+
+def test_header_note_without_cuda_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
+    assert device.arch_table_note(_gpu_tier()) == (
+        "arch table not checked against the device (cuda-python is not installed)")
+    assert device.arch_table_note(device.TierInfo("cpu", None, "no GPU")) == ""
