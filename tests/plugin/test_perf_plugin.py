@@ -96,7 +96,7 @@ def test_benchmark_fixture_carries_device_samples(pytester: pytest.Pytester) -> 
             pipecheck.check_perf(samples=times, benchmark=benchmark, flops=1e9)
         """
     )
-    result = pytester.runpytest("--pipecheck-tier=cpu", "--benchmark-json=bench.json", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--pipecheck-tier=cpu", "--benchmark-json=bench.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     bench = json.loads((pytester.path / "bench.json").read_text())["benchmarks"][0]
     assert bench["stats"]["rounds"] == 40
@@ -113,7 +113,9 @@ def test_benchmark_fixture_unused_on_cpu_does_not_warn(pytester: pytest.Pytester
             pipecheck.check_perf(lambda: None, benchmark=benchmark)
         """
     )
-    result = pytester.runpytest("--pipecheck-tier=cpu", "-p", "no:cacheprovider", "-W", "error")
+    # in a subprocess: with -W error, an object another in-process run leaked (an unclosed file)
+    # would otherwise turn its ResourceWarning into an error here
+    result = pytester.runpytest_subprocess("--pipecheck-tier=cpu", "-p", "no:cacheprovider", "-W", "error")
     result.assert_outcomes(passed=1)
     assert "was not used at all" not in result.stdout.str()
 
