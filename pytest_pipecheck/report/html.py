@@ -335,15 +335,26 @@ def _failures(results: Sequence[CheckResult], seed: int) -> str:
                  key=lambda r: (_ORDER[status(r)], r.nodeid, r.check))
     if not bad:
         return ""
-    items = []
+    # one block per distinct (status, check, summary): an inconclusive tool on 80 tests is one
+    # finding, listed with its tests, not 80 identical blocks
+    groups: dict[tuple[str, str, str], list[CheckResult]] = {}
     for r in bad:
+        groups.setdefault((status(r), r.check, r.summary), []).append(r)
+    items = []
+    for (_, check, summary), group in groups.items():
+        r = group[0]
         message = r.details.get("message") if isinstance(r.details, Mapping) else None
         msg = f"<pre>{_e(message)}</pre>" if isinstance(message, str) and message.strip() else ""
         reproduce = f"pytest '{r.nodeid}' --pipecheck-seed={seed}" if r.nodeid else ""
+        where = f"in <code>{_e(r.nodeid or '?')}</code>"
+        if len(group) > 1:
+            tests = "".join(f"<div><code>{_e(g.nodeid or '?')}</code></div>" for g in group)
+            where = (f"in {len(group)} tests <details><summary>tests</summary>{tests}</details>"
+                     f"first: <code>{_e(r.nodeid or '?')}</code>")
         items.append(
-            f'<div class="failure v-{r.verdict.value}">{_badge(r.verdict)} <b>{_e(r.check)}</b> '
-            f"on <b>{_e(_kernel_of(r))}</b> in <code>{_e(r.nodeid or '?')}</code>"
-            f"<div>{_e(r.summary)}</div>{msg}"
+            f'<div class="failure v-{r.verdict.value}">{_badge(r.verdict)} <b>{_e(check)}</b> '
+            f"on <b>{_e(_kernel_of(r))}</b> {where}"
+            f"<div>{_e(summary)}</div>{msg}"
             + (f"<div>reproduce: <code>{_e(reproduce)}</code></div>" if reproduce else "")
             + _details_block(r.details)
             + "</div>"

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
-from pathlib import Path
+
+from _sass_artifacts import _DATA, art
 
 from pytest_pipecheck.cli import inspect as cli
-
-_DATA = Path(__file__).resolve().parents[1] / "data" / "sass"
-_spec = importlib.util.spec_from_file_location("_pipecheck_sass_artifacts", _DATA / "artifacts.py")
-assert _spec and _spec.loader
-art = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
-if _spec.name not in sys.modules:
-    sys.modules[_spec.name] = art
-    _spec.loader.exec_module(art)
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str]:

@@ -421,3 +421,15 @@ def test_expected_failures_show_as_caught_not_as_failures() -> None:
     assert "1 caught" in page
     assert 'id="not-passed"' not in page  # nothing failed that was not meant to
     assert "Every check passed" in page
+
+
+def test_identical_failures_are_one_block_listing_their_tests() -> None:
+    same = [CheckResult("sanitizer:racecheck", Verdict.ERROR, "inconclusive: tool not proven",
+                        kernel="k", nodeid=f"t.py::test_k[{i}]") for i in range(5)]
+    other = CheckResult("coverage", Verdict.FAIL, "3 defects", kernel="k", nodeid="t.py::test_c")
+    page = _page([*same, other])
+    section = page[page.index('id="not-passed"'):]
+    assert "Not passed (6)" in section
+    assert section.count("inconclusive: tool not proven") == 1
+    assert "in 5 tests" in section and all(f"t.py::test_k[{i}]" in section for i in range(5))
+    assert section.count('class="failure ') == 2

@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-_DATA = Path(__file__).resolve().parents[1] / "data" / "sass"
-_spec = importlib.util.spec_from_file_location("_pipecheck_sass_artifacts", _DATA / "artifacts.py")
-assert _spec and _spec.loader
-art = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
-if _spec.name not in sys.modules:
-    sys.modules[_spec.name] = art
-    _spec.loader.exec_module(art)
+from _sass_artifacts import art
 
 
 def test_sync_kernel_has_no_async_copies_and_no_overlap():

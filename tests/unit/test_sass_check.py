@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from _sass_artifacts import _DATA, art
 
 from pytest_pipecheck.checks.inspect_check import check_sass, normalize_expect
 from pytest_pipecheck.config import PipecheckConfig
 from pytest_pipecheck.device import TierInfo
 from pytest_pipecheck.fixture import Pipecheck
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict
-
-_DATA = Path(__file__).resolve().parents[1] / "data" / "sass"
-_spec = importlib.util.spec_from_file_location("_pipecheck_sass_artifacts", _DATA / "artifacts.py")
-assert _spec and _spec.loader
-art = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
-if _spec.name not in sys.modules:
-    sys.modules[_spec.name] = art
-    _spec.loader.exec_module(art)
 
 
 @pytest.fixture

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from _sass_artifacts import art
 
 from pytest_pipecheck.inspect.triton_ir import analyze_triton
 from pytest_pipecheck.results import PipecheckError
-
-_DATA = Path(__file__).resolve().parents[1] / "data" / "sass"
-_spec = importlib.util.spec_from_file_location("_pipecheck_sass_artifacts", _DATA / "artifacts.py")
-assert _spec and _spec.loader
-art = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
-if _spec.name not in sys.modules:
-    sys.modules[_spec.name] = art
-    _spec.loader.exec_module(art)
 
 
 def test_divisible_strides_pipeline_with_cp_async():
