@@ -339,6 +339,10 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     except StatsError as exc:
         raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {exc}") from None
     details.update(result.to_json())
+    from .baseline import history_of
+
+    # earlier baselines, the current one, then this run: what the HTML report plots
+    details["history"] = [*history_of(found.entry), {"label": "this run", "median_us": measured.median}]
     details["baseline_file"] = found.path
     details["baseline_schema_version"] = found.version
     unanchored = ""

@@ -304,3 +304,21 @@ def test_malformed_anchor_names_the_file(tmp_path) -> None:
     json.dump(data, open(path, "w"))
     with pytest.raises(BaselineError, match=f"{path}.*5 anchor samples for 20 kernel samples"):
         store.lookup(H100, NODE, "default")
+
+
+def test_each_save_keeps_the_replaced_baselines_median_as_history(tmp_path) -> None:
+    from pytest_pipecheck.perf import baseline as bl
+
+    store = bl.BaselineStore(str(tmp_path / "b"), "test")
+    key = bl.EnvKey({"gpu": "NVIDIA H200", "sm_count": 132})
+    for i, median in enumerate([100.0, 101.0, 99.5]):
+        store.save(key, "t.py::test_k", "default", {"median_us": median, "samples_us": [median] * 8,
+                                                     "saved_at": f"2026-11-2{i}"})
+    entry = store.load(key).entry("t.py::test_k", "default")
+    assert entry["median_us"] == 99.5
+    assert entry["history"] == [{"label": "2026-11-20", "median_us": 100.0},
+                                {"label": "2026-11-21", "median_us": 101.0}]
+    assert bl.history_of(entry)[-1] == {"label": "2026-11-22", "median_us": 99.5}
+    for i in range(30):
+        store.save(key, "t.py::test_k", "default", {"median_us": float(i), "samples_us": [1.0] * 8})
+    assert len(store.load(key).entry("t.py::test_k", "default")["history"]) == bl.HISTORY_LENGTH

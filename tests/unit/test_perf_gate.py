@@ -102,7 +102,13 @@ def test_save_accepts_a_slowdown(tmp_path) -> None:
     r = check_perf(_pc(tmp_path, baseline_save=True), samples=_run(2, slowdown=0.2), env=ENV)
     assert r.verdict is Verdict.PASS and "saved as the new baseline" in r.summary and r.details["regressed"]
     # and the new baseline is the slower one
-    assert check_perf(_pc(tmp_path), samples=_run(3, slowdown=0.2), env=ENV).verdict is Verdict.PASS
+    later = check_perf(_pc(tmp_path), samples=_run(3, slowdown=0.2), env=ENV)
+    assert later.verdict is Verdict.PASS
+    # the history the HTML report plots: the replaced baseline, the current one, then this run
+    history = later.details["history"]
+    assert [h["label"] for h in history][-1] == "this run" and len(history) == 3
+    medians = [h["median_us"] for h in history]
+    assert medians[1] > medians[0] * 1.1 and abs(medians[2] / medians[1] - 1) < 0.05
 
 
 def test_marker_threshold_is_used(tmp_path) -> None:
