@@ -131,12 +131,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def _register_feature(config: pytest.Config, module: str, cls: str, name: str) -> None:
     import importlib
 
+    # A feature that fails to load must not quietly turn its check off (a sanitizer that never
+    # runs would read as clean), so this is an error, not a skip.
     try:
-        mod = importlib.import_module(module)
-    except ImportError:  # the feature module is not part of this installation
-        return
-    factory = getattr(mod, cls, None)
-    if factory is not None and not config.pluginmanager.has_plugin(name):
+        factory = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as exc:
+        raise pytest.UsageError(f"pipecheck: {name} could not be loaded from {module}: {exc}") from None
+    if not config.pluginmanager.has_plugin(name):
         config.pluginmanager.register(factory(config), name)
 
 

@@ -54,3 +54,29 @@ def test_one_gpu_per_worker(pytester: pytest.Pytester, monkeypatch: pytest.Monke
     # each worker saw exactly one GPU, and the two workers saw different ones
     assert all(len(v) == 1 for v in seen.values()), seen
     assert len({next(iter(v)) for v in seen.values()}) == len(seen) == 2, seen
+
+
+def test_a_worker_that_dies_is_reported_and_its_test_not_passed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import os
+        from pytest_pipecheck.results import CheckResult, Verdict
+
+        def test_fine(pipecheck):
+            pipecheck.record(CheckResult("coverage", Verdict.PASS, "ok"))
+
+        def test_dies(pipecheck):
+            os._exit(3)  # a GPU fault or a killed process takes the whole worker down
+
+        def test_after(pipecheck):
+            pipecheck.record(CheckResult("coverage", Verdict.PASS, "ok"))
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=none",
+                                           "--pipecheck-json=r.json", "-p", "xdist")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed") == 2, outcomes
+    result.stdout.fnmatch_lines(["*worker*crashed while running*test_dies*"])
+    doc = json.loads((pytester.path / "r.json").read_text())
+    assert {r["nodeid"].split("::")[1] for r in doc["results"]} == {"test_fine", "test_after"}
+    assert doc["totals"]["pass"] == 2
