@@ -2,7 +2,7 @@
 
 The numbers come from NVIDIA's CUDA C++ Programming Guide (technical specifications per compute
 capability) and the occupancy header shipped with the toolkit (``cuda_occupancy.h``), and are
-recorded in ../shared/FACTS.md section 5. The occupancy calculation (:mod:`pytest_pipecheck.occupancy`)
+recorded in the project's FACTS.md, section 5. The occupancy calculation (:mod:`pytest_pipecheck.occupancy`)
 reads nothing but this table, so a wrong number here is a wrong verdict everywhere: on a GPU,
 :func:`compare_with_device` checks the row of the live device against its reported attributes.
 
