@@ -7,7 +7,6 @@ Imports only pytest and the standard library (plus pipecheck's own light modules
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Generator
 from typing import Any
@@ -351,10 +350,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(line, red=not written)
-
-
-def results_as_json(results: list[CheckResult]) -> str:
-    return json.dumps([r.to_json() for r in results], indent=2)
 
 
 __all__ = ["Verdict", "pipecheck"]

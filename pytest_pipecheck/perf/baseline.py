@@ -298,7 +298,7 @@ class BaselineStore:
             bf = self.load(key) or BaselineFile(self.path_for(key), key, {})
             record = dict(entry)
             record.setdefault("saved_at", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-            record["history"] = _history_after(bf.tests.get(nodeid, {}).get(case))
+            record["history"] = history_of(bf.tests.get(nodeid, {}).get(case))
             bf.tests.setdefault(nodeid, {})[case] = record
             _atomic_write_json(bf.path, bf.to_json())
         return bf.path
@@ -323,8 +323,9 @@ class BaselineStore:
 HISTORY_LENGTH = 20
 
 
-def _history_after(previous: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The history a new baseline carries: the replaced baseline's history plus the replaced one.
+def history_of(previous: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """A stored baseline's history followed by the baseline itself: what a new baseline replacing it
+    carries, and what a comparison against it reports.
 
     Only medians and dates are kept (the samples of old baselines are not), at most
     :data:`HISTORY_LENGTH` entries, oldest first; the HTML report plots it.
@@ -336,11 +337,6 @@ def _history_after(previous: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     if isinstance(median, (int, float)):
         history.append({"label": str(previous.get("saved_at", "?")), "median_us": float(median)})
     return [dict(h) for h in history[-HISTORY_LENGTH:]]
-
-
-def history_of(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """A stored baseline's history followed by the baseline itself, as (label, median_us) rows."""
-    return _history_after(entry) if isinstance(entry, Mapping) else []
 
 
 def _atomic_write_json(path: str, data: Any) -> None:
