@@ -144,8 +144,6 @@ def _register_feature(config: pytest.Config, module: str, cls: str, name: str) -
 def pytest_configure_node(node: Any) -> None:
     """xdist controller hook: send the run seed and each worker's GPU to the worker."""
     node.workerinput["pipecheck_seed"] = node.config.stash[RUN_SEED]
-    # workers re-parse the command line, so a scheduling mode chosen by pipecheck must travel here
-    node.workerinput["pipecheck_dist"] = node.config.getvalue("dist")
     devices, _ = list_devices()
     if devices and node.config.stash[RUN_CONFIG].tier != "cpu":
         # gw0, gw1, ... each get one GPU, round robin; pinned before the worker touches CUDA

@@ -30,7 +30,12 @@ __all__ = ["ChildPlugin", "SanitizerPlugin"]
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
 BODY_FAILED = pytest.StashKey[bool]()
 SHARE = pytest.StashKey[int]()
-SHARE_GROUP = "pipecheck-sanitizer-share-{}"
+
+
+def share_of(index: int, total: int, shares: int) -> int:
+    """The share of the test at ``index`` of ``total`` collected tests: contiguous runs, so modules
+    stay together. Workers and the controller compute it from the same collection order."""
+    return index * shares // max(total, 1)
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -63,14 +68,6 @@ class SanitizerPlugin:
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
             self.worker_count = int(workerinput.get("workercount", 1))
-            if workerinput.get("pipecheck_dist") == "loadgroup":
-                # xdist derives this from the re-parsed command line, which does not carry the
-                # controller's choice below; it makes the worker tag node ids with their share
-                config.option.loadgroup = True
-        elif getattr(config.option, "dist", "no") == "load":
-            # Under pytest-xdist each worker sanitizes one share of the tests on its own GPU; the
-            # loadgroup scheduler sends every test of a share to the worker that sanitized it.
-            config.option.dist = "loadgroup"
 
     # ------------------------------------------------------------------ helpers
     def _write(self, msg: str) -> None:
@@ -93,18 +90,24 @@ class SanitizerPlugin:
         return args
 
     # ------------------------------------------------------------------ hooks
-    @pytest.hookimpl(tryfirst=True)
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Under pytest-xdist, send every test of a share to one worker, which sanitizes that share
+        on its own GPU. ``--dist each`` (every worker runs everything) is left to xdist."""
+        if not self.active or config.getvalue("dist") == "each":
+            return None
+        from .xdist_shares import ShareScheduling
+
+        return ShareScheduling(config, log, share_of)
+
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Split the selected tests into one share per xdist worker (contiguous, so modules stay together)."""
+        """Give each test its share: one per xdist worker, or a single share without xdist."""
         if not self.active:
             return
-        selected = [i for i in items if _selected(i)]
-        shares = self.worker_count if self.worker_count > 1 and config.getvalue("loadgroup") else 1
-        for index, item in enumerate(selected):
-            share = index * shares // len(selected)
-            item.stash[SHARE] = share
-            if shares > 1:
-                item.add_marker(pytest.mark.xdist_group(name=SHARE_GROUP.format(share)))
+        shares = self.worker_count if self.worker_count > 1 else 1
+        for index, item in enumerate(items):
+            item.stash[SHARE] = share_of(index, len(items), shares)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
