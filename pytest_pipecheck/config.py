@@ -343,6 +343,13 @@ SETTINGS: tuple[Setting, ...] = (
             "practical threshold: slowdowns below this fraction never fail", metavar="FRACTION"),
     Setting("perf_alpha", _float_parser(0.0, exclusive=True, maximum=0.5), 0.001,
             "significance level of the perf regression test", metavar="P"),
+    Setting("perf_anchor_mode", _choice_parser(("always", "adaptive")), "always",
+            "how perf uses a clock anchor both runs carry: always gates on the kernel/anchor ratios; adaptive "
+            "gates on them only when the anchor shows the clock moved (raw times otherwise)",
+            metavar="always|adaptive"),
+    Setting("perf_clock_tolerance", _float_parser(0.0, maximum=0.5), 0.015,
+            "adaptive anchoring: an anchor change within this fraction means the clock did not move, so "
+            "raw times are gated", metavar="FRACTION"),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -380,6 +387,8 @@ class PipecheckConfig:
     baseline_save: bool = False
     perf_threshold: float = 0.03
     perf_alpha: float = 0.001
+    perf_anchor_mode: str = "always"
+    perf_clock_tolerance: float = 0.015
     # where each non-default value came from, for messages ("ini", "command line", "marker")
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import hashlib
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -189,3 +189,21 @@ class Pipecheck:
         from .perf import gate
 
         return gate.check_perf(self, *args, **kwargs)
+
+    def check_stage_sweep(self, run: Callable[[int], Any], stages: Iterable[int], *, chosen: int | None = None,
+                          max_loss: float = 0.05, kernel: str | None = None, flops: float | None = None,
+                          load_only: Any = None, compute_only: Any = None, tiles: int | None = None,
+                          resources: Any = None, arch: str | None = None, timer: Callable[..., Any] | None = None,
+                          **timing: Any) -> CheckResult:
+        """Time ``run(s)`` at each stage count; fail when ``chosen`` is more than ``max_loss`` slower than the best.
+
+        See :func:`pytest_pipecheck.checks.stage_sweep.check_stage_sweep` for the prediction
+        (``load_only``, ``compute_only``, ``tiles``), blocks/SM per stage count (``resources``,
+        ``arch``), ``timer`` (replaces the device timing, for tests) and the timing keywords.
+        """
+        __tracebackhide__ = True
+        from .checks import stage_sweep
+
+        return stage_sweep.check_stage_sweep(self, run, stages, chosen=chosen, max_loss=max_loss, kernel=kernel,
+                                             flops=flops, load_only=load_only, compute_only=compute_only,
+                                             tiles=tiles, resources=resources, arch=arch, timer=timer, **timing)

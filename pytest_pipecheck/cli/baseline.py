@@ -3,10 +3,12 @@
     python -m pytest_pipecheck baseline list [--dir pipecheck-baselines]
     python -m pytest_pipecheck baseline show FILE [--test SUBSTRING]
     python -m pytest_pipecheck baseline compare OLD NEW [--threshold 0.03] [--alpha 0.001]
+        [--anchor-mode adaptive|always] [--clock-tolerance 0.015]
 
-``compare`` applies the same gate as ``check_perf`` to every test case present in both files (on
-kernel/anchor ratios when both entries carry the same anchor, on raw times otherwise, and the
-``gated on`` column says which) and exits 1 when any regressed, so it can run in CI on two committed files. Files from different
+``compare`` applies the same gate as ``check_perf`` to every test case present in both files (when
+both entries carry the same anchor and it shows the clock moved, on kernel/anchor ratios; on raw
+times otherwise; the ``gated on`` column says which and ``anchor moved`` why) and exits 1 when any
+regressed, so it can run in CI on two committed files. Files from different
 environments (GPU, driver, versions) are refused unless ``--allow-different-env`` is given: their
 times are not comparable, and the output then says so on every line.
 
@@ -37,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("new")
     p.add_argument("--threshold", type=float, default=0.03, help="practical threshold (default: %(default)s)")
     p.add_argument("--alpha", type=float, default=0.001, help="significance level (default: %(default)s)")
+    p.add_argument("--anchor-mode", choices=("always", "adaptive"), default="always",
+                   help="with a common anchor: adaptive gates on kernel/anchor ratios only when the anchor "
+                        "moved beyond the clock tolerance, always on the ratios (default: %(default)s)")
+    p.add_argument("--clock-tolerance", type=float, default=0.015,
+                   help="adaptive: an anchor change within this fraction means the clock did not move "
+                        "(default: %(default)s)")
     p.add_argument("--allow-different-env", action="store_true",
                    help="compare files from different GPUs or software stacks (informational only)")
 
@@ -51,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
             return _list(args.dir)
         if args.baseline_command == "show":
             return _show(args.file, args.test)
-        return _compare(args.old, args.new, args.threshold, args.alpha, args.allow_different_env)
+        return _compare(args.old, args.new, args.threshold, args.alpha, args.allow_different_env,
+                        anchor_mode=args.anchor_mode, clock_tolerance=args.clock_tolerance)
     except (BaselineError, StatsError) as exc:
         print(f"pipecheck baseline: {exc}", file=sys.stderr)
         return 2
@@ -117,7 +126,8 @@ def _show(path: str, test: str | None) -> int:
     return 0
 
 
-def _compare(old_path: str, new_path: str, threshold: float, alpha: float, allow_env: bool) -> int:
+def _compare(old_path: str, new_path: str, threshold: float, alpha: float, allow_env: bool, *,
+             anchor_mode: str = "always", clock_tolerance: float = 0.015) -> int:
     from ..perf.stats import compare
 
     old, new = _load(old_path), _load(new_path)
@@ -139,16 +149,21 @@ def _compare(old_path: str, new_path: str, threshold: float, alpha: float, allow
             if a is None or b is None:
                 only.append(f"{nodeid} [{case}] only in {old_path if b is None else new_path}")
                 continue
-            c = compare(a, b, threshold=threshold, alpha=alpha)
+            c = compare(a, b, threshold=threshold, alpha=alpha, anchor_mode=anchor_mode,
+                        clock_tolerance=clock_tolerance)
             verdict = "REGRESSED" if c.regressed else ("faster" if c.change < -threshold else "ok")
             regressions += c.regressed
             gated = "anchor" if c.anchored else "raw"
+            anchored = c.anchored_change
+            moved = c.anchor_change
             rows.append([nodeid, case, f"{c.baseline_median_us:.2f}", f"{c.candidate_median_us:.2f}",
-                         f"{c.raw_change:+.1%}", f"{c.change:+.1%}" if c.anchored else "-", gated,
-                         f"{c.p_value:.2g}", verdict + note])
+                         f"{c.raw_change:+.1%}", "-" if anchored is None else f"{anchored:+.1%}",
+                         "-" if moved is None else f"{moved:+.1%}", gated, f"{c.p_value:.2g}", verdict + note])
     if rows:
-        _table(rows, ["test", "case", "old us", "new us", "change", "anchored", "gated on", "p", "verdict"])
+        _table(rows, ["test", "case", "old us", "new us", "change", "anchored", "anchor moved", "gated on", "p",
+                      "verdict"])
     for line in only:
         print(line)
-    print(f"{len(rows)} compared, {regressions} regressed (threshold {threshold:.1%}, alpha {alpha:g})")
+    print(f"{len(rows)} compared, {regressions} regressed (threshold {threshold:.1%}, alpha {alpha:g}, anchor mode "
+          f"{anchor_mode}, clock tolerance {clock_tolerance:.1%})")
     return 1 if regressions and not note else 0

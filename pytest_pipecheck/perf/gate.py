@@ -15,9 +15,12 @@ The flow of one call:
 5. time the kernel on the device (:mod:`.timing`), interleaved sample by sample with the anchor,
    after ``settle_s`` of steady load; or take the ``samples=`` given (anchored when they carry anchor
    samples);
-6. compare (:func:`.stats.compare`: on kernel/anchor ratios when both runs have the same anchor) and
-   record the result, with the raw times and the anchored change; a regression raises
-   :class:`PipecheckFailure` with the numbers;
+6. compare (:func:`.stats.compare`). When both runs carry the same anchor, the anchor is a clock
+   probe (``perf_anchor_mode="adaptive"``, the default): if it moved by more than
+   ``perf_clock_tolerance``, significantly, the clock changed and the gate decides on the per-sample
+   kernel/anchor ratios; otherwise on the raw times, which do not carry the anchor's own noise
+   (``"always"``: always the ratios). Record the result with both changes, the anchor's own change
+   and which series decided and why; a regression raises :class:`PipecheckFailure` with the numbers;
 7. with ``--pipecheck-baseline-save``, store the new samples as the baseline. Saving is accepting:
    a run that saves reports the change but does not fail on it.
 
@@ -335,7 +338,8 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
 
     try:
         result = compare(found.samples, measured, threshold=pc.config.perf_threshold, alpha=pc.config.perf_alpha,
-                         ci=True, seed=pc.seed)
+                         ci=True, seed=pc.seed, anchor_mode=pc.config.perf_anchor_mode,
+                         clock_tolerance=pc.config.perf_clock_tolerance)
     except StatsError as exc:
         raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {exc}") from None
     details.update(result.to_json())
@@ -346,13 +350,13 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     details["baseline_file"] = found.path
     details["baseline_schema_version"] = found.version
     unanchored = ""
-    if not result.anchored and not result.note.startswith(("the baseline has no anchor", "the anchors differ")):
+    if not result.anchor_compared and not result.note.startswith(("the baseline has no anchor", "the anchors differ")):
         reason = anchor_info.get("reason") or ""
         unanchored = f"; {reason}" if reason.startswith("not anchored") else "; not anchored"
     summary = f"{result.describe()}{unanchored}{roof}{saved}"
     if result.regressed and not save:
         what = ("median of the per-sample kernel/anchor ratios (anchor timed interleaved)" if result.anchored
-                else "median")
+                else "median of the raw times")
         record = pc.record(CheckResult("perf", Verdict.FAIL, "regression: " + summary, kernel=kernel, details=details))
         raise PipecheckFailure(
             f"perf regression in {nodeid} [case {case_id}]: {summary}\n"

@@ -21,10 +21,17 @@ kernel) timed interleaved with the kernel, sample by sample, under the same cloc
 compares the per-sample ratios kernel/anchor (the rank test on log ratios, the threshold on the ratio
 of their medians): a clock shared by both cancels, a slowdown of the kernel alone does not.
 
+The ratio also carries the anchor's own run-to-run noise, which costs power when the clock held. The
+adaptive mode (``anchor_mode="adaptive"`` of :func:`compare`) treats the anchor as a clock probe: the
+ratios decide only when the anchor itself moved by more than a clock tolerance, significantly; otherwise
+the raw times do. The plugin's default (``perf_anchor_mode``) is ``always``: on an H200 whose clock
+drifted 3.4% between runs, adaptive gating let 1.5% of A/A pairs fail and caught +5% in only 87% of
+pairs, while the ratios alone gave 0% and 95% (docs/perf-gate.md).
+
 Whether a (threshold, alpha) pair meets the target (a 5% slowdown caught >= 95% of the time, same
 code failing <= 1% of the time) depends on the drift, which only repeated runs on the GPU can show;
 :func:`resample_rates` measures both rates from such runs and :func:`simulate_rates` from a noise
-model. numpy and scipy are imported inside the functions so importing this module stays cheap.
+model, for the raw, always-anchored and adaptive gates. numpy and scipy are imported inside the functions so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -37,7 +44,10 @@ from typing import Any
 from ..results import PipecheckError
 
 __all__ = [
+    "ANCHOR_MODES",
     "ANCHOR_NOTE_NONE",
+    "DEFAULT_CLOCK_TOLERANCE",
+    "RATE_MODES",
     "Comparison",
     "NoiseModel",
     "RateEstimate",
@@ -45,6 +55,7 @@ __all__ = [
     "StatsError",
     "anchor_label",
     "anchoring",
+    "clock_moved",
     "compare",
     "min_samples_for",
     "resample_rates",
@@ -53,6 +64,14 @@ __all__ = [
 
 
 ANCHOR_NOTE_NONE = "no anchor was timed"
+
+#: How a comparison with a common anchor is gated: "adaptive" (on the kernel/anchor ratios only when the
+#: anchor shows that the clock moved, on raw times otherwise) or "always" (always on the ratios).
+ANCHOR_MODES = ("always", "adaptive")
+
+#: The adaptive gate's clock tolerance: an anchor change within it means the clock did not move.
+#: Chosen from the recorded H200 samples and the synthetic session-1 model (docs/perf-gate.md).
+DEFAULT_CLOCK_TOLERANCE = 0.015
 
 
 class StatsError(PipecheckError):
@@ -247,7 +266,10 @@ class Comparison:
 
     ``ratio`` is the ratio the gate decided on: with ``anchored`` the ratio of the median per-sample
     kernel/anchor ratios, otherwise the ratio of the raw medians. ``raw_ratio`` is always the ratio
-    of the raw medians; ``note`` says why an anchor was not used when one was not.
+    of the raw medians. When both runs carry the same anchor, ``anchored_ratio`` is the ratio of
+    their median kernel/anchor ratios, ``anchor_change`` and ``anchor_p_value`` the anchor's own
+    change and its two-sided significance (the clock probe), and ``decision`` says which series the
+    gate decided on and why; ``note`` says why an anchor was not used when there was none to use.
     """
 
     baseline_median_us: float
@@ -262,12 +284,17 @@ class Comparison:
     significant: bool
     ci_low: float | None = None  # bootstrap CI of the gated ratio, when asked for
     ci_high: float | None = None
-    anchored: bool = False
+    anchored: bool = False  # the gate decided on the kernel/anchor ratios
     raw_ratio: float | None = None  # candidate median / baseline median (raw times); None: same as ratio
     baseline_anchor_us: float | None = None
     candidate_anchor_us: float | None = None
     anchor: Mapping[str, Any] | None = None
-    note: str = ""  # why the comparison is not anchored, when it is not
+    note: str = ""  # why the comparison is not anchored, when no common anchor exists
+    anchored_ratio: float | None = None  # ratio of the median kernel/anchor ratios, with a common anchor
+    anchor_p_value: float | None = None  # two-sided Mann-Whitney U on the anchor samples
+    anchor_mode: str | None = None  # "adaptive" or "always", with a common anchor
+    clock_tolerance: float | None = None
+    decision: str = ""  # "gated on raw: ..." / "gated on anchored ratios: ...", with a common anchor
 
     @property
     def change(self) -> float:
@@ -279,20 +306,54 @@ class Comparison:
         """Relative change of the raw median times."""
         return (self.ratio if self.raw_ratio is None else self.raw_ratio) - 1.0
 
+    @property
+    def anchor_compared(self) -> bool:
+        """Whether both runs carried the same anchor (whichever series the gate then decided on)."""
+        return self.anchored_ratio is not None
+
+    @property
+    def anchored_change(self) -> float | None:
+        """Relative change of the median kernel/anchor ratios; None without a common anchor."""
+        return None if self.anchored_ratio is None else self.anchored_ratio - 1.0
+
+    @property
+    def anchor_change(self) -> float | None:
+        """The anchor's own relative change (median times): what the clock did; None without one."""
+        if self.baseline_anchor_us is None or self.candidate_anchor_us is None:
+            return None
+        return self.candidate_anchor_us / self.baseline_anchor_us - 1.0
+
+    @property
+    def gated_on(self) -> str:
+        """``"anchored"`` or ``"raw"``: the series the verdict was decided on."""
+        return "anchored" if self.anchored else "raw"
+
     def describe(self) -> str:
-        """``812.3 us vs 790.1 us baseline (+2.8%, p=0.04)``; anchored:
-        ``812.3 us vs 790.1 us baseline (+0.4% anchored to bf16 matmul ..., p=0.3, ...; raw +2.8%)``"""
+        """The change the gate decided on first, then the other one, the anchor's own change and why.
+
+        ``812.3 us vs 790.1 us baseline (+2.8%, p=0.04)`` without an anchor;
+        ``... (+2.8%, p=0.04; anchored +3.1%; anchor bf16 matmul ... 611.0 us vs 612.3 us, -0.2%; gated
+        on raw: the anchor moved -0.2% (within the 1.5% clock tolerance))`` when the clock held;
+        ``... (+0.4% anchored to bf16 matmul ..., p=0.3; raw +20.0%; anchor 57.0 us vs 47.5 us, +20.0%;
+        gated on anchored ratios: the anchor moved +20.0%, p=1e-30: the clock changed)`` when it moved.
+        """
         ci = ""
         if self.ci_low is not None and self.ci_high is not None:
             ci = f", 95% CI {self.ci_low - 1:+.1%}..{self.ci_high - 1:+.1%}"
         head = f"{self.candidate_median_us:.1f} us vs {self.baseline_median_us:.1f} us baseline"
+        anchor_times = ""
+        if self.baseline_anchor_us is not None and self.candidate_anchor_us is not None:
+            anchor_times = (f"{self.candidate_anchor_us:.1f} us vs {self.baseline_anchor_us:.1f} us, "
+                            f"{self.candidate_anchor_us / self.baseline_anchor_us - 1:+.1%}")
+        why = f"; {self.decision}" if self.decision else ""
         if self.anchored:
-            anchor = ""
-            if self.baseline_anchor_us is not None and self.candidate_anchor_us is not None:
-                anchor = (f"; anchor {self.candidate_anchor_us:.1f} us vs {self.baseline_anchor_us:.1f} us, "
-                          f"{self.candidate_anchor_us / self.baseline_anchor_us - 1:+.1%}")
+            anchor = f"; anchor {anchor_times}" if anchor_times else ""
             return (f"{head} ({self.change:+.1%} anchored to {anchor_label(self.anchor)}, "
-                    f"p={_fmt_p(self.p_value)}{ci}; raw {self.raw_change:+.1%}{anchor})")
+                    f"p={_fmt_p(self.p_value)}{ci}; raw {self.raw_change:+.1%}{anchor}{why})")
+        if self.anchored_change is not None:
+            anchor = f"; anchor {anchor_label(self.anchor)} {anchor_times}" if anchor_times else ""
+            return (f"{head} ({self.change:+.1%}, p={_fmt_p(self.p_value)}{ci}; anchored {self.anchored_change:+.1%}"
+                    f"{anchor}{why})")
         note = f"; raw times: {self.note}" if self.note and self.note != ANCHOR_NOTE_NONE else ""
         return f"{head} ({self.change:+.1%}, p={_fmt_p(self.p_value)}{ci}{note})"
 
@@ -314,9 +375,18 @@ class Comparison:
             "ci_low": self.ci_low,
             "ci_high": self.ci_high,
             "anchored": self.anchored,
+            "gated_on": self.gated_on,
+            "anchor_compared": self.anchor_compared,
+            "anchored_ratio": self.anchored_ratio,
+            "anchored_change": self.anchored_change,
             "anchor_definition": None if self.anchor is None else dict(self.anchor),
             "baseline_anchor_us": self.baseline_anchor_us,
             "candidate_anchor_us": self.candidate_anchor_us,
+            "anchor_change": self.anchor_change,
+            "anchor_p_value": self.anchor_p_value,
+            "anchor_mode": self.anchor_mode,
+            "clock_tolerance": self.clock_tolerance,
+            "decision": self.decision,
             "anchor_note": self.note,
         }
 
@@ -366,6 +436,47 @@ def _decide(base: Any, cand: Any, threshold: float, alpha: float) -> tuple[Any, 
     return regressed, significant, ratio, p
 
 
+def _anchor_shift(base_anchor: Any, cand_anchor: Any) -> tuple[Any, Any]:
+    """Vectorised clock probe: rows of anchor samples (T, n) vs (T, m).
+
+    Returns (change, p): the anchor's relative change of medians and the two-sided Mann-Whitney U
+    p-value of its samples, arrays of length T.
+    """
+    import numpy as np
+    from scipy import stats as sps
+
+    change = np.median(cand_anchor, axis=1) / np.median(base_anchor, axis=1) - 1.0
+    method = "exact" if min(base_anchor.shape[1], cand_anchor.shape[1]) <= 8 else "asymptotic"
+    p = sps.mannwhitneyu(cand_anchor, base_anchor, alternative="two-sided", axis=1, method=method).pvalue
+    return np.atleast_1d(change), np.atleast_1d(np.asarray(p, dtype=float))
+
+
+def clock_moved(anchor_change: Any, anchor_p: Any, tolerance: float, alpha: float) -> Any:
+    """The adaptive rule: the clock moved when the anchor changed by more than ``tolerance`` *and*
+    that change is significant (two-sided ``p < alpha``). Works on numbers and on numpy arrays."""
+    import numpy as np
+
+    return (np.abs(anchor_change) > tolerance) & (np.asarray(anchor_p) < alpha)
+
+
+def _decision(moved: bool, anchor_change: float, anchor_p: float, tolerance: float, alpha: float,
+              mode: str, forced: bool | None) -> str:
+    """The sentence that says which series the gate decided on and why."""
+    if forced is True:
+        return "gated on anchored ratios: anchored=True was asked for"
+    if forced is False:
+        return "gated on raw: anchored=False was asked for"
+    if mode == "always":
+        return f"gated on anchored ratios: anchor mode 'always' (the anchor moved {anchor_change:+.1%})"
+    if moved:
+        return (f"gated on anchored ratios: the anchor moved {anchor_change:+.1%}, p={_fmt_p(anchor_p)}: "
+                "the clock changed")
+    if abs(anchor_change) <= tolerance:
+        return f"gated on raw: the anchor moved {anchor_change:+.1%} (within the {tolerance:.1%} clock tolerance)"
+    return (f"gated on raw: the anchor moved {anchor_change:+.1%}, not significant (p={_fmt_p(anchor_p)}, "
+            f"alpha {alpha:g}): the clock did not measurably move")
+
+
 def anchoring(baseline: Samples, candidate: Samples) -> tuple[bool, str]:
     """Whether two runs can be compared anchored, and if not, why (a sentence for the report)."""
     if baseline.anchored and candidate.anchored:
@@ -381,6 +492,14 @@ def anchoring(baseline: Samples, candidate: Samples) -> tuple[bool, str]:
     return False, ANCHOR_NOTE_NONE
 
 
+def _check_mode(anchor_mode: str, clock_tolerance: float) -> None:
+    if anchor_mode not in ANCHOR_MODES:
+        raise StatsError(f"anchor_mode={anchor_mode!r} must be one of {', '.join(ANCHOR_MODES)}")
+    if isinstance(clock_tolerance, bool) or not (
+            isinstance(clock_tolerance, (int, float)) and math.isfinite(clock_tolerance) and clock_tolerance >= 0.0):
+        raise StatsError(f"clock_tolerance={clock_tolerance!r} must be a finite number >= 0")
+
+
 def compare(
     baseline: Samples | Sequence[float],
     candidate: Samples | Sequence[float],
@@ -391,17 +510,30 @@ def compare(
     seed: int = 0,
     resamples: int = 2000,
     anchored: bool | None = None,
+    anchor_mode: str = "adaptive",
+    clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
 ) -> Comparison:
     """Decide whether ``candidate`` is slower than ``baseline``.
 
     A regression is ``p < alpha`` (one-sided Mann-Whitney U, candidate greater) *and* median ratio
-    ``> 1 + threshold``. When both runs carry samples of the same anchor (``anchored=None``, the
-    default, decides so by itself; ``True`` requires it; ``False`` compares raw times) the test runs
-    on the per-sample kernel/anchor ratios, so a clock change that slows kernel and anchor alike
-    cancels. With ``ci=True`` a percentile bootstrap 95% interval of the gated ratio is added for the
-    report (it does not enter the verdict). Raises :class:`StatsError` for invalid samples, invalid
-    threshold or alpha, sample counts too small to ever reach ``alpha``, or ``anchored=True`` without
-    matching anchors.
+    ``> 1 + threshold``, on one of two series:
+
+    * the raw times, when the runs share no anchor;
+    * with a common anchor (both runs carry samples of the same anchor) and ``anchor_mode="adaptive"``
+      (the default), the anchor is a clock probe: if its own change (ratio of its medians) exceeds
+      ``clock_tolerance`` and a two-sided Mann-Whitney test on its samples gives ``p < alpha``, the
+      clock moved and the gate decides on the per-sample kernel/anchor ratios (a clock shared by
+      kernel and anchor cancels there); otherwise the clock did not measurably move and the gate
+      decides on the raw times, which do not carry the anchor's own noise;
+    * with a common anchor and ``anchor_mode="always"``, always on the ratios.
+
+    ``anchored=True`` forces the ratios (and requires a common anchor), ``False`` the raw times;
+    ``None`` (the default) lets the rule above decide. Both changes, the anchor's own change and the
+    reason (:attr:`Comparison.decision`) are reported either way. With ``ci=True`` a percentile
+    bootstrap 95% interval of the gated ratio is added for the report (it does not enter the
+    verdict). Raises :class:`StatsError` for invalid samples, threshold, alpha, anchor mode or clock
+    tolerance, sample counts too small to ever reach ``alpha``, or ``anchored=True`` without a
+    common anchor.
     """
     import numpy as np
 
@@ -409,31 +541,49 @@ def compare(
         raise StatsError(f"threshold={threshold!r} must be a finite number >= 0")
     if not 0.0 < alpha < 1.0:
         raise StatsError(f"alpha={alpha!r} must be in (0, 1)")
+    _check_mode(anchor_mode, clock_tolerance)
     b = baseline if isinstance(baseline, Samples) else Samples.of(baseline, "baseline samples")
     c = candidate if isinstance(candidate, Samples) else Samples.of(candidate, "candidate samples")
     _check_power(b.n, c.n, alpha)
     can_anchor, note = anchoring(b, c)
     if anchored and not can_anchor:
         raise StatsError(f"anchored comparison impossible: {note}")
-    use_anchor = can_anchor if anchored is None else bool(anchored)
     raw_b = np.asarray(b.times_us, dtype=float)
     raw_c = np.asarray(c.times_us, dtype=float)
-    if use_anchor:
-        base = (raw_b / np.asarray(b.anchor_us, dtype=float))[None, :]
-        cand = (raw_c / np.asarray(c.anchor_us, dtype=float))[None, :]
+    raw = (raw_b[None, :], raw_c[None, :])
+    extra: dict[str, Any] = {}
+    use_anchor = False
+    if can_anchor:
+        anchor_b = np.asarray(b.anchor_us, dtype=float)[None, :]
+        anchor_c = np.asarray(c.anchor_us, dtype=float)[None, :]
+        ratios = (raw[0] / anchor_b, raw[1] / anchor_c)
+        shift, shift_p = _anchor_shift(anchor_b, anchor_c)
+        moved = bool(clock_moved(shift, shift_p, clock_tolerance, alpha)[0])
+        if anchored is None:
+            use_anchor = anchor_mode == "always" or moved
+        else:
+            use_anchor = bool(anchored)
         note = ""
-    else:
-        base, cand = raw_b[None, :], raw_c[None, :]
-        if anchored is False and can_anchor:
-            note = "anchoring was turned off (anchored=False)"
+        extra = {
+            "anchored_ratio": float(np.median(ratios[1]) / np.median(ratios[0])),
+            "anchor_p_value": float(shift_p[0]),
+            "anchor_mode": anchor_mode,
+            "clock_tolerance": float(clock_tolerance),
+            "decision": _decision(moved, float(shift[0]), float(shift_p[0]), clock_tolerance, alpha,
+                                  anchor_mode, anchored),
+            "baseline_anchor_us": b.anchor_median,
+            "candidate_anchor_us": c.anchor_median,
+            "anchor": dict(c.anchor or {}),
+        }
+    base, cand = ratios if use_anchor else raw
     regressed, significant, ratio, p = _decide(base, cand, threshold, alpha)
     lo = hi = None
     if ci:
         rng = np.random.default_rng(seed)
         bi = rng.integers(0, b.n, size=(resamples, b.n))
         ci_ = rng.integers(0, c.n, size=(resamples, c.n))
-        ratios = np.median(cand[0][ci_], axis=1) / np.median(base[0][bi], axis=1)
-        lo, hi = (float(x) for x in np.quantile(ratios, [0.025, 0.975]))
+        boot = np.median(cand[0][ci_], axis=1) / np.median(base[0][bi], axis=1)
+        lo, hi = (float(x) for x in np.quantile(boot, [0.025, 0.975]))
     return Comparison(
         baseline_median_us=b.median,
         candidate_median_us=c.median,
@@ -449,40 +599,72 @@ def compare(
         ci_high=hi,
         anchored=use_anchor,
         raw_ratio=c.median / b.median,
-        baseline_anchor_us=b.anchor_median if use_anchor else None,
-        candidate_anchor_us=c.anchor_median if use_anchor else None,
-        anchor=dict(c.anchor or {}) if use_anchor else None,
         note=note,
+        **extra,
     )
 
 
 # --------------------------------------------------------------------------- error rates
 
+#: The gates the rate estimators can evaluate: raw times, kernel/anchor ratios always, or adaptive
+#: (ratios only when the anchor shows that the clock moved, as :func:`compare` does by default).
+RATE_MODES = ("raw", "anchored", "adaptive")
+
 
 @dataclass(frozen=True)
 class RateEstimate:
-    """How often the gate failed in ``trials`` comparisons, with a 95% Wilson interval."""
+    """How often the gate failed in ``trials`` comparisons, with a 95% Wilson interval.
+
+    ``anchored_share``: for the adaptive gate, the fraction of comparisons it decided on the
+    kernel/anchor ratios (the clock moved); None for the other gates.
+    """
 
     slowdown: float
     failures: int
     trials: int
     low: float
     high: float
+    anchored_share: float | None = None
 
     @property
     def rate(self) -> float:
         return self.failures / self.trials if self.trials else float("nan")
 
     def to_json(self) -> dict[str, Any]:
-        return {"slowdown": self.slowdown, "failures": self.failures, "trials": self.trials,
-                "rate": self.rate, "ci95": [self.low, self.high]}
+        out = {"slowdown": self.slowdown, "failures": self.failures, "trials": self.trials,
+               "rate": self.rate, "ci95": [self.low, self.high]}
+        if self.anchored_share is not None:
+            out["anchored_share"] = self.anchored_share
+        return out
 
 
-def _estimate(slowdown: float, failures: int, trials: int) -> RateEstimate:
+def _estimate(slowdown: float, failures: int, trials: int, anchored_share: float | None = None) -> RateEstimate:
     from scipy import stats as sps
 
     ci = sps.binomtest(failures, trials).proportion_ci(confidence_level=0.95, method="wilson")
-    return RateEstimate(slowdown, failures, trials, float(ci.low), float(ci.high))
+    return RateEstimate(slowdown, failures, trials, float(ci.low), float(ci.high), anchored_share)
+
+
+def _gate_rows(mode: str, base: Any, cand: Any, base_anchor: Any, cand_anchor: Any, *, threshold: float,
+               alpha: float, clock_tolerance: float) -> tuple[Any, Any]:
+    """The gate of ``mode`` on rows of kernel times (and anchor times): (regressed, gated anchored)."""
+    import numpy as np
+
+    if mode == "raw":
+        regressed = _decide(base, cand, threshold, alpha)[0]
+        return regressed, np.zeros(len(regressed), dtype=bool)
+    anchored = _decide(base / base_anchor, cand / cand_anchor, threshold, alpha)[0]
+    if mode == "anchored":
+        return anchored, np.ones(len(anchored), dtype=bool)
+    moved = clock_moved(*_anchor_shift(base_anchor, cand_anchor), clock_tolerance, alpha)
+    raw = _decide(base, cand, threshold, alpha)[0]
+    return np.where(moved, anchored, raw), moved
+
+
+def _check_rate_mode(mode: str, clock_tolerance: float) -> None:
+    if mode not in RATE_MODES:
+        raise StatsError(f"mode={mode!r} must be one of {', '.join(RATE_MODES)}")
+    _check_mode("adaptive", clock_tolerance)
 
 
 @dataclass(frozen=True)
@@ -496,8 +678,10 @@ class NoiseModel:
 
     The clock: ``clock_drift`` is the sd of a log run-level factor and ``clock_jitter`` of a log
     per-sample factor that hit the kernel *and* its anchor alike (the SM clock under a different
-    power or thermal state). The anchor's own within-run noise is lognormal ``anchor_sigma`` around
-    ``anchor_median_us``.
+    power or thermal state). The anchor's own noise is lognormal ``anchor_sigma`` per sample around
+    ``anchor_median_us`` and, with ``anchor_drift`` > 0, a log run-level factor of that sd that the
+    kernel does not share (measured on the H200: the anchor's run medians moved about 0.55% run to
+    run while the clock held).
     """
 
     median_us: float = 60.0
@@ -509,6 +693,7 @@ class NoiseModel:
     clock_jitter: float = 0.0
     anchor_median_us: float = 60.0
     anchor_sigma: float = 0.01
+    anchor_drift: float = 0.0
 
     def _kernel(self, rng: Any, runs: int, n: int, slowdown: float) -> Any:
         import numpy as np
@@ -541,6 +726,8 @@ class NoiseModel:
         kernel = self._kernel(rng, runs, n, slowdown)
         clock = self._clock(rng, runs, n)
         anchor = self.anchor_median_us * np.exp(rng.normal(0.0, self.anchor_sigma, size=(runs, n)))
+        if self.anchor_drift > 0.0:  # drawn only when asked, so older seeds draw what they drew
+            anchor = anchor * np.exp(rng.normal(0.0, self.anchor_drift, size=(runs, 1)))
         return kernel * clock, anchor * clock
 
 
@@ -554,31 +741,41 @@ def simulate_rates(
     alpha: float = 0.001,
     seed: int = 0,
     anchored: bool = False,
+    mode: str | None = None,
+    clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
 ) -> dict[float, RateEstimate]:
     """Failure rate of the gate per injected slowdown under ``model`` (slowdown 0 is the false-alarm rate).
 
-    Each trial draws an independent baseline run and candidate run of ``n`` samples. With ``anchored``
-    each run also has its anchor samples (:meth:`NoiseModel.sample_paired_runs`) and the gate decides on
-    the kernel/anchor ratios, as :func:`compare` does for anchored samples. Deterministic for a given
-    ``seed``. Raises :class:`StatsError` for ``trials < 1`` or an ``n`` too small for ``alpha``.
+    Each trial draws an independent baseline run and candidate run of ``n`` samples. ``mode`` picks
+    the gate: ``"raw"`` (kernel times only), ``"anchored"`` (each run also has its anchor samples,
+    :meth:`NoiseModel.sample_paired_runs`, and the gate always decides on the kernel/anchor ratios)
+    or ``"adaptive"`` (the ratios only when the anchor moved by more than ``clock_tolerance``,
+    significantly; raw times otherwise: :func:`compare`'s default). ``mode=None`` is ``"anchored"``
+    with ``anchored=True``, else ``"raw"``. Deterministic for a given ``seed``. Raises
+    :class:`StatsError` for ``trials < 1``, an ``n`` too small for ``alpha`` or an unknown mode.
     """
     import numpy as np
 
+    mode = mode or ("anchored" if anchored else "raw")
+    _check_rate_mode(mode, clock_tolerance)
     if trials < 1:
         raise StatsError(f"trials={trials} must be >= 1")
     _check_power(n, n, alpha)
     rng = np.random.default_rng(seed)
     out: dict[float, RateEstimate] = {}
     for s in slowdowns:
-        if anchored:
-            bk, ba = model.sample_paired_runs(rng, trials, n)
-            ck, ca = model.sample_paired_runs(rng, trials, n, slowdown=s)
-            base, cand = bk / ba, ck / ca
-        else:
+        if mode == "raw":
             base = model.sample_runs(rng, trials, n)
             cand = model.sample_runs(rng, trials, n, slowdown=s)
-        regressed = _decide(base, cand, threshold, alpha)[0]
-        out[s] = _estimate(s, int(regressed.sum()), trials)
+            regressed, gated = _gate_rows("raw", base, cand, None, None, threshold=threshold, alpha=alpha,
+                                          clock_tolerance=clock_tolerance)
+        else:
+            bk, ba = model.sample_paired_runs(rng, trials, n)
+            ck, ca = model.sample_paired_runs(rng, trials, n, slowdown=s)
+            regressed, gated = _gate_rows(mode, bk, ck, ba, ca, threshold=threshold, alpha=alpha,
+                                          clock_tolerance=clock_tolerance)
+        share = float(gated.mean()) if mode == "adaptive" else None
+        out[s] = _estimate(s, int(regressed.sum()), trials, share)
     return out
 
 
@@ -591,18 +788,26 @@ def resample_rates(
     bootstrap: int = 0,
     seed: int = 0,
     anchors: Sequence[Sequence[float]] | None = None,
+    mode: str | None = None,
+    clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
 ) -> dict[float, RateEstimate]:
     """Failure rates of the gate estimated from repeated real runs of the *same* code.
 
     Every ordered pair of distinct runs (i, j) is one comparison: run i is the baseline and run j,
-    each sample multiplied by ``1 + slowdown``, the candidate. Pairs of different runs carry the real
-    run-to-run drift, which a split of one run would hide. ``bootstrap > 0`` adds that many resampled
-    comparisons per pair (samples drawn with replacement), for smoother rates from few runs.
+    each kernel sample multiplied by ``1 + slowdown`` (the anchor's left as they are), the candidate.
+    Pairs of different runs carry the real run-to-run drift, which a split of one run would hide.
+    ``bootstrap > 0`` adds that many resampled comparisons per pair (kernel and anchor samples drawn
+    with replacement as pairs), for smoother rates from few runs.
 
-    Anchored: ``anchors`` gives each run's anchor samples (one per kernel sample); runs that are all
-    anchored :class:`Samples` are anchored without it. The gate then decides on kernel/anchor ratios
-    and the slowdown hits the kernel only. Raises :class:`StatsError` with fewer than 2 runs, runs too short for ``alpha``, or
-    anchors that do not pair up with the runs.
+    ``anchors`` gives each run's anchor samples (one per kernel sample); runs that are all anchored
+    :class:`Samples` carry them without it. ``mode`` picks the gate: ``"raw"`` (kernel times),
+    ``"anchored"`` (always the kernel/anchor ratios) or ``"adaptive"`` (the ratios only for pairs
+    whose anchor moved by more than ``clock_tolerance``, significantly at ``alpha``; raw times for
+    the others: :func:`compare`'s default); ``None`` is ``"anchored"`` when anchors are available,
+    else ``"raw"``. This is the offline evaluation that re-analyses recorded GPU samples under any
+    gate (``scripts/gpu/perf_gate_rates.py --offline``). Raises :class:`StatsError` with fewer than
+    2 runs, runs too short for ``alpha``, anchors that do not pair up with the runs, an unknown mode
+    or a mode that needs anchors without them.
     """
     import numpy as np
 
@@ -614,29 +819,41 @@ def resample_rates(
         raise StatsError(f"resample_rates needs at least 2 runs of the same code, got {len(arrays)}")
     if anchors is None and all(isinstance(r, Samples) and r.anchored for r in runs):
         anchors = [r.anchor_us for r in runs if isinstance(r, Samples) and r.anchor_us is not None]
+    mode = mode or ("anchored" if anchors is not None else "raw")
+    _check_rate_mode(mode, clock_tolerance)
+    anchor_arrays: list[Any] | None = None
     if anchors is not None:
         if len(anchors) != len(arrays):
             raise StatsError(f"resample_rates: {len(anchors)} anchor runs for {len(arrays)} runs")
         anchor_arrays = [np.asarray(_validate_times(a, f"anchor run {k}"), dtype=float) for k, a in enumerate(anchors)]
         if any(len(a) != len(k) for a, k in zip(anchor_arrays, arrays)):
             raise StatsError("resample_rates: each run needs one anchor sample per kernel sample")
-        arrays = [k / a for k, a in zip(arrays, anchor_arrays)]
+    elif mode != "raw":
+        raise StatsError(f"resample_rates(mode={mode!r}) needs the runs' anchor samples")
     n_min = min(len(a) for a in arrays)
     _check_power(n_min, n_min, alpha)
     # Runs may differ in length: compare on the first n_min samples of each so rows stack.
-    arr = np.stack([a[:n_min] for a in arrays])
-    pairs = [(i, j) for i in range(len(arr)) for j in range(len(arr)) if i != j]
+    kern = np.stack([a[:n_min] for a in arrays])
+    anch = np.stack([a[:n_min] for a in anchor_arrays]) if anchor_arrays is not None else np.ones_like(kern)
+    pairs = [(i, j) for i in range(len(kern)) for j in range(len(kern)) if i != j]
     bi = np.array([p[0] for p in pairs])
     ci = np.array([p[1] for p in pairs])
     rng = np.random.default_rng(seed)
     out: dict[float, RateEstimate] = {}
     for s in slowdowns:
-        base, cand = arr[bi], arr[ci] * (1.0 + s)
+        base, cand = kern[bi], kern[ci] * (1.0 + s)
+        base_a, cand_a = anch[bi], anch[ci]
         if bootstrap > 0:
             idx_b = rng.integers(0, n_min, size=(bootstrap, *base.shape))
             idx_c = rng.integers(0, n_min, size=(bootstrap, *cand.shape))
-            base = np.take_along_axis(np.broadcast_to(base, idx_b.shape), idx_b, axis=2).reshape(-1, n_min)
-            cand = np.take_along_axis(np.broadcast_to(cand, idx_c.shape), idx_c, axis=2).reshape(-1, n_min)
-        regressed = _decide(base, cand, threshold, alpha)[0]
-        out[s] = _estimate(s, int(regressed.sum()), len(regressed))
+
+            def draw(x: Any, idx: Any) -> Any:
+                return np.take_along_axis(np.broadcast_to(x, idx.shape), idx, axis=2).reshape(-1, n_min)
+
+            base, base_a = draw(base, idx_b), draw(base_a, idx_b)
+            cand, cand_a = draw(cand, idx_c), draw(cand_a, idx_c)
+        regressed, gated = _gate_rows(mode, base, cand, base_a, cand_a, threshold=threshold, alpha=alpha,
+                                      clock_tolerance=clock_tolerance)
+        share = float(gated.mean()) if mode == "adaptive" else None
+        out[s] = _estimate(s, int(regressed.sum()), len(regressed), share)
     return out

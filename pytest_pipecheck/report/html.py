@@ -25,7 +25,9 @@ The details this module reads (each optional, each read defensively):
 ``median_us``, ``q1_us``, ``q3_us``, ``baseline_median_us``, ``change``, ``p_value``, ``threshold``
     on ``perf`` results (what the perf gate writes): the table and plot of time against baseline.
 ``stage_sweep``
-    ``[{"stages", "measured_us", "predicted_us"}]``.
+    ``[{"stages", "measured_us", "predicted_us"}]``, optionally with ``q1_us``, ``q3_us``,
+    ``blocks_per_sm``, ``tflops`` and ``note`` per row (what ``check_stage_sweep`` writes), and
+    ``chosen``, ``best_stages``, ``loss`` beside it: extra columns and marks appear when present.
 ``history``
     ``[{"label", "median_us"}]``, oldest first; the run's own time from ``median_us``.
 ``findings``
@@ -176,6 +178,29 @@ def _stage_rows(details: Mapping[str, Any]) -> list[tuple[int, float | None, flo
     return sorted(rows)
 
 
+def _stage_extras(details: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per stage count, the optional columns of a stage sweep row (check_stage_sweep writes them)."""
+    raw = details.get("stage_sweep")
+    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for d in raw:
+        if not isinstance(d, Mapping):
+            continue
+        stages = _int(d.get("stages"))
+        if stages is None:
+            continue
+        note = d.get("note")
+        out[stages] = {
+            "q1_us": _float(d.get("q1_us")),
+            "q3_us": _float(d.get("q3_us")),
+            "blocks_per_sm": _int(d.get("blocks_per_sm")),
+            "tflops": _float(d.get("tflops")),
+            "note": note if isinstance(note, str) else "",
+        }
+    return out
+
+
 def _history_rows(details: Mapping[str, Any]) -> list[tuple[str, float]]:
     raw = details.get("history")
     if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
@@ -291,6 +316,14 @@ def _header(results: Sequence[CheckResult], tier: TierInfo, seed: int, run_confi
         meta.append(("arch", ", ".join(run_config.arch)))
         meta.append(("sanitizer", ", ".join(run_config.sanitizer) or "none"))
         meta.append(("floor", f"{run_config.min_blocks} blocks/SM"))
+    # which GPU ran what: under pytest-xdist each worker has its own (every result records its GPU)
+    gpus: dict[str, set[str]] = defaultdict(set)
+    for r in results:
+        gpu = r.details.get("gpu") if isinstance(r.details, Mapping) else None
+        if isinstance(gpu, str) and gpu:
+            gpus[gpu].add(r.nodeid)
+    if gpus:
+        meta.append(("ran on", "; ".join(f"{g}: {len(n)} tests" for g, n in sorted(gpus.items()))))
     parts = "".join(f"<span><b>{_e(k)}</b> {_e(v)}</span>" for k, v in meta)
     return (f'<header><h1>pipecheck report</h1><div class="meta">{parts}</div>'
             f'<div class="meta" style="margin-top:8px"><span><b>totals</b> {badges}</span>'
@@ -468,15 +501,55 @@ def _stage_section(results: Sequence[CheckResult], missing: str | None) -> str:
             continue
         if len(parts) >= _MAX_PLOTS_PER_KIND:
             break
-        body = "".join(
-            f"<tr><td class=\"num\">{s}</td><td class=\"num\">{_e(f'{m:.2f}' if m is not None else '–')}</td>"
-            f"<td class=\"num\">{_e(f'{p:.2f}' if p is not None else '–')}</td></tr>" for s, m, p in rows)
-        table = ("<table><tr><th>stages</th><th>measured (µs)</th><th>predicted (µs)</th></tr>"
-                 + body + "</table>")
-        plot = _plot(lambda rw=rows: plots.stage_sweep_plot(rw), "stage sweep: " + ", ".join(
+        extras = _stage_extras(r.details)
+        chosen = _int(r.details.get("chosen"))
+        best = _int(r.details.get("best_stages"))
+
+        def has(key: str, ex: dict[int, dict[str, Any]] = extras) -> bool:
+            return any(e.get(key) not in (None, "") for e in ex.values())
+
+        show_spread, show_blocks, show_tflops = has("q1_us") and has("q3_us"), has("blocks_per_sm"), has("tflops")
+        show_note = has("note") or chosen is not None or best is not None
+        head = "<tr><th>stages</th><th>measured (µs)</th><th>predicted (µs)</th>"
+        head += "<th>q1 – q3 (µs)</th>" if show_spread else ""
+        head += "<th>blocks/SM</th>" if show_blocks else ""
+        head += "<th>TFLOP/s</th>" if show_tflops else ""
+        head += "<th>note</th>" if show_note else ""
+        body = []
+        for s, m, p in rows:
+            e = extras.get(s, {})
+            cells = (f"<td class=\"num\">{s}</td><td class=\"num\">{_e(f'{m:.2f}' if m is not None else '–')}</td>"
+                     f"<td class=\"num\">{_e(f'{p:.2f}' if p is not None else '–')}</td>")
+            if show_spread:
+                q1, q3 = e.get("q1_us"), e.get("q3_us")
+                spread = f"{q1:.2f} – {q3:.2f}" if q1 is not None and q3 is not None else "–"
+                cells += f'<td class="num">{_e(spread)}</td>'
+            if show_blocks:
+                b = e.get("blocks_per_sm")
+                cells += f'<td class="num">{_e(b if b is not None else "–")}</td>'
+            if show_tflops:
+                t = e.get("tflops")
+                cells += f'<td class="num">{_e(f"{t:.1f}" if t is not None else "–")}</td>'
+            if show_note:
+                marks = ", ".join(w for w, on in (("best", s == best), ("chosen", s == chosen)) if on)
+                note = "; ".join(x for x in (marks, e.get("note") or "") if x)
+                fail = ' class="v-fail"' if (s == chosen and r.verdict == Verdict.FAIL) else ""
+                cells += f"<td{fail}>{_e(note or '–')}</td>"
+            body.append(f"<tr>{cells}</tr>")
+        table = "<table>" + head + "</tr>" + "".join(body) + "</table>"
+        blocks = {s: e["blocks_per_sm"] for s, e in extras.items() if e.get("blocks_per_sm") is not None}
+        no_fit = [s for s, m, _ in rows if m is None and "does not fit" in extras.get(s, {}).get("note", "")]
+        plot = _plot(lambda rw=rows, bl=blocks, ch=chosen, nf=no_fit: plots.stage_sweep_plot(
+            rw, blocks_per_sm=bl or None, chosen=ch, no_fit=nf), "stage sweep: " + ", ".join(
             f"{s} stages {m if m is not None else '?'} us" for s, m, _ in rows),
-            "time against stage count, measured and cost-model predicted", missing)
-        parts.append(f"<h4>{_e(r.nodeid)}</h4>{table}{plot}")
+            "time against stage count, measured and cost-model predicted"
+            + ("; bars: blocks per SM" if blocks else ""), missing)
+        title = r.nodeid
+        loss = _float(r.details.get("loss"))
+        if best is not None:
+            title += f" (best {best} stages" + (f", chosen {chosen}" if chosen is not None else "")
+            title += (f": {loss:+.1%}" if loss is not None and chosen is not None else "") + ")"
+        parts.append(f"<h4>{_e(title)}</h4>{table}{plot}")
     return '<h3 class="stage-sweep">Stage sweep</h3>' + "".join(parts) if parts else ""
 
 

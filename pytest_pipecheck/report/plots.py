@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import importlib
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,10 +176,15 @@ def occupancy_plot(points: Sequence[ArchPoint], *, floor: int | None = None, tit
     return _png(fig)
 
 
-def stage_sweep_plot(rows: Sequence[tuple[int, float | None, float | None]], *, title: str = "") -> bytes:
+def stage_sweep_plot(rows: Sequence[tuple[int, float | None, float | None]], *, title: str = "",
+                     blocks_per_sm: Mapping[int, int] | None = None, chosen: int | None = None,
+                     no_fit: Sequence[int] = ()) -> bytes:
     """Time against stage count: measured, and predicted by the cost model when given.
 
     ``rows`` are ``(stages, measured_us, predicted_us)``; either time may be None.
+    ``blocks_per_sm`` (per stage count) is drawn as pale bars on a second axis, ``chosen`` (the
+    kernel's configured stage count) as a ring around its point, and ``no_fit`` (stage counts whose
+    launch did not fit) as crosses on the axis.
     """
     if not rows:
         raise ValueError("no stage counts to plot")
@@ -189,21 +194,41 @@ def stage_sweep_plot(rows: Sequence[tuple[int, float | None, float | None]], *, 
     predicted = [(s, p) for s, _, p in rows if p is not None]
     if not measured and not predicted:
         raise ValueError("no times to plot")
+    if blocks_per_sm:
+        ax2 = ax.twinx()
+        xs = sorted(blocks_per_sm)
+        bars = ax2.bar(xs, [blocks_per_sm[s] for s in xs], width=0.45, color="#7f7f7f", alpha=0.22, zorder=0)
+        ax2.set_ylabel("blocks per SM")
+        ax2.set_ylim(0, max(max(blocks_per_sm.values()), 1) * 2 + 1)  # bars stay in the lower half
+        ax2.yaxis.get_major_locator().set_params(integer=True)
+        ax.set_zorder(ax2.get_zorder() + 1)
+        ax.patch.set_visible(False)
     if measured:
         ax.plot([s for s, _ in measured], [m for _, m in measured], marker="o", color=_CURVE_COLOURS[0],
                 label="measured")
         best = min(measured, key=lambda r: r[1])
         ax.plot([best[0]], [best[1]], marker="*", ms=14, color=_POINT_COLOUR, linestyle="none",
                 label=f"fastest measured: {best[0]} stages")
+        mine = [m for s, m in measured if s == chosen]
+        if mine:
+            ax.plot([chosen], mine, marker="o", ms=15, markerfacecolor="none", markeredgecolor="#333333",
+                    markeredgewidth=1.5, linestyle="none", label=f"chosen: {chosen} stages")
     if predicted:
         ax.plot([s for s, _ in predicted], [p for _, p in predicted], marker="s", ls="--",
                 color=_CURVE_COLOURS[1], label="cost model")
+    if no_fit:
+        ax.plot(list(no_fit), [0.0] * len(no_fit), marker="x", ms=10, mew=2, color="#333333", linestyle="none",
+                clip_on=False, label="does not fit")
     ax.set_xticks(sorted({s for s, _, _ in rows}))
     ax.set_xlabel("pipeline stages")
     ax.set_ylabel("time (µs)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    if blocks_per_sm:
+        handles.append(bars)
+        labels.append("blocks/SM (right axis)")
+    ax.legend(handles, labels, fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
     return _png(fig)

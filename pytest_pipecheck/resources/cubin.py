@@ -489,6 +489,10 @@ def _compile_nvrtc(text: str, shown: str, path: Path | None, target: str, flags:
         opts.append(f"-I{path.parent}")
     for root in _cuda_roots():
         if (root / "include" / "cuda_pipeline.h").is_file():
+            # CUDA 13 keeps libcu++ (<cuda/pipeline>, <cuda/std/...>) under include/cccl, which nvcc
+            # searches by itself and NVRTC does not
+            if (root / "include" / "cccl").is_dir():
+                opts.append(f"-I{root / 'include' / 'cccl'}")
             opts.append(f"-I{root / 'include'}")
             break
     prog = check(nvrtc.nvrtcCreateProgram(text.encode(), (path.name if path else "kernels.cu").encode(),

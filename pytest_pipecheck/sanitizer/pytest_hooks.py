@@ -34,7 +34,10 @@ SHARE = pytest.StashKey[int]()
 
 def share_of(index: int, total: int, shares: int) -> int:
     """The share of the test at ``index`` of ``total`` collected tests: contiguous runs, so modules
-    stay together. Workers and the controller compute it from the same collection order."""
+    stay together. Workers and the controller compute it from the same collection order.
+
+    Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck): contiguous shares 1.38x
+    faster than -n 0, shares dealt round robin 1.25x (docs/validation/2026-11-22-session2.md)."""
     return index * shares // max(total, 1)
 
 

@@ -18,12 +18,12 @@
 //   copied with unconditional 16-byte vectors from per-thread pointers computed once (ChunkMap); only
 //   edge tiles take the per-chunk checks above.
 //
-// Warp tile: 64 x 64 (4 m16 x 8 n8 fragments, 128 fp32 accumulators per thread) on a 128 x 128 block
-// tile with 4 warps (2 x 2). Per k16 step a warp issues 4 + 4 ldmatrix.x4 for 32 mma: two thirds of
-// the shared-memory bytes per FMA of a 64 x 32 warp tile (6 ldmatrix per 16 mma). On sm_90 mma.sync
-// is fed from shared memory at 128 B/clk per SM, and with 64 x 32 warp tiles that, not the tensor
-// cores, was the ceiling. (k6 keeps 64 x 32: its fp32 staging tile leaves room for 4 compute warps
-// of a 128 x 64 tile only.)
+// Warp tile: 64 x 64 (4 m16 x 8 n8 fragments, 128 fp32 accumulators per thread) in every rung: a
+// 128 x 128 block tile with 4 warps (2 x 2) in k1..k5, 128 x 256 with 8 warps (2 x 4) in k3's wide
+// build, 256 x 128 with 8 compute warps (4 x 2) in k6. Per k16 step a warp issues 4 + 4 ldmatrix.x4
+// for 32 mma: two thirds of the shared-memory bytes per FMA of a 64 x 32 warp tile (6 ldmatrix per
+// 16 mma). On sm_90 mma.sync is fed from shared memory at 128 B/clk per SM, and with 64 x 32 warp
+// tiles that, not the tensor cores, was the ceiling.
 #pragma once
 
 #include <cuda_fp16.h>

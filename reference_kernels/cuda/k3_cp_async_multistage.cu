@@ -19,33 +19,71 @@
 // Preconditions (checked by the launcher): sm_80+ (cp.async); A (M,K) fp16, B (K,N) fp16, C (M,N)
 // fp32, row-major, unit column stride; M, N, K >= 1. Chunks that are not fully inside the matrix or
 // not 16-byte aligned are gathered synchronously with zero fill (gemm_common.cuh).
-// Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), dynamic smem STAGES * 18944 bytes
-// (37888 for the default STAGES=2: two blocks per SM on sm_80, sm_86, sm_89 and sm_90).
-// Compile-time knobs: PIPECHECK_STAGES (1..4); PIPECHECK_LOAD_ONLY / PIPECHECK_COMPUTE_ONLY build the
-// load-only and compute-only variants the cost model is fed with (results are then meaningless).
-// Numbers reached (2026-11-22, benchmarks/results/2026-11-22-h200/cuda_ladder_bench-run2.md): 272 / 325 /
-// 328 TFLOP/s at 4096^3 with 2 / 3 / 4 stages on an H200 (37% / 44% / 44% of torch.matmul's 742); 1 stage
-// 231. The cost model predicts 0.400 ms at 3 stages from load-only 0.398 ms and compute-only 0.261 ms;
+// Launch (default build): grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64, 2 (M) x 2 (N)),
+// dynamic smem STAGES * 18944 bytes per block (A 128 x 40 + B 32 x 136 halves per stage; 37888 for the
+// default STAGES=2: two blocks per SM on sm_80, sm_86, sm_89 and sm_90).
+// Wide build (-DPIPECHECK_K3_WIDE, launch.py's "k3_cp_async_wide"): 128 x 256 block tile, grid
+// (ceil(N/256), ceil(M/128)), 256 threads (8 warps of 64 x 64, 2 (M) x 4 (N)), one block per SM
+// (__launch_bounds__(256, 1)), dynamic smem STAGES * 27136 bytes (A 128 x 40 + B 32 x 264 halves per
+// stage; 108544 for its default STAGES=4: sm_80 and sm_90; sm_86 / sm_89 (99 KB) take at most 3 stages,
+// 81408 bytes). Same pipeline and per-thread scheme; a K tile now feeds 128 x 256 outputs with 128 + 256
+// rows of operands instead of 128 x 128 with 128 + 128, i.e. 25% fewer global->smem bytes per FLOP (the
+// default build is bound by those loads: load-only 0.398 ms vs compute-only 0.261 ms at 3 stages).
+// Numbers of the wide build (2026-11-22, benchmarks/results/2026-11-22-h200-session3/cuda_ladder_bench.md, H200, torch.matmul 750 TFLOP/s):
+// 277 / 286 / 280 TFLOP/s with 2 / 3 / 4 stages; with PIPECHECK_SUBTILES=2 (two K tiles per barrier)
+// 307 / 302 / 304. Its load-only build takes 0.301 ms against the default build's 0.426 (the 25% fewer
+// bytes), compute-only 0.265 ms, so the cost model predicts 0.303 ms; measured 0.491 ms: with one block
+// per SM every __syncthreads stalls the whole SM, and the copies no longer hide behind the math.
+// Compile-time knobs: PIPECHECK_STAGES (1..4); PIPECHECK_K3_WIDE (the wide build above);
+// PIPECHECK_SUBTILES (1 or 2: BK-deep K tiles per stage, i.e. per barrier; smem per stage scales with it);
+// PIPECHECK_LOAD_ONLY / PIPECHECK_COMPUTE_ONLY build the load-only and compute-only variants the cost
+// model is fed with (results are then meaningless).
+// Numbers reached by the default build (2026-11-22,
+// benchmarks/results/2026-11-22-h200/cuda_ladder_bench-run2.md): 272 / 325 / 328 TFLOP/s at 4096^3 with
+// 2 / 3 / 4 stages on an H200 (37% / 44% / 44% of torch.matmul's 742); 1 stage 231. The cost model predicts 0.400 ms at 3 stages from load-only 0.398 ms and compute-only 0.261 ms;
 // measured 0.423 ms.
 #include <cuda_pipeline.h>
 
 #include "gemm_common.cuh"
 
 #ifndef PIPECHECK_STAGES
+#ifndef PIPECHECK_K3_WIDE
 #define PIPECHECK_STAGES 2  // pipecheck:stages
+#else
+#define PIPECHECK_STAGES 4  // the wide build's default (launch.py passes the stage count explicitly)
+#endif
 #endif
 
 namespace {
 constexpr int STAGES = PIPECHECK_STAGES;
+#ifdef PIPECHECK_K3_WIDE
+static_assert(STAGES >= 1 && STAGES <= 4, "PIPECHECK_STAGES must be 1..4 (4 stages = 108544 B of smem)");
+constexpr int BM = 128, BN = 256;
+constexpr int THREADS = 256;             // 8 warps, 2 (M) x 4 (N)
+constexpr int WARPS_N = 4;
+constexpr int MIN_BLOCKS = 1;            // launch-bounds occupancy target (register cap 255)
+#else
 static_assert(STAGES >= 1 && STAGES <= 4, "PIPECHECK_STAGES must be 1..4 (4 stages = 75776 B of smem)");
 constexpr int BM = 128, BN = 128;
 constexpr int THREADS = 128;             // 4 warps, 2 (M) x 2 (N)
 constexpr int WARPS_N = 2;
+constexpr int MIN_BLOCKS = 2;            // launch-bounds occupancy target
+#endif
 constexpr int WM = 4, WN = 8;            // warp tile 64 x 64
+static_assert(THREADS / pc::kWarp == (BM / (WM * 16)) * WARPS_N && BN == WARPS_N * WN * 8, "warps must tile the block");
 using AT = pc::ATile<BM>;
 using BT = pc::BTile<BN>;
-constexpr int STAGE_ELEMS = AT::ELEMS + BT::ELEMS;  // one stage: A (BM, BK+skew) then B (BK, BN+skew)
-using Map = pc::ChunkMap<BM, BN, THREADS, AT::LD, BT::LD>;  // 4 A + 4 B chunks per thread
+#ifndef PIPECHECK_SUBTILES
+#define PIPECHECK_SUBTILES 1
+#endif
+// BK-deep K tiles per stage, copied and multiplied between two barriers: 2 halves the number of
+// barriers per FLOP (with one block per SM nothing else runs while a barrier drains)
+constexpr int SUB = PIPECHECK_SUBTILES;
+static_assert(SUB == 1 || SUB == 2, "PIPECHECK_SUBTILES must be 1 or 2");
+constexpr int SUB_ELEMS = AT::ELEMS + BT::ELEMS;  // one K tile: A (BM, BK+skew) then B (BK, BN+skew)
+constexpr int STAGE_ELEMS = SUB * SUB_ELEMS;      // one stage: SUB consecutive K tiles
+constexpr int KT = SUB * pc::BK;                  // K depth of one stage
+using Map = pc::ChunkMap<BM, BN, THREADS, AT::LD, BT::LD>;  // per thread: 4 A + 4 B chunks (wide: 2 A + 4 B)
 
 // One 16-byte chunk: cp.async when it is whole and aligned, otherwise a zero-filled gather.
 __device__ __forceinline__ void copy_chunk(__half* dst, const __half* base, int rows, int cols, int ld, int r,
@@ -58,50 +96,56 @@ __device__ __forceinline__ void copy_chunk(__half* dst, const __half* base, int 
   }
 }
 
-// Issue this thread's copies of K tile k_tile into smem stage `stage` (no commit).
-// a_src / b_src: this thread's first A / B chunk of K tile 0 (valid only when interior is true).
+// Issue this thread's copies of stage-sized K tile k_tile (SUB BK-deep tiles) into smem stage `stage`
+// (no commit). a_src / b_src: this thread's first A / B chunk of K tile 0 (valid only when interior is true).
 __device__ __forceinline__ void issue_tile(__half* smem, int stage, int k_tile, const __half* A, const __half* B,
                                            int M, int N, int K, int lda, int ldb, int block_m0, int block_n0,
                                            const Map& map, bool interior, const __half* a_src,
                                            const __half* b_src) {
-  __half* As = smem + stage * STAGE_ELEMS;  // (BM, BK + skew)
-  __half* Bs = As + AT::ELEMS;              // (BK, BN + skew)
-  const int k0 = k_tile * pc::BK;
-  if (interior && k0 + pc::BK <= K) {  // block-uniform: every chunk whole and aligned, no per-chunk test
-    a_src += k0;
-    b_src += static_cast<long long>(k0) * ldb;
+#pragma unroll
+  for (int sub = 0; sub < SUB; ++sub) {
+    __half* As = smem + stage * STAGE_ELEMS + sub * SUB_ELEMS;  // (BM, BK + skew)
+    __half* Bs = As + AT::ELEMS;                                // (BK, BN + skew)
+    const int k0 = (k_tile * SUB + sub) * pc::BK;  // past K (SUB = 2, odd tile count): zero-filled below
+    if (interior && k0 + pc::BK <= K) {  // block-uniform: every chunk whole and aligned, no per-chunk test
+      const __half* a = a_src + k0;
+      const __half* b = b_src + static_cast<long long>(k0) * ldb;
+#pragma unroll
+      for (int i = 0; i < Map::A_PER; ++i) {
+        __pipeline_memcpy_async(&As[map.a_smem(i)], a + static_cast<long long>(i * Map::A_ROW_STEP) * lda, 16);
+      }
+#pragma unroll
+      for (int i = 0; i < Map::B_PER; ++i) {
+        __pipeline_memcpy_async(&Bs[map.b_smem(i)], b + static_cast<long long>(i * Map::B_ROW_STEP) * ldb, 16);
+      }
+      continue;
+    }
 #pragma unroll
     for (int i = 0; i < Map::A_PER; ++i) {
-      __pipeline_memcpy_async(&As[map.a_smem(i)], a_src + static_cast<long long>(i * Map::A_ROW_STEP) * lda, 16);
+      const int r = map.a_row + i * Map::A_ROW_STEP;
+      copy_chunk(&As[map.a_smem(i)], A, M, K, lda, block_m0 + r, k0 + map.a_col);
     }
 #pragma unroll
     for (int i = 0; i < Map::B_PER; ++i) {
-      __pipeline_memcpy_async(&Bs[map.b_smem(i)], b_src + static_cast<long long>(i * Map::B_ROW_STEP) * ldb, 16);
+      const int r = map.b_row + i * Map::B_ROW_STEP;
+      copy_chunk(&Bs[map.b_smem(i)], B, K, N, ldb, k0 + r, block_n0 + map.b_col);
     }
-    return;
-  }
-#pragma unroll
-  for (int i = 0; i < Map::A_PER; ++i) {
-    const int r = map.a_row + i * Map::A_ROW_STEP;
-    copy_chunk(&As[map.a_smem(i)], A, M, K, lda, block_m0 + r, k0 + map.a_col);
-  }
-#pragma unroll
-  for (int i = 0; i < Map::B_PER; ++i) {
-    const int r = map.b_row + i * Map::B_ROW_STEP;
-    copy_chunk(&Bs[map.b_smem(i)], B, K, N, ldb, k0 + r, block_n0 + map.b_col);
   }
 }
 
 __device__ __forceinline__ void compute_stage(const __half* smem, int stage, float (&acc)[WM][WN][4],
                                               int warp_m0, int warp_n0, int lane) {
 #ifndef PIPECHECK_LOAD_ONLY
-  const __half* As = smem + stage * STAGE_ELEMS;
-  pc::mma_tile<WM, WN, AT::LD, BT::LD>(As, As + AT::ELEMS, acc, warp_m0, warp_n0, lane);
+#pragma unroll
+  for (int sub = 0; sub < SUB; ++sub) {
+    const __half* As = smem + stage * STAGE_ELEMS + sub * SUB_ELEMS;
+    pc::mma_tile<WM, WN, AT::LD, BT::LD>(As, As + AT::ELEMS, acc, warp_m0, warp_n0, lane);
+  }
 #endif
 }
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(THREADS, 2)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, float* __restrict__ C,
                  int M, int N, int K, int lda, int ldb, int ldc) {
   extern __shared__ __align__(16) __half smem[];  // (STAGES, STAGE_ELEMS)
@@ -113,7 +157,7 @@ gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, flo
   const int block_n0 = blockIdx.x * BN;
   const int warp_m0 = (warp / WARPS_N) * (WM * 16);
   const int warp_n0 = (warp % WARPS_N) * (WN * 8);
-  const int num_k_tiles = (K + pc::BK - 1) / pc::BK;
+  const int num_k_tiles = (K + KT - 1) / KT;  // stage-sized K tiles
   const Map map(tid);
   const bool interior = pc::interior_mn<BM, BN>(A, B, M, N, lda, ldb, block_m0, block_n0);
   const __half* a_src = A + static_cast<long long>(block_m0 + map.a_row) * lda + map.a_col;

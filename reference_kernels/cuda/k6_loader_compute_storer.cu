@@ -1,24 +1,57 @@
 // k6_loader_compute_storer.cu -- rung 6: three roles, persistent: loader, compute, storer warps.
 //
-// What it demonstrates: overlapping the epilogue too. A persistent block walks over output tiles;
-// a loader warp streams K tiles through a partitioned cuda::pipeline without pausing at tile
-// boundaries, four compute warps (64 x 32 each) multiply and then hand their accumulators to a shared-memory
-// staging tile, and a storer warp writes that tile to global memory while the compute warps are
-// already on the next output tile. The compute -> storer hand-off uses two named barriers:
-//   C_FULL  : compute warps bar.arrive after staging; the storer bar.sync's before reading
-//   C_EMPTY : the storer bar.arrive's after reading; compute warps bar.sync before staging again
-// (bar.arrive orders the arriving thread's prior shared-memory accesses before the waiter's.)
+// What it demonstrates: overlapping the epilogue too. A persistent block (one per SM) walks over
+// 256 x 128 output tiles. A loader warp streams K tiles through a partitioned cuda::pipeline without
+// pausing at output-tile boundaries; eight compute warps (4 (M) x 2 (N), 64 x 64 each, the same warp
+// tile as k3..k5) multiply and then hand their accumulators to a shared-memory staging buffer; a
+// storer warp writes that buffer to global memory. The loader is never idle during an epilogue, and
+// half of every epilogue's global stores overlap the compute warps' next main loop.
 //
-// Pipeline scheme: STAGES operand buffers (loader up to STAGES K tiles ahead, across output tiles) +
-// one C staging buffer (storer one output tile behind the compute warps).
+// Pipeline scheme:
+//   operand ring: STAGES buffers of A (256, BK+skew) + B (BK, 128+skew); loader = producer, the 8
+//     compute warps = consumers, the storer is not a member (the pipeline's per-stage barriers never
+//     wait for it). The loader runs up to STAGES K tiles ahead, across output tiles.
+//       loader  : for each tile, for k: producer_acquire ; issue K tile into the next stage ; producer_commit
+//       compute : for each tile, for k: consumer_wait ; mma the stage ; consumer_release ; then the hand-off
+//     Loader and compute warps walk the same tiles with the same K trip count, so the ring position
+//     (a counter over all K tiles of the block) agrees on both sides.
+//   C staging: ONE fp32 buffer of 256 rows x (64 + 4) floats. An output tile leaves in 2 passes of 64
+//     columns: pass p carries the block tile's columns [64p, 64p + 64), which are exactly the
+//     accumulators of the 4 compute warps whose N index is p.
+//
+// Hand-off protocol, per pass, two block-scoped cuda::barrier objects (mbarriers) of 288 expected
+// arrivals (8 compute warps + the storer), used only through arrive_and_wait (a full barrier each time):
+//   compute : c_empty.arrive_and_wait() (skipped before the block's very first pass) ; the 4 warps owning
+//             pass p write their fragments to the buffer ; all 8 c_full.arrive_and_wait()
+//   storer  : c_full.arrive_and_wait() ; write the 256 x 64 pass to C ; c_empty.arrive_and_wait()
+//             (skipped after the block's very last pass)
+//   A block with T tiles completes c_full 2T times and c_empty 2T - 1 times (0 and 0 for T = 0) on both
+//   sides, so every phase is completed by all 9 warps and nothing is left waiting.
+//   Why mbarriers and not named barriers (bar.sync id, 288): the previous k6 signalled with bar.arrive
+//   and racecheck reported 20 WAR hazards between the storer's reads and the compute warps' next writes;
+//   with bar.sync on both sides it still reported the same pair (2 hazards in one of two H200 runs,
+//   compute-sanitizer 2025.3.1): racecheck does not order shared-memory accesses across a named barrier
+//   that only part of the block takes part in. It does follow mbarrier arrive/wait, as the k4 and k5
+//   rings show (0 hazards). The storer loses nothing: at c_empty it waits for the compute warps, as it
+//   would at the next c_full anyway.
+//   The compute warps wait for pass 0 to be stored before writing pass 1; pass 1 is stored while they
+//   run the next tile's main loop.
 //
 // Preconditions (checked by the launcher): sm_80+; A (M,K) fp16, B (K,N) fp16, C (M,N) fp32,
-// row-major, unit column stride; M, N, K >= 1. Tile 128 x 64 (smaller than k1..k5 so that the operand
-// ring plus the fp32 staging tile fit in 101 KB, i.e. on sm_86/sm_89 too).
-// Launch: grid min(#tiles, 2 * #SMs) (any grid size is correct), 192 threads (1 loader + 4 compute +
-// 1 storer warp), dynamic smem STAGES * 14848 + 34816 bytes (79360 for the default STAGES=3).
-// Numbers reached (2026-11-22, benchmarks/results/2026-11-22-h200/cuda_ladder_bench-run2.md): 209 TFLOP/s
-// at 4096^3 on an H200 (28% of torch.matmul's 742): slower than the synchronous k1 (218), an open problem.
+// row-major, unit column stride; M, N, K >= 1 (ragged edges: zero-filled gathers in the loader,
+// guarded stores in the storer, as in the other rungs). Needs STAGES * 29184 + 69632 bytes of dynamic
+// shared memory per block: 157184 at the default STAGES=3, which fits sm_80 (163 KB opt-in) and sm_90
+// (227 KB) but not sm_86 / sm_89 (99 KB): there the launcher refuses with a CudaLaunchError (the kernel
+// still compiles for them). STAGES=4 (186368 bytes) fits sm_90 only.
+// Launch: grid min(#tiles, #SMs) (one block per SM; any grid size is correct), 320 threads (1 loader + 8
+// compute + 1 storer warp), __launch_bounds__(320, 1): 10 warps over 4 sub-partitions cap a thread at
+// 168 registers (not 204: three warps share one sub-partition's 16K registers). nvcc 13.0 fits that
+// without spilling for sm_86, sm_89 and sm_90 (166 registers on sm_90); sm_80's ptxas reloads a few
+// loop-invariant scalars (ldmatrix offsets, ring position) from local memory once per K tile (74 B
+// stored, 88 B loaded).
+// Numbers reached (2026-11-22, benchmarks/results/2026-11-22-h200-session3/cuda_ladder_bench.md, H200): 265 TFLOP/s at 4096^3 with 3 stages
+// (35% of torch.matmul's 750), 262 with 4, 243 with 2: faster than the synchronous k1 (219). With
+// named-barrier hand-offs the same kernel reached 289 (an earlier run that day) but racecheck flagged them.
 #include <cuda/pipeline>
 
 #include "gemm_common.cuh"
@@ -30,38 +63,48 @@
 namespace {
 constexpr int STAGES = PIPECHECK_STAGES;
 static_assert(STAGES >= 2 && STAGES <= 4, "PIPECHECK_STAGES must be 2..4");
-constexpr int BM = 128, BN = 64;
+constexpr int BM = 256, BN = 128;
 constexpr int LOADER_WARP = 0;
-constexpr int COMPUTE_WARPS = 4;         // 2 (M) x 2 (N)
-constexpr int STORER_WARP = 1 + COMPUTE_WARPS;
-constexpr int PIPE_THREADS = (1 + COMPUTE_WARPS) * pc::kWarp;     // 160: loader + compute
-constexpr int HANDOFF_THREADS = (COMPUTE_WARPS + 1) * pc::kWarp;  // 160: compute + storer
-constexpr int THREADS = (2 + COMPUTE_WARPS) * pc::kWarp;          // 192
+constexpr int COMPUTE_WARPS = 8;         // 4 (M) x 2 (N)
 constexpr int WARPS_N = 2;
-constexpr int WM = 4, WN = 4;            // compute warp tile 64 x 32
+constexpr int STORER_WARP = 1 + COMPUTE_WARPS;                    // 9
+constexpr int PIPE_THREADS = (1 + COMPUTE_WARPS) * pc::kWarp;     // 288: loader + compute (warps 0..8)
+constexpr int HANDOFF_THREADS = (COMPUTE_WARPS + 1) * pc::kWarp;  // 288: compute + storer (warps 1..9)
+constexpr int THREADS = (2 + COMPUTE_WARPS) * pc::kWarp;          // 320
+constexpr int WM = 4, WN = 8;            // compute warp tile 64 x 64
+constexpr int PASS_N = WN * 8;           // 64 output columns per hand-off pass: one N index of warps
+constexpr int PASSES = BN / PASS_N;      // 2
+static_assert(COMPUTE_WARPS == (BM / (WM * 16)) * WARPS_N && PASSES == WARPS_N, "warps must tile the block");
 using AT = pc::ATile<BM>;
 using BT = pc::BTile<BN>;
-constexpr int STAGE_ELEMS = AT::ELEMS + BT::ELEMS;  // 7424 halves = 14848 B
-constexpr int C_LD = BN + 4;             // floats; +4 keeps the 8-byte fragment stores conflict-free
-using Map = pc::ChunkMap<BM, BN, pc::kWarp, AT::LD, BT::LD>;  // the loader warp: 16 A + 8 B chunks per lane
-// Named barrier ids (0 is __syncthreads).
-constexpr int BAR_PIPE_INIT = 1, BAR_C_FULL = 2, BAR_C_EMPTY = 3;
+constexpr int STAGE_ELEMS = AT::ELEMS + BT::ELEMS;  // 10240 + 4352 halves = 29184 B
+// Floats per staging row: 68 keeps every row 16-byte aligned for the storer's float4 reads (conflict
+// free). The compute warps' 8-byte fragment writes see 2-way bank conflicts with it (rows g and g+1 of a
+// half-warp are 4 banks apart); 72 would avoid them for 4 KB more smem, a cost paid once per pass only.
+constexpr int C_LD = PASS_N + 4;
+using Map = pc::ChunkMap<BM, BN, pc::kWarp, AT::LD, BT::LD>;  // the loader warp: 32 A + 16 B chunks per lane
+// Named barrier ids (0 is __syncthreads, unused here).
+constexpr int BAR_PIPE = 1;  // named barrier of the pipeline's members: loader + compute (288)
 using Pipe = cuda::pipeline<cuda::thread_scope_block>;
 
 __device__ __forceinline__ void bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
-__device__ __forceinline__ void bar_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
 
-// The loader and compute warps as a group for cuda::make_pipeline; the storer is not a member, so the
-// pipeline's per-stage barriers never wait for it.
+// The loader and compute warps (threads 0 .. 287) as a group for cuda::make_pipeline; the storer is
+// not a member, so the pipeline's per-stage barriers never wait for it.
 struct PipeGroup {
   __device__ unsigned long long size() const { return PIPE_THREADS; }
   __device__ unsigned long long thread_rank() const { return threadIdx.x; }
-  __device__ void sync() const { bar_sync(BAR_PIPE_INIT, PIPE_THREADS); }
+  __device__ void sync() const { bar_sync(BAR_PIPE, PIPE_THREADS); }
 };
+
+// Output tile `tile` of the row-major tile grid: its first row and column. All three roles walk
+// tiles blockIdx.x, blockIdx.x + gridDim.x, ... through this one function.
+__device__ __forceinline__ void tile_origin(int tile, int tiles_n, int& row0, int& col0) {
+  row0 = (tile / tiles_n) * BM;
+  col0 = (tile % tiles_n) * BN;
+}
 
 __device__ __forceinline__ void copy_chunk(Pipe& pipe, __half* dst, const __half* base, int rows, int cols,
                                            int ld, int r, int c) {
@@ -73,13 +116,15 @@ __device__ __forceinline__ void copy_chunk(Pipe& pipe, __half* dst, const __half
 }
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(THREADS, 2)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_k6_loader_compute_storer(const __half* __restrict__ A, const __half* __restrict__ B,
                               float* __restrict__ C, int M, int N, int K, int lda, int ldb, int ldc) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __half* ring = reinterpret_cast<__half*>(smem_raw);                          // (STAGES, STAGE_ELEMS)
-  float* c_stage = reinterpret_cast<float*>(smem_raw + STAGES * STAGE_ELEMS * 2);  // (BM, C_LD)
+  __half* ring = reinterpret_cast<__half*>(smem_raw);                              // (STAGES, STAGE_ELEMS)
+  float* c_stage = reinterpret_cast<float*>(smem_raw + STAGES * STAGE_ELEMS * 2);  // (BM, C_LD), after the ring
   __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, STAGES> pipe_state;
+  // the C hand-off: compute warps + storer, arrive_and_wait only (see the header)
+  __shared__ cuda::barrier<cuda::thread_scope_block> c_full, c_empty;
 
   const int tid = threadIdx.x;
   const int lane = tid % pc::kWarp;
@@ -89,47 +134,62 @@ gemm_k6_loader_compute_storer(const __half* __restrict__ A, const __half* __rest
   const int num_tiles = tiles_m * tiles_n;
   const int num_k_tiles = (K + pc::BK - 1) / pc::BK;
 
+  if (threadIdx.x == 0) {
+    init(&c_full, HANDOFF_THREADS);
+    init(&c_empty, HANDOFF_THREADS);
+  }
+  __syncthreads();  // every warp sees the initialised hand-off barriers before the roles split
+
   if (warp == STORER_WARP) {
     const bool vec4 = (ldc & 3) == 0 && (reinterpret_cast<unsigned long long>(C) & 15ull) == 0;
     for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-      const int row0 = (tile / tiles_n) * BM, col0 = (tile % tiles_n) * BN;
-      bar_sync(BAR_C_FULL, HANDOFF_THREADS);
-      if (vec4 && row0 + BM <= M && col0 + BN <= N) {
-        // interior tile: 16-byte stores, two rows of 64 floats per warp instruction (512 B, coalesced)
-        const int half = lane >> 4, c = (lane & 15) * 4;
-#pragma unroll 4
-        for (int r = half; r < BM; r += 2) {
-          *reinterpret_cast<float4*>(C + static_cast<long long>(row0 + r) * ldc + col0 + c) =
-              *reinterpret_cast<const float4*>(&c_stage[r * C_LD + c]);
+      int row0, col0;
+      tile_origin(tile, tiles_n, row0, col0);
+      const bool last_tile = tile + static_cast<int>(gridDim.x) >= num_tiles;
+      for (int pass = 0; pass < PASSES; ++pass) {
+        const int pcol0 = col0 + pass * PASS_N;  // first output column of this pass
+        c_full.arrive_and_wait();                // the owners of this pass have written it
+        if (vec4 && row0 + BM <= M && pcol0 + PASS_N <= N) {
+          // interior: 16-byte stores, two rows of 64 floats per warp instruction (2 x 256 B, coalesced)
+          const int half = lane >> 4, c = (lane & 15) * 4;
+#pragma unroll 8
+          for (int r = half; r < BM; r += 2) {
+            *reinterpret_cast<float4*>(C + static_cast<long long>(row0 + r) * ldc + pcol0 + c) =
+                *reinterpret_cast<const float4*>(&c_stage[r * C_LD + c]);
+          }
+        } else if (pcol0 < N) {
+          // edge: element by element, only what lies inside M x N
+          const int c = pcol0 + lane * 2;
+          for (int r = 0; r < BM && row0 + r < M; ++r) {
+            const float2 v = *reinterpret_cast<const float2*>(&c_stage[r * C_LD + lane * 2]);
+            float* dst = C + static_cast<long long>(row0 + r) * ldc;
+            if (c < N) dst[c] = v.x;
+            if (c + 1 < N) dst[c + 1] = v.y;
+          }
         }
-      } else {
-        for (int r = 0; r < BM && row0 + r < M; ++r) {
-          const float2 v = *reinterpret_cast<const float2*>(&c_stage[r * C_LD + lane * 2]);
-          float* dst = C + static_cast<long long>(row0 + r) * ldc + col0 + lane * 2;
-          if (col0 + lane * 2 < N) dst[0] = v.x;
-          if (col0 + lane * 2 + 1 < N) dst[1] = v.y;
-        }
+        // the buffer is free again; after the block's very last pass nobody would wait for it
+        if (!(last_tile && pass == PASSES - 1)) c_empty.arrive_and_wait();
       }
-      if (tile + static_cast<int>(gridDim.x) < num_tiles) bar_arrive(BAR_C_EMPTY, HANDOFF_THREADS);
     }
     return;
   }
 
-  // 32 loader threads arrive on "produced", 128 compute threads on "consumed"
+  // 32 loader threads arrive on "produced", 256 compute threads on "consumed"
   Pipe pipe = cuda::make_pipeline(PipeGroup{}, &pipe_state, static_cast<size_t>(pc::kWarp));
 
   if (warp == LOADER_WARP) {
     const Map map(lane);
-    int step = 0;  // K tiles issued so far by this block, over all its output tiles: the ring position
+    int stage = 0;  // ring position: advances once per K tile over all of this block's output tiles
     for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-      const int row0 = (tile / tiles_n) * BM, col0 = (tile % tiles_n) * BN;
+      int row0, col0;
+      tile_origin(tile, tiles_n, row0, col0);
       const bool interior = pc::interior_mn<BM, BN>(A, B, M, N, lda, ldb, row0, col0);
       const __half* a_src = A + static_cast<long long>(row0 + map.a_row) * lda + map.a_col;
       const __half* b_src = B + static_cast<long long>(map.b_row) * ldb + col0 + map.b_col;
-      for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile, ++step) {
+      for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
         pipe.producer_acquire();
-        __half* As = ring + (step % STAGES) * STAGE_ELEMS;  // (BM, BK + skew)
-        __half* Bs = As + AT::ELEMS;                        // (BK, BN + skew)
+        __half* As = ring + stage * STAGE_ELEMS;  // (BM, BK + skew)
+        __half* Bs = As + AT::ELEMS;              // (BK, BN + skew)
         const int k0 = k_tile * pc::BK;
         if (interior && k0 + pc::BK <= K) {  // warp-uniform fast path: whole, aligned chunks
 #pragma unroll
@@ -153,42 +213,49 @@ gemm_k6_loader_compute_storer(const __half* __restrict__ A, const __half* __rest
           }
         }
         pipe.producer_commit();
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
       }
     }
-    return;
-  }
-
-  // compute warps
-  const int compute_warp = warp - 1;
-  const int warp_m0 = (compute_warp / WARPS_N) * (WM * 16);
-  const int warp_n0 = (compute_warp % WARPS_N) * (WN * 8);
-  const int g = lane >> 2, t2 = (lane & 3) * 2;
-  int step = 0;
-  bool first_tile = true;
-  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-    float acc[WM][WN][4];
-    pc::zero_acc(acc);
-    for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile, ++step) {
-      pipe.consumer_wait();
-      const __half* As = ring + (step % STAGES) * STAGE_ELEMS;
-      pc::mma_tile<WM, WN, AT::LD, BT::LD>(As, As + AT::ELEMS, acc, warp_m0, warp_n0, lane);
-      pipe.consumer_release();
-    }
-    if (!first_tile) bar_sync(BAR_C_EMPTY, HANDOFF_THREADS);  // the storer has read the previous tile
-    first_tile = false;
+  } else {
+    // compute warps (1 .. 8)
+    const int compute_warp = warp - 1;
+    const int warp_mi = compute_warp / WARPS_N;  // 0..3
+    const int warp_ni = compute_warp % WARPS_N;  // 0..1: the hand-off pass this warp's columns go out in
+    const int warp_m0 = warp_mi * (WM * 16);
+    const int warp_n0 = warp_ni * (WN * 8);
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    int stage = 0;
+    bool first_pass = true;
+    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      float acc[WM][WN][4];
+      pc::zero_acc(acc);
+      for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
+        pipe.consumer_wait();
+        const __half* As = ring + stage * STAGE_ELEMS;
+        pc::mma_tile<WM, WN, AT::LD, BT::LD>(As, As + AT::ELEMS, acc, warp_m0, warp_n0, lane);
+        pipe.consumer_release();
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
+      }
+      for (int pass = 0; pass < PASSES; ++pass) {
+        if (!first_pass) c_empty.arrive_and_wait();  // the storer has written the previous pass
+        first_pass = false;
+        if (warp_ni == pass) {  // warp-uniform: this warp's 64 columns are the pass's 64 columns
 #pragma unroll
-    for (int i = 0; i < WM; ++i) {
+          for (int i = 0; i < WM; ++i) {
 #pragma unroll
-      for (int j = 0; j < WN; ++j) {
+            for (int j = 0; j < WN; ++j) {
 #pragma unroll
-        for (int half_row = 0; half_row < 2; ++half_row) {
-          const int r = warp_m0 + i * 16 + g + half_row * 8;
-          const int c = warp_n0 + j * 8 + t2;
-          *reinterpret_cast<float2*>(&c_stage[r * C_LD + c]) =
-              make_float2(acc[i][j][half_row * 2], acc[i][j][half_row * 2 + 1]);
+              for (int half_row = 0; half_row < 2; ++half_row) {
+                const int r = warp_m0 + i * 16 + g + half_row * 8;
+                const int c = j * 8 + t2;
+                *reinterpret_cast<float2*>(&c_stage[r * C_LD + c]) =
+                    make_float2(acc[i][j][half_row * 2], acc[i][j][half_row * 2 + 1]);
+              }
+            }
+          }
         }
+        c_full.arrive_and_wait();  // hand the pass to the storer
       }
     }
-    bar_arrive(BAR_C_FULL, HANDOFF_THREADS);
   }
 }

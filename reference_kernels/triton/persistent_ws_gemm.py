@@ -25,7 +25,11 @@ Preconditions
 
 Spec tiles
     GPU: BLOCK 128 x 128 x 64, 3 stages, 8 warps (FACTS.md section 4 measured 683 TFLOP/s for a
-    stages-3 warp-specialized GEMM on the H200; this kernel's own numbers: to be measured).
+    stages-3 warp-specialized GEMM on the H200). This kernel on the H200 with Triton 3.6
+    (benchmarks/results/2026-11-22-h200-session3/ws_partition_probe.md): 496 TFLOP/s at 4096^3 with 8 warps (65% of torch.matmul), 508 with
+    the outer-loop form at 4 warps; Triton 3.6 partitions neither the inner K loop nor the flattened
+    outer loop of this persistent kernel for sm_90 (no ttg.warp_specialize region in the TTGIR), so
+    the warp-specialization check is a skip with that reason there.
 """
 
 from __future__ import annotations
@@ -49,15 +53,18 @@ GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3, "warps
 def ws_gemm_kernel(a_desc, b_desc, c_desc, c_ptr, M, N, K, stride_cm, stride_cn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    NUM_SMS: tl.constexpr, STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                   TMA_STORE: tl.constexpr):
+                   TMA_STORE: tl.constexpr, WS_OUTER: tl.constexpr = False):
     tiles_n = tl.cdiv(N, BLOCK_N)
     num_tiles = tl.cdiv(M, BLOCK_M) * tiles_n
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
+    # WS_OUTER: specialize the persistent tile loop, flattened with the K loop into one loop (the form
+    # Triton's persistent-matmul tutorial uses); otherwise specialize the inner K loop
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=WS_OUTER,
+                         warp_specialize=WARP_SPECIALIZE and WS_OUTER):
         off_m = (tile // tiles_n) * BLOCK_M
         off_n = (tile % tiles_n) * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for kt in tl.range(0, k_tiles, num_stages=STAGES, warp_specialize=WARP_SPECIALIZE):
+        for kt in tl.range(0, k_tiles, num_stages=STAGES, warp_specialize=WARP_SPECIALIZE and not WS_OUTER):
             a = a_desc.load([off_m, kt * BLOCK_K])               # (BLOCK_M, BLOCK_K), zero past edges
             b = b_desc.load([kt * BLOCK_K, off_n])               # (BLOCK_K, BLOCK_N)
             acc = tl.dot(a, b, acc)
@@ -105,12 +112,13 @@ def unavailable_reason(device: str) -> str | None:
     return None
 
 
-def launch(arrays: Mapping[str, Any], cfg: Mapping[str, Any], num_sms: int) -> None:
+def launch(arrays: Mapping[str, Any], cfg: Mapping[str, Any], num_sms: int) -> Any:
     """Build descriptors for strided a (M,K), b (K,N), c (M,N) and launch one program per SM.
 
     Every descriptor is the view's own shape and strides (``TensorDescriptor.from_tensor``: shape
     ``t.shape``, strides ``t.stride()``), never the allocation's. C is written through its descriptor
     only when :func:`tma_store_is_exact`; otherwise through masked pointer stores (row < M, col < N).
+    Returns the compiled kernel (what ``pipecheck.check_sass`` inspects).
     """
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -128,9 +136,10 @@ def launch(arrays: Mapping[str, Any], cfg: Mapping[str, Any], num_sms: int) -> N
     c_desc = TensorDescriptor.from_tensor(c, [bm, bn]) if tma_store else None
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     grid = (min(num_sms, tiles),)
-    ws_gemm_kernel[grid](a_desc, b_desc, c_desc, c, M, N, K, c.stride(0), c.stride(1),
+    return ws_gemm_kernel[grid](a_desc, b_desc, c_desc, c, M, N, K, c.stride(0), c.stride(1),
                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_SMS=num_sms, STAGES=cfg["stages"],
-                         WARP_SPECIALIZE=cfg["warp_specialize"], TMA_STORE=tma_store, num_warps=cfg["warps"])
+                         WARP_SPECIALIZE=cfg["warp_specialize"], TMA_STORE=tma_store,
+                         WS_OUTER=cfg.get("ws_loop", "inner") == "outer", num_warps=cfg["warps"])
 
 
 def reference(arrays: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:

@@ -62,24 +62,67 @@ def test_persistent_ws_gemm(pipecheck):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for shape in shape_gen.generate(spec, level=pipecheck.config.shape_level, sm_count=sms):
         pipecheck.check_kernel(spec, shape)
+    # what the compiled kernel is made of: TMA copies feeding warpgroup MMA, no spills
+    compiled = _launch_ws_512(ws, sms)
+    pipecheck.check_sass(compiled, expect={"async_copies": "TMA", "mma": "HGMMA", "spills": False})
+
+
+def _launch_ws_512(ws, sms):  # type: ignore[no-untyped-def]
+    import torch
+
+    m = n = k = 512
+    arrays = {"a": torch.randn((m, k), device="cuda", dtype=torch.float16),
+              "b": torch.randn((k, n), device="cuda", dtype=torch.float16),
+              "c": torch.empty((m, n), device="cuda", dtype=torch.float16)}
+    compiled = ws.launch(arrays, ws.GPU_CONFIG, sms)
+    torch.cuda.synchronize()
+    return compiled
+
+
+def test_persistent_ws_gemm_is_warp_specialized(pipecheck):
+    """The kernel asks for warp_specialize=True; the compiled IR says whether this Triton, on this GPU,
+    really split the loop into producer/consumer partitions. Where it did not, the check is a skip with
+    the compiler's own answer as the reason (measured on the H200 with Triton 3.6: neither the inner-loop
+    nor the flattened outer-loop form is partitioned, scripts/gpu/ws_partition_probe.py), never a pass."""
+    from pytest_pipecheck.inspect.triton_ir import analyze_triton
+    from reference_kernels.triton import persistent_ws_gemm as ws
+
+    reason = ws.unavailable_reason(pipecheck.device)
+    if reason:
+        pipecheck.skip_check("inspect", reason, kernel="triton_persistent_ws_gemm")
+        pytest.skip(reason)
+    import torch
+
+    compiled = _launch_ws_512(ws, torch.cuda.get_device_properties(0).multi_processor_count)
+    ir = analyze_triton(compiled)
+    if not ir.warp_specialized:
+        why = f"warp specialization not applied by this Triton: {ir.warp_specialize_reason}"
+        pipecheck.skip_check("inspect", why, kernel="triton_persistent_ws_gemm")
+        pytest.skip(why)
+    pipecheck.check_sass(compiled, expect={"warp_specialized": True, "async_copies": "TMA", "mma": "HGMMA"})
 
 
 def test_gemm_occupancy(pipecheck):
-    """The production GEMM config (128x128x64, 3 stages, 4 warps) keeps >= 1 block/SM everywhere."""
+    """The generic GPU config (128x128x64, 3 stages, 4 warps) keeps >= 1 block/SM everywhere on the
+    pointer path other archs take; the sm_90 config (128x256x64, 4 stages, 8 warps) does on sm_90 on
+    both paths the launcher can take there (tma, and even_k for unaligned inputs)."""
     import torch
 
-    from reference_kernels.triton.gemm import GPU_CONFIG, gemm_kernel
+    from reference_kernels.triton.gemm import GPU_CONFIG, PATH_SWITCHES, gemm_kernel, gpu_config
 
-    cfg = GPU_CONFIG
     m = n = k = 256
     a = torch.empty((m, k), dtype=torch.float16)
     b = torch.empty((k, n), dtype=torch.float16)
     c = torch.empty((m, n), dtype=torch.float16)
     args = [a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)]
-    try:
-        result = pipecheck.check_occupancy(
-            gemm_kernel, args=args, num_warps=cfg["warps"], num_stages=cfg["stages"], min_blocks=1,
-            BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"], GROUP_M=cfg["GROUP_M"])
-    except ModuleNotFoundError as exc:  # the occupancy check's optional pieces are missing here
-        pytest.skip(f"occupancy check unavailable: {exc}")
-    assert "blocks/SM" in result.summary
+    sm90 = gpu_config((9, 0))
+    cases = [(GPU_CONFIG, "even_k", None), (sm90, "tma", "sm_90"), (sm90, "even_k", "sm_90")]
+    for cfg, path, arch in cases:
+        try:
+            result = pipecheck.check_occupancy(
+                gemm_kernel, args=args, num_warps=cfg["warps"], num_stages=cfg["stages"], min_blocks=1, arch=arch,
+                BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"], GROUP_M=cfg["GROUP_M"],
+                **PATH_SWITCHES[path])
+        except ModuleNotFoundError as exc:  # the occupancy check's optional pieces are missing here
+            pytest.skip(f"occupancy check unavailable: {exc}")
+        assert "blocks/SM" in result.summary

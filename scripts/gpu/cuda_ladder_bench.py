@@ -3,8 +3,10 @@
     python scripts/gpu/cuda_ladder_bench.py OUT_DIR [--n 4096] [--repeats 20]
 
 Prints a table and writes OUT_DIR/cuda_ladder_bench.{json,md}: GPU, date, command, per rung TFLOP/s
-and fraction of cuBLAS measured in the same run; a stage sweep 1..4 of k3; k3's load-only and
-compute-only variants with the cost model's prediction next to the measurement; and a variant table
+and fraction of cuBLAS measured in the same run (every kernel of KERNELS: k1..k6 and k3's wide
+128 x 256 build); a stage sweep of k3 (1..4) and of k3_cp_async_wide (2..4); k3's load-only and
+compute-only variants with the cost model's prediction next to the measurement (at 2..4 stages, and
+for the wide build at its default stage count); and a variant table
 (compile-time macros of the kernels, e.g. fragment prefetch off, k5's occupancy target, k4's stage
 count) so one GPU run picks the best build of each rung (`--no-variants` skips it). Every case runs in
 its own try/except; a failure is recorded, never fatal. (No mutant that can hang is run here.)
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import statistics
 import sys
 import traceback
 from pathlib import Path
@@ -25,20 +26,16 @@ sys.path.insert(0, str(ROOT))
 
 
 def _time_ms(fn: Any, repeats: int) -> float:
-    import cupy
+    """Median milliseconds per launch, from pipecheck's own device timing (hot L2).
 
-    for _ in range(3):
-        fn()
-    cupy.cuda.Device().synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        samples.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(samples)
+    Not one launch between two events: the launcher's host work before the launch would then be
+    timed too, while the GPU idles (tens of microseconds: 10% of a 0.4 ms kernel). measure() keeps the
+    GPU busy with a calibrated sleep while the host enqueues, and times several launches per sample.
+    """
+    from pytest_pipecheck.perf.timing import measure
+
+    samples = measure(fn, n_samples=max(repeats, 2), hot_cache=True, warmup_s=0.1, max_time_s=10.0)
+    return float(samples.median) / 1000.0
 
 
 def main(argv: list[str]) -> int:
@@ -71,7 +68,7 @@ def main(argv: list[str]) -> int:
         "sm_count": props["multiProcessorCount"],
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([sys.executable, *sys.argv]),
-        "n": n, "repeats": args.repeats, "timing": "CUDA events, median, hot L2",
+        "n": n, "repeats": args.repeats, "timing": "pipecheck.perf.timing.measure: CUDA events, median, hot L2, host enqueue hidden",
         "rungs": [], "stage_sweep": [], "cost_model": [], "variants": [], "errors": [],
     }
 
@@ -106,13 +103,17 @@ def main(argv: list[str]) -> int:
 
     for name in KERNELS:
         result["rungs"].append(run(name))
-    for s in (1, 2, 3, 4):
-        result["stage_sweep"].append(run("k3_cp_async", stages=s))
-    for s in (2, 3, 4):
-        full = next((r for r in result["stage_sweep"] if r["stages"] == s), {})
-        lo = run("k3_cp_async", stages=s, defines={"PIPECHECK_LOAD_ONLY": 1})
-        co = run("k3_cp_async", stages=s, defines={"PIPECHECK_COMPUTE_ONLY": 1})
-        row = {"stages": s, "load_only_ms": lo.get("ms"), "compute_only_ms": co.get("ms"),
+    sweeps = [("k3_cp_async", (1, 2, 3, 4)), ("k3_cp_async_wide", (2, 3, 4))]
+    for name, stage_counts in sweeps:
+        for s in stage_counts:
+            result["stage_sweep"].append(run(name, stages=s))
+    wide_default = KERNELS["k3_cp_async_wide"].default_stages or 4
+    for name, s in [("k3_cp_async", 2), ("k3_cp_async", 3), ("k3_cp_async", 4), ("k3_cp_async_wide", wide_default)]:
+        full: dict[str, Any] = next(
+            (r for r in result["stage_sweep"] if r["kernel"] == name and r["stages"] == s), {})
+        lo = run(name, stages=s, defines={"PIPECHECK_LOAD_ONLY": 1})
+        co = run(name, stages=s, defines={"PIPECHECK_COMPUTE_ONLY": 1})
+        row = {"kernel": name, "stages": s, "load_only_ms": lo.get("ms"), "compute_only_ms": co.get("ms"),
                "measured_ms": full.get("ms")}
         if lo.get("ms") and co.get("ms"):
             p = predict_from_variants(lo["ms"], co["ms"], tiles=-(-n // 32), stages=s)
@@ -124,6 +125,13 @@ def main(argv: list[str]) -> int:
     variants: list[tuple[str, int | None, dict[str, Any]]] = [
         ("k1_sync_tiled", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
         ("k3_cp_async", 3, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
+        ("k3_cp_async_wide", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
+        # two BK-deep K tiles per stage: half the barriers per FLOP
+        ("k3_cp_async", 2, {"PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async", 3, {"PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async_wide", 2, {"PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async_wide", 3, {"PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async_wide", 4, {"PIPECHECK_SUBTILES": 2}),
         ("k4_cuda_pipeline", 2, {}),
         ("k4_cuda_pipeline", 4, {}),
         ("k5_warp_specialized", 4, {}),
@@ -131,6 +139,7 @@ def main(argv: list[str]) -> int:
         ("k5_warp_specialized", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
         ("k6_loader_compute_storer", 2, {}),
         ("k6_loader_compute_storer", 4, {}),
+        ("k6_loader_compute_storer", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
     ]
     if not args.no_variants:
         for name, stages, defines in variants:
@@ -156,11 +165,13 @@ def main(argv: list[str]) -> int:
             lines.append(f"| {r['kernel']} | {r['stages'] or 'default'} | {d} | {fmt(r.get('ms'))} | "
                          f"{fmt(r.get('tflops'), '.1f')} | {fmt(r.get('frac_cublas'), '.2f')} | "
                          f"{fmt(r.get('max_rel_err'), '.1e')} {r.get('error', '')} |")
-    lines += ["", "Cost model (k3): per-tile serialized = load + compute, pipelined = max(load, compute) + fill/drain",
+    lines += ["", "Cost model (k3; the wide build's rows say so): per-tile serialized = load + compute, "
+              "pipelined = max(load, compute) + fill/drain",
               "", "| stages | load-only ms | compute-only ms | serialized ms | predicted ms | measured ms | bound |",
               "|---|---|---|---|---|---|---|"]
     for r in result["cost_model"]:
-        lines.append(f"| {r['stages']} | {fmt(r.get('load_only_ms'))} | {fmt(r.get('compute_only_ms'))} | "
+        st = r["stages"] if r.get("kernel", "k3_cp_async") == "k3_cp_async" else f"{r['stages']} ({r['kernel']})"
+        lines.append(f"| {st} | {fmt(r.get('load_only_ms'))} | {fmt(r.get('compute_only_ms'))} | "
                      f"{fmt(r.get('serialized_ms'))} | {fmt(r.get('predicted_ms'))} | {fmt(r.get('measured_ms'))} | "
                      f"{r.get('bound', '-')} |")
     if result["errors"]:

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.gpu
 
 PROBE = [n for n, m in MUTANTS.items() if m.check in ("tile_probe", "coverage")]
 #: seconds the whole sanitizer batch (three tools, ten tests, one watchdog kill) may take
-BATCH_TIMEOUT = 480
+BATCH_TIMEOUT = 300
 
 
 @pytest.mark.parametrize("name", PROBE)

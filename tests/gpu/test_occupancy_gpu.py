@@ -76,3 +76,61 @@ def test_out_of_resources_becomes_the_verdict(sweep, pipecheck) -> None:  # type
                                     kernel="gemm_big", **big)
     assert pipecheck.results[-1].verdict.value == "fail"
     assert pipecheck.results[-1].details["archs"]
+
+
+@pytest.mark.parametrize("kernel", ["k1_sync_tiled", "k2_register_prefetch", "k3_cp_async", "k5_warp_specialized"])
+def test_cupy_live_attributes_and_the_driver_agree(kernel: str) -> None:
+    """CuPy's live function attributes, read by pipecheck, predict the blocks/SM that the driver's own
+    occupancy calculator gives for the loaded function; shared memory equals the compiler's, and the
+    registers are within a few of what nvcc gives for the same source (CuPy compiles with NVRTC)."""
+    cupy = pytest.importorskip("cupy")
+    driver = pytest.importorskip("cuda.bindings.driver")
+    from pytest_pipecheck.resources.cubin import compile_resources
+    from pytest_pipecheck.resources.cupy import cupy_resources
+    from reference_kernels.cuda.launch import (
+        CUDA_DIR,
+        KERNELS,
+        _function,
+        dynamic_smem,
+        kernel_source,
+        source_stages,
+    )
+
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        pytest.skip(f"CuPy sees no CUDA device: {exc}")
+    k = KERNELS[kernel]
+    fn = _function(kernel_source(k), k.entry, k.define_map, kernel)
+    arch = f"sm_{cupy.cuda.Device().compute_capability}"
+    smem = dynamic_smem(k, source_stages(kernel_source(k), k))
+    if smem > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = smem
+    live = cupy_resources(fn, name=k.entry)
+    assert live.origin == "cupy-live" and live.arch == arch and live.registers > 0
+    err, want = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        driver.CUfunction(int(getattr(fn, "kernel", fn).ptr)), k.threads, smem)
+    assert int(err) == 0, err
+    predicted = live.occupancy(k.threads, smem).blocks_per_sm
+    assert predicted == int(want), f"pipecheck predicts {predicted} blocks/SM from {live}; the driver says {want}"
+    aot = compile_resources(k.path, arch, options=("-std=c++17",), include_dirs=[str(CUDA_DIR)],
+                            defines={str(n): str(v) for n, v in k.define_map.items()})[k.entry]
+    assert live.static_smem == aot.static_smem and live.stack_frame == aot.stack_frame, (live, aot)
+    assert abs(live.registers - aot.registers) <= 8, (live.registers, aot.registers)
+    print(f"{kernel} on {arch}: {live.registers} registers live (NVRTC), {aot.registers} through {aot.origin}; "
+          f"{predicted} blocks/SM at {k.threads} threads and {smem} B dynamic smem (driver: {want})")
+
+
+def test_header_says_the_table_agrees_with_the_live_device(pytester: pytest.Pytester) -> None:
+    """The pipecheck header line, read through the CUDA driver on a real GPU."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    pytest.importorskip("cuda.bindings.driver")
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    result = pytester.runpytest_subprocess("--pipecheck", "-p", "no:cacheprovider", "--pipecheck-sanitizer=none")
+    text = result.stdout.str()
+    header = [ln for ln in text.splitlines() if ln.startswith("pipecheck:")]
+    print("\n".join(header))
+    assert result.ret == 0, text[-3000:]
+    assert any("arch table agrees with the device" in ln for ln in header), header

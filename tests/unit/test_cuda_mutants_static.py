@@ -14,7 +14,9 @@ from reference_kernels.cuda.launch import (
     CUDA_DIR,
     KERNELS,
     CudaLaunchError,
+    _launch_defines,
     _leading_dim,
+    check_shared_memory,
     dynamic_smem,
     gemm,
     kernel_source,
@@ -57,8 +59,63 @@ def test_stage_counts_from_source() -> None:
     assert source_stages(MUTANTS["stage_cliff_sm86"].source(), KERNELS["k3_cp_async"]) == 3
     assert dynamic_smem("k3_cp_async", 2) == 37888
     assert dynamic_smem("k3_cp_async", 3) == 56832
-    assert dynamic_smem("k6_loader_compute_storer", 3) == 3 * 14848 + 128 * 68 * 4
+    assert dynamic_smem("k6_loader_compute_storer", 3) == 3 * 29184 + 256 * 68 * 4 == 157184
     assert dynamic_smem("k1_sync_tiled", 1) == 0
+    # the wide k3 build shares k3's file, whose first #define says 2: its own default (4) wins
+    wide = KERNELS["k3_cp_async_wide"]
+    assert source_stages(kernel_source(wide), wide) == 4
+    assert dynamic_smem(wide, 4) == 4 * 27136 == 108544
+    assert dynamic_smem(wide, 3) == 81408
+
+
+def test_wide_k3_is_k3_built_with_a_define() -> None:
+    k3, wide = KERNELS["k3_cp_async"], KERNELS["k3_cp_async_wide"]
+    assert (wide.file, wide.entry) == (k3.file, k3.entry)
+    assert wide.define_map == {"PIPECHECK_K3_WIDE": 1} and not k3.defines
+    assert (wide.threads, wide.bm, wide.bn, wide.min_stages, wide.max_stages) == (256, 128, 256, 2, 4)
+    src = kernel_source(k3)
+    defs, stages = _launch_defines(wide, src, None, None, "w")
+    assert defs == {"PIPECHECK_K3_WIDE": 1, "PIPECHECK_STAGES": 4} and stages == 4
+    defs, stages = _launch_defines(wide, src, 2, {"PIPECHECK_LOAD_ONLY": 1}, "w")
+    assert defs == {"PIPECHECK_K3_WIDE": 1, "PIPECHECK_STAGES": 2, "PIPECHECK_LOAD_ONLY": 1} and stages == 2
+    with pytest.raises(CudaLaunchError, match=r"takes 2\.\.4"):
+        _launch_defines(wide, src, 1, None, "w")
+    # the default build is launched exactly as before: no -D, the source's own stage count
+    assert _launch_defines(k3, src, None, None, "k") == ({}, 2)
+
+
+def test_k6_geometry_and_hand_off() -> None:
+    k6 = KERNELS["k6_loader_compute_storer"]
+    assert (k6.threads, k6.bm, k6.bn, k6.persistent, k6.blocks_per_sm) == (320, 256, 128, True, 1)
+    code = "\n".join(line.split("//", 1)[0] for line in kernel_source(k6).splitlines())
+    # both sides of the C hand-off use bar.sync: racecheck follows it (the old bar.arrive hand-off
+    # was reported as 20 WAR hazards)
+    assert "bar.arrive" not in code and "bar.sync" in code
+    assert "__launch_bounds__(THREADS, 1)" in code
+
+
+@pytest.mark.parametrize(("name", "stages", "arch", "limit", "fits"), [
+    ("k6_loader_compute_storer", 3, "sm_90", 227 * 1024, True),
+    ("k6_loader_compute_storer", 3, "sm_80", 163 * 1024, True),
+    ("k6_loader_compute_storer", 4, "sm_80", 163 * 1024, False),
+    ("k6_loader_compute_storer", 3, "sm_86", 99 * 1024, False),
+    ("k6_loader_compute_storer", 2, "sm_89", 99 * 1024, False),
+    ("k3_cp_async_wide", 4, "sm_86", 99 * 1024, False),
+    ("k3_cp_async_wide", 3, "sm_86", 99 * 1024, True),
+    ("k3_cp_async", 4, "sm_86", 99 * 1024, True),
+])
+def test_shared_memory_check(name: str, stages: int, arch: str, limit: int, fits: bool) -> None:
+    static = 64 if name.startswith("k6") else 0
+    need = dynamic_smem(name, stages) + static
+    if fits:
+        assert check_shared_memory(name, stages, static, limit, arch) == need
+        return
+    with pytest.raises(CudaLaunchError) as info:
+        check_shared_memory(name, stages, static, limit, arch)
+    msg = str(info.value)
+    assert msg.startswith(f"{name}: needs {need} bytes") and f"limit of {limit} bytes" in msg and arch in msg
+    if name == "k3_cp_async_wide":
+        assert "stages=3 fits" in msg
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")

@@ -129,3 +129,23 @@ def test_show_version_1_file(tmp_path, capsys) -> None:
     assert _main("show", str(path)) == 0
     out = capsys.readouterr().out
     assert "schema version 1: no anchors" in out and "t.py::x" in out
+
+
+def test_compare_adaptive_columns_and_options(tmp_path, capsys) -> None:
+    a = BaselineStore(str(tmp_path / "a")).save(H100, "t.py::x", "default", _anchored(60, 1.0))
+    b = BaselineStore(str(tmp_path / "b")).save(H100, "t.py::x", "default", _anchored(60, 1.01))  # clock +1%
+    assert _main("compare", a, b) == 0  # the default: always anchored
+    out = capsys.readouterr().out
+    assert "anchor mode always" in out
+    assert next(x for x in out.splitlines() if x.startswith("t.py::x")).split()[7] == "anchor"
+    assert _main("compare", a, b, "--anchor-mode", "adaptive") == 0
+    out = capsys.readouterr().out
+    assert "anchor moved" in out and "anchor mode adaptive, clock tolerance 1.5%" in out
+    line = next(x for x in out.splitlines() if x.startswith("t.py::x"))
+    assert line.split()[4:8] == ["+1.0%", "+0.0%", "+1.0%", "raw"]  # within the tolerance: raw decides
+    assert _main("compare", a, b, "--anchor-mode", "always") == 0
+    assert next(x for x in capsys.readouterr().out.splitlines() if x.startswith("t.py::x")).split()[7] == "anchor"
+    assert _main("compare", a, b, "--anchor-mode", "adaptive", "--clock-tolerance", "0.005") == 0
+    assert next(x for x in capsys.readouterr().out.splitlines() if x.startswith("t.py::x")).split()[7] == "anchor"
+    assert _main("compare", a, b, "--clock-tolerance", "-1") == 2
+    assert "clock_tolerance=-1.0 must be a finite number >= 0" in capsys.readouterr().err

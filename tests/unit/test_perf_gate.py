@@ -336,4 +336,71 @@ def test_gpu_path_times_raw_against_an_unanchored_baseline(tmp_path, monkeypatch
     check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: None, flops=1e9, env=ENV)
     assert fake.calls[-1]["anchor"] == "matmul"
     r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV)
-    assert r.details["anchored"] is True
+    # both anchored now: the default gates on the kernel/anchor ratios
+    assert r.details["anchor_compared"] is True and r.details["gated_on"] == "anchored"
+    assert "not anchored" not in r.summary
+    # adaptive: the clock held (the fake's clock did not change), so raw times decide
+    r = check_perf(_pc(tmp_path, tier=GPU, perf_anchor_mode="adaptive"), lambda: None, flops=1e9, env=ENV)
+    assert r.details["anchor_compared"] is True and r.details["gated_on"] == "raw"
+    assert "gated on raw: the anchor moved" in r.summary and "not anchored" not in r.summary
+
+
+# --------------------------------------------------------------------------- adaptive anchoring
+
+
+def test_adaptive_gate_through_check_perf(tmp_path) -> None:
+    check_perf(_pc(tmp_path, baseline_save=True), samples=_anchored(1), env=ENV)
+    # clock steady: raw times decide, and the summary says so with the tolerance
+    steady = check_perf(_pc(tmp_path, perf_anchor_mode="adaptive"), samples=_anchored(2), env=ENV)
+    assert steady.verdict is Verdict.PASS and steady.details["gated_on"] == "raw"
+    assert steady.details["anchor_mode"] == "adaptive" and steady.details["clock_tolerance"] == 0.015
+    assert "gated on raw: the anchor moved" in steady.summary and "within the 1.5% clock tolerance" in steady.summary
+    assert "; anchored " in steady.summary and "anchor bf16 matmul 2048x2048x4096" in steady.summary
+    # a real +5% under a steady clock: caught on raw times, the failure says which series decided
+    pc = _pc(tmp_path, perf_anchor_mode="adaptive")
+    with pytest.raises(PipecheckFailure) as info:
+        check_perf(pc, samples=_anchored(3, slowdown=0.05), env=ENV)
+    assert "gate: median of the raw times slower" in str(info.value) and "gated on raw" in str(info.value)
+    assert pc.results[-1].details["gated_on"] == "raw" and pc.results[-1].details["anchored_change"] > 0.03
+    # the clock moved: ratios decide, and the summary gives the anchor's change and p
+    moved = check_perf(_pc(tmp_path, perf_anchor_mode="adaptive"), samples=_anchored(4, clock=1.08), env=ENV)
+    assert moved.verdict is Verdict.PASS and moved.details["gated_on"] == "anchored"
+    assert re.search(r"gated on anchored ratios: the anchor moved \+\d\.\d%, p=\S+: the clock changed", moved.summary)
+
+
+def test_anchor_mode_always_and_tolerance_from_the_config(tmp_path) -> None:
+    check_perf(_pc(tmp_path, baseline_save=True), samples=_anchored(1), env=ENV)
+    always = check_perf(_pc(tmp_path), samples=_anchored(2), env=ENV)  # the default
+    assert always.details["gated_on"] == "anchored" and "anchor mode 'always'" in always.summary
+    # a tolerance of 0: any significant anchor change counts as a clock change
+    strict = check_perf(_pc(tmp_path, perf_anchor_mode="adaptive", perf_clock_tolerance=0.0), samples=_anchored(2, clock=1.01), env=ENV)
+    assert strict.details["gated_on"] == "anchored" and strict.details["clock_tolerance"] == 0.0
+    loose = check_perf(_pc(tmp_path, perf_anchor_mode="adaptive", perf_clock_tolerance=0.05), samples=_anchored(2, clock=1.02), env=ENV)
+    assert loose.details["gated_on"] == "raw" and "within the 5.0% clock tolerance" in loose.summary
+
+
+def test_new_settings_defaults_and_validation() -> None:
+    from pytest_pipecheck.config import SETTINGS_BY_NAME, ConfigError, apply_marker, resolve
+    from pytest_pipecheck.perf.stats import ANCHOR_MODES, DEFAULT_CLOCK_TOLERANCE
+
+    cfg = PipecheckConfig()
+    assert cfg.perf_anchor_mode == "always" and cfg.perf_clock_tolerance == DEFAULT_CLOCK_TOLERANCE
+    assert SETTINGS_BY_NAME["perf_clock_tolerance"].default == DEFAULT_CLOCK_TOLERANCE
+    assert SETTINGS_BY_NAME["perf_anchor_mode"].default == ANCHOR_MODES[0] == "always"
+    run = resolve({"perf_clock_tolerance": "0.02"}, {"perf_anchor_mode": "Always"})
+    assert run.perf_clock_tolerance == 0.02 and run.perf_anchor_mode == "always"
+    assert run.sources["perf_anchor_mode"] == "command line"
+    marked = apply_marker(run, {"perf_clock_tolerance": 0.01, "perf_anchor_mode": "adaptive"}, NODE)
+    assert marked.perf_clock_tolerance == 0.01 and marked.perf_anchor_mode == "adaptive"
+    with pytest.raises(ConfigError, match=r"^`--pipecheck-perf-anchor-mode=sometimes` from the command line must be "
+                                          r"one of always, adaptive$"):
+        resolve({}, {"perf_anchor_mode": "sometimes"})
+    with pytest.raises(ConfigError, match=r"^`pipecheck_perf_clock_tolerance = -0.01` from the ini file \(tox.ini\) "
+                                          r"must be >= 0$"):
+        resolve({"perf_clock_tolerance": "-0.01"}, {}, ini_file="tox.ini")
+    with pytest.raises(ConfigError, match=r"`perf_clock_tolerance='two'` from the pipecheck marker on "
+                                          + re.escape(NODE) + r" must be a number"):
+        apply_marker(run, {"perf_clock_tolerance": "two"}, NODE)
+    with pytest.raises(ConfigError, match=r"`perf_clock_tolerance=0.9` .* must be <= 0.5"):
+        apply_marker(run, {"perf_clock_tolerance": 0.9}, NODE)
+

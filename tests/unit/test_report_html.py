@@ -434,3 +434,14 @@ def test_identical_failures_are_one_block_listing_their_tests() -> None:
     assert section.count("inconclusive: tool not proven") == 1
     assert "in 5 tests" in section and all(f"t.py::test_k[{i}]" in section for i in range(5))
     assert section.count('class="failure ') == 2
+
+
+def test_header_names_each_gpu_that_ran_tests() -> None:
+    """Under pytest-xdist each worker has its own GPU; the header says which GPU ran how many tests."""
+    from pytest_pipecheck.report.html import render
+
+    rs = [CheckResult("coverage", Verdict.PASS, "ok", kernel="k", nodeid=f"t.py::test[{i}]",
+                      details={"gpu": f"NVIDIA H200 (index {i % 2}, GPU-{i % 2})"}) for i in range(5)]
+    page = render(rs, GPU, 1, None)
+    assert "ran on" in page
+    assert "NVIDIA H200 (index 0, GPU-0): 3 tests" in page and "NVIDIA H200 (index 1, GPU-1): 2 tests" in page

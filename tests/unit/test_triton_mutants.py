@@ -46,9 +46,12 @@ def test_gemm_kernel_compiles_for_sm90(name):
 
     from pytest_pipecheck.checks.arrays import alloc_guarded
     from pytest_pipecheck.resources.triton import triton_resources
-    from reference_kernels.triton.gemm import GPU_CONFIG, gemm_kernel
+    from reference_kernels.triton.gemm import GPU_CONFIG, PATH_SWITCHES, gemm_kernel
 
     kernel = gemm_kernel if name == "gemm_reference" else triton_mutants.load(name).kernel
+    # the reference's path switches have defaults, but a compile retried in a fresh process needs
+    # every argument spelled out (the reference's other paths: tests/unit/test_triton_gemm_variants.py)
+    switches = PATH_SWITCHES["masked"] if name == "gemm_reference" else {}
     M, K, N = 65, 33, 65
     a = alloc_guarded("a", (M, K), "float16", role="input", values=torch.zeros(M, K), tiles=(128, 64)).array
     b = alloc_guarded("b", (K, N), "float16", role="input", values=torch.zeros(K, N), tiles=(64, 128)).array
@@ -56,7 +59,7 @@ def test_gemm_kernel_compiles_for_sm90(name):
     args = (a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
     tiles = {k: GPU_CONFIG[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
     res = triton_resources(kernel, args, arch="sm_90", num_warps=GPU_CONFIG["warps"],
-                           num_stages=GPU_CONFIG["stages"], **tiles)
+                           num_stages=GPU_CONFIG["stages"], **tiles, **switches)
     assert res.dynamic_smem > 0
 
 

@@ -25,7 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VALUED = {"--tool", "--error-exitcode", "--print-limit", "--save", "--racecheck-report", "--suppressions",
-          "--kernel-name", "--kernel-name-exclude", "--padding", "--racecheck-deadlock-timeout"}
+          "--kernel-name", "--kernel-name-exclude", "--padding", "--racecheck-deadlock-timeout",
+          "--report-api-errors"}
 CANARY = {
     "racecheck": ["Error: Race reported between Write access at pipecheck_canary_race+0xa0 in canary.cu:5",
                   "    and Read access at pipecheck_canary_race+0xb0 in canary.cu:6 [1024 hazards]"],

@@ -1,0 +1,113 @@
+"""The bundled suite under ``pytest --pipecheck`` with ``-n 0`` and with one xdist worker per GPU.
+
+    python3 scripts/gpu/xdist_speedup.py OUTDIR [--tools racecheck,synccheck] [--paths reference_kernels]
+
+Runs the same command twice, first without xdist, then with ``-n auto`` (pipecheck makes that one
+worker per visible GPU), each writing its JSON report; measures the wall time of each; reads from the
+reports which GPU ran each test (every result carries its GPU's name, index and UUID) and whether the
+two runs reached the same verdicts. Writes OUTDIR.md and OUTDIR.json. Needs at least 2 GPUs for a
+speed-up to mean anything; with one GPU it still runs and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gpus() -> list[str]:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout
+    return [ln.strip() for ln in out.splitlines() if ln.strip()]
+
+
+def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float) -> dict[str, object]:
+    report = out.parent / f"{out.name}-{label}.json"
+    log = out.parent / f"{out.name}-{label}.log"
+    cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", f"--pipecheck-sanitizer={tools}",
+           "-p", "no:cacheprovider", "-q", "-rfE", f"--pipecheck-json={report}", "-n", xdist, *paths]
+    if xdist != "0":  # the report a reviewer opens: the run on every GPU
+        cmd[-len(paths) - 2:-len(paths) - 2] = [f"--pipecheck-html={report.with_suffix('.html')}",
+                                                f"--junitxml={report.with_suffix('.xml')}"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        rc, text = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc = None
+        text = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
+    wall = time.monotonic() - t0
+    log.write_text(text)
+    verdicts: dict[str, str] = {}
+    per_gpu: collections.Counter[str] = collections.Counter()
+    tests_per_gpu: dict[str, set[str]] = collections.defaultdict(set)
+    if report.is_file():
+        data = json.loads(report.read_text())
+        for r in data.get("results", []):
+            key = f"{r.get('nodeid')}::{r.get('check')}"
+            verdicts[key] = str(r.get("verdict"))
+            gpu = str((r.get("details") or {}).get("gpu", "?"))
+            per_gpu[gpu] += 1
+            tests_per_gpu[gpu].add(str(r.get("nodeid")))
+    tail = [ln for ln in text.splitlines() if " passed" in ln or " failed" in ln or " error" in ln][-1:]
+    return {"label": label, "xdist": xdist, "command": " ".join(cmd[1:]), "exit": rc, "wall_s": round(wall, 1),
+            "outcome": tail[0] if tail else "(no summary line)", "results_per_gpu": dict(per_gpu),
+            "tests_per_gpu": {g: len(t) for g, t in tests_per_gpu.items()}, "verdicts": verdicts,
+            "sanitizer_lines": [ln for ln in text.splitlines() if ln.startswith("pipecheck sanitizer:")][-12:]}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--tools", default="racecheck,synccheck")
+    ap.add_argument("--paths", default="reference_kernels")
+    ap.add_argument("--timeout", type=float, default=400.0)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    gpus = _gpus()
+    paths = args.paths.split(",")
+    runs = [_run("n0", "0", out, args.tools, paths, args.timeout),
+            _run("nauto", "auto", out, args.tools, paths, args.timeout)]
+    a, b = runs
+    same = a["verdicts"] == b["verdicts"]
+    diff = sorted(k for k in set(a["verdicts"]) | set(b["verdicts"])  # type: ignore[arg-type]
+                  if a["verdicts"].get(k) != b["verdicts"].get(k))[:20]  # type: ignore[union-attr]
+    speedup = a["wall_s"] / b["wall_s"] if b["wall_s"] else float("nan")  # type: ignore[operator]
+    lines = [
+        "# pytest --pipecheck: -n 0 against one xdist worker per GPU",
+        "",
+        f"date {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; GPUs: {'; '.join(gpus)}",
+        f"command: `python3 scripts/gpu/xdist_speedup.py {args.out} --tools {args.tools} --paths {args.paths}`",
+        "",
+        "| run | wall s | exit | outcome | results per GPU (tests) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in runs:
+        per = "; ".join(f"{g}: {n} ({r['tests_per_gpu'].get(g, 0)})"  # type: ignore[union-attr]
+                        for g, n in sorted(r["results_per_gpu"].items()))  # type: ignore[union-attr]
+        lines.append(f"| -n {r['xdist']} | {r['wall_s']} | {r['exit']} | {r['outcome']} | {per} |")
+    lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
+    if diff:
+        lines.append("verdicts that differ: " + ", ".join(diff))
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({"gpus": gpus, "runs": runs, "speedup": speedup,
+                                                    "same_verdicts": same}, indent=1))
+    print("\n".join(lines))
+    for r in runs:
+        print(f"\n--- {r['label']} sanitizer progress (last lines) ---")
+        print("\n".join(r["sanitizer_lines"]))  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
