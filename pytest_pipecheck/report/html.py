@@ -541,7 +541,7 @@ def _stage_section(results: Sequence[CheckResult], missing: str | None) -> str:
         no_fit = [s for s, m, _ in rows if m is None and "does not fit" in extras.get(s, {}).get("note", "")]
         plot = _plot(lambda rw=rows, bl=blocks, ch=chosen, nf=no_fit: plots.stage_sweep_plot(
             rw, blocks_per_sm=bl or None, chosen=ch, no_fit=nf), "stage sweep: " + ", ".join(
-            f"{s} stages {m if m is not None else '?'} us" for s, m, _ in rows),
+            f"{s} stages {f'{m:.1f}' if m is not None else '?'} us" for s, m, _ in rows),
             "time against stage count, measured and cost-model predicted"
             + ("; bars: blocks per SM" if blocks else ""), missing)
         title = r.nodeid
