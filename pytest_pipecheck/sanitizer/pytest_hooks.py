@@ -207,10 +207,14 @@ class SanitizerPlugin:
             raise
         finally:
             results = _plugin.item_results(item)
+            dev = self.config.stash[_plugin.TIER].device
             for tool, out in outcomes.items():
+                details = out.details()
+                if dev is not None:  # the child ran on this process's GPU (under xdist: the worker's)
+                    details["gpu"] = f"{dev.name} (index {dev.index}, {dev.uuid})"
                 results.append(CheckResult(f"sanitizer:{tool}", out.verdict, out.summary,
                                            kernel=next((f.kernel for f in out.findings if f.kernel), None),
-                                           details=out.details(), nodeid=_plugin.item_nodeid(item)))
+                                           details=details, nodeid=_plugin.item_nodeid(item)))
         failed = [o for o in outcomes.values() if o.verdict == Verdict.FAIL]
         if failed:
             message = "\n\n".join(format_failure(o) for o in failed)

@@ -100,10 +100,14 @@ class TestOutcome:
     reason: str = ""
     output: str = ""
     command: str = ""
+    child_wall: float | None = None  # seconds the child that decided this verdict ran
+    child_tests: int | None = None   # how many tests that child was given
 
     def details(self) -> dict[str, Any]:
         return {
             "tool": self.tool,
+            "child_wall_s": None if self.child_wall is None else round(self.child_wall, 2),
+            "child_tests": self.child_tests,
             "findings": [f.to_json() for f in self.findings[:50]],
             "groups": group_findings(self.findings),
             "child_outcome": self.child_outcome,
@@ -450,6 +454,9 @@ class SanitizerRunner:
             an = _analyze(run, spec.tool)
             self._update_canary(spec.tool, an)
             decided, rerun = self._decide(spec, pending, run, an, depth)
+            for out in decided.values():  # verdicts of split sub-batches keep their own child's
+                if out.child_wall is None:
+                    out.child_wall, out.child_tests = run.wall, len(pending)
             final.update(decided)
             if rerun == pending:  # no progress: never loop forever
                 for n in rerun:

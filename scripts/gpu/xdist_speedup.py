@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ def _gpus() -> list[str]:
     return [ln.strip() for ln in out.splitlines() if ln.strip()]
 
 
-def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float) -> dict[str, object]:
+def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float) -> dict[str, Any]:
     report = out.parent / f"{out.name}-{label}.json"
     log = out.parent / f"{out.name}-{label}.log"
     cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", f"--pipecheck-sanitizer={tools}",
@@ -50,6 +51,7 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
     verdicts: dict[str, str] = {}
     per_gpu: collections.Counter[str] = collections.Counter()
     tests_per_gpu: dict[str, set[str]] = collections.defaultdict(set)
+    children: set[tuple[str, str, float, int]] = set()  # (gpu, tool, wall s, tests) of each sanitizer child
     if report.is_file():
         data = json.loads(report.read_text())
         for r in data.get("results", []):
@@ -58,10 +60,16 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
             gpu = str((r.get("details") or {}).get("gpu", "?"))
             per_gpu[gpu] += 1
             tests_per_gpu[gpu].add(str(r.get("nodeid")))
+            det = r.get("details") or {}
+            if str(r.get("check", "")).startswith("sanitizer:") and det.get("child_wall_s") is not None:
+                children.add((gpu, str(det.get("tool")), float(det["child_wall_s"]), int(det.get("child_tests") or 0)))
     tail = [ln for ln in text.splitlines() if " passed" in ln or " failed" in ln or " error" in ln][-1:]
     return {"label": label, "xdist": xdist, "command": " ".join(cmd[1:]), "exit": rc, "wall_s": round(wall, 1),
             "outcome": tail[0] if tail else "(no summary line)", "results_per_gpu": dict(per_gpu),
             "tests_per_gpu": {g: len(t) for g, t in tests_per_gpu.items()}, "verdicts": verdicts,
+            "sanitizer_children": sorted(children),
+            "sanitizer_child_s_per_gpu": {g: round(sum(c[2] for c in children if c[0] == g), 1)
+                                          for g in {c[0] for c in children}},
             "sanitizer_lines": [ln for ln in text.splitlines() if ln.startswith("pipecheck sanitizer:")][-12:]}
 
 
@@ -80,9 +88,9 @@ def main(argv: list[str]) -> int:
             _run("nauto", "auto", out, args.tools, paths, args.timeout)]
     a, b = runs
     same = a["verdicts"] == b["verdicts"]
-    diff = sorted(k for k in set(a["verdicts"]) | set(b["verdicts"])  # type: ignore[arg-type]
-                  if a["verdicts"].get(k) != b["verdicts"].get(k))[:20]  # type: ignore[union-attr]
-    speedup = a["wall_s"] / b["wall_s"] if b["wall_s"] else float("nan")  # type: ignore[operator]
+    diff = sorted(k for k in set(a["verdicts"]) | set(b["verdicts"])
+                  if a["verdicts"].get(k) != b["verdicts"].get(k))[:20]
+    speedup = a["wall_s"] / b["wall_s"] if b["wall_s"] else float("nan")
     lines = [
         "# pytest --pipecheck: -n 0 against one xdist worker per GPU",
         "",
@@ -93,9 +101,13 @@ def main(argv: list[str]) -> int:
         "|---|---|---|---|---|",
     ]
     for r in runs:
-        per = "; ".join(f"{g}: {n} ({r['tests_per_gpu'].get(g, 0)})"  # type: ignore[union-attr]
-                        for g, n in sorted(r["results_per_gpu"].items()))  # type: ignore[union-attr]
+        per = "; ".join(f"{g}: {n} ({r['tests_per_gpu'].get(g, 0)})"
+                        for g, n in sorted(r["results_per_gpu"].items()))
         lines.append(f"| -n {r['xdist']} | {r['wall_s']} | {r['exit']} | {r['outcome']} | {per} |")
+    lines += ["", "Sanitizer children (wall seconds summed per GPU; a child is counted once):", ""]
+    for r in runs:
+        per_child = "; ".join(f"{g}: {t:.1f} s" for g, t in sorted(r["sanitizer_child_s_per_gpu"].items()))
+        lines.append(f"- -n {r['xdist']}: {per_child or 'no timing recorded'}")
     lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
     if diff:
         lines.append("verdicts that differ: " + ", ".join(diff))
@@ -105,7 +117,7 @@ def main(argv: list[str]) -> int:
     print("\n".join(lines))
     for r in runs:
         print(f"\n--- {r['label']} sanitizer progress (last lines) ---")
-        print("\n".join(r["sanitizer_lines"]))  # type: ignore[arg-type]
+        print("\n".join(r["sanitizer_lines"]))
     return 0
 
 

@@ -55,6 +55,10 @@ def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pyt
     assert len(verdicts) == 8 and all("@" not in n for n, _ in verdicts)
     assert verdicts[("test_m0.py::test_racy", "sanitizer:racecheck")] == "fail"
     assert verdicts[("test_m1.py::test_k[2]", "sanitizer:racecheck")] == "pass"
+    # every sanitizer result names the GPU of the worker whose child ran it, and that child's timing
+    san = [r for r in doc["results"] if r["check"] == "sanitizer:racecheck"]
+    assert len({r["details"]["gpu"] for r in san}) == 2
+    assert all(r["details"]["child_wall_s"] > 0 and r["details"]["child_tests"] >= 1 for r in san)
     # two children, one per worker, over disjoint shares that cover every test
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     shares = [{a for a in argv if "::test_" in a} for argv in calls]
