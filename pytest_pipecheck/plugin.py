@@ -152,9 +152,14 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput["pipecheck_gpu"] = chosen.uuid or str(chosen.index)
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` means one worker per visible GPU on the GPU tier (the CPU count otherwise)."""
+    """``-n auto`` means one worker per visible GPU on the GPU tier (the CPU count otherwise).
+
+    tryfirst: the hook takes the first answer, and xdist's own (the CPU count) is a plain hookimpl.
+    Which of the two is asked first otherwise depends on the order the plugins' entry points load
+    in: on the 2-GPU machine xdist answered, and ``-n auto`` started 32 workers (2026-11-22).
+    """
     if config.getoption("pipecheck_tier", default=None) == "cpu":
         return None
     devices, _ = list_devices()

@@ -44,7 +44,8 @@ def test_one_gpu_per_worker(pytester: pytest.Pytester, monkeypatch: pytest.Monke
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
     pytester.makepyfile(TESTS)
-    result = pytester.runpytest_subprocess("-n", "auto", "--pipecheck-sanitizer=none", "-p", "xdist")
+    # xdist loaded by its entry point, as in a plain run (not "-p xdist", which changes the hook order)
+    result = pytester.runpytest_subprocess("-n", "auto", "--pipecheck-sanitizer=none")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*2 workers*"])  # -n auto: one worker per visible GPU
     seen: dict[str, set[str]] = {}
@@ -80,3 +81,13 @@ def test_a_worker_that_dies_is_reported_and_its_test_not_passed(pytester: pytest
     doc = json.loads((pytester.path / "r.json").read_text())
     assert {r["nodeid"].split("::")[1] for r in doc["results"]} == {"test_fine", "test_after"}
     assert doc["totals"]["pass"] == 2
+
+
+def test_auto_worker_count_is_asked_of_pipecheck_before_xdist() -> None:
+    """xdist's own pytest_xdist_auto_num_workers (the CPU count) is a plain hookimpl; pipecheck's must
+    run first whatever order the entry points load in (on a 2-GPU machine they loaded the other way and
+    ``-n auto`` started 32 workers)."""
+    from pytest_pipecheck import plugin
+
+    opts = getattr(plugin.pytest_xdist_auto_num_workers, "pytest_impl", {})
+    assert opts.get("tryfirst") is True and opts.get("optionalhook") is True
