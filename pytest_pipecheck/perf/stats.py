@@ -22,7 +22,8 @@ compares the per-sample ratios kernel/anchor (the rank test on log ratios, the t
 of their medians): a clock shared by both cancels, a slowdown of the kernel alone does not.
 
 The ratio also carries the anchor's own run-to-run noise, which costs power when the clock held. The
-adaptive mode (``anchor_mode="adaptive"`` of :func:`compare`) treats the anchor as a clock probe: the
+adaptive mode (``anchor_mode="adaptive"`` of :func:`compare`; ``"always"`` is the default there too)
+treats the anchor as a clock probe: the
 ratios decide only when the anchor itself moved by more than a clock tolerance, significantly; otherwise
 the raw times do. The plugin's default (``perf_anchor_mode``) is ``always``: on an H200 whose clock
 drifted 3.4% between runs, adaptive gating let 1.5% of A/A pairs fail and caught +5% in only 87% of
@@ -510,7 +511,7 @@ def compare(
     seed: int = 0,
     resamples: int = 2000,
     anchored: bool | None = None,
-    anchor_mode: str = "adaptive",
+    anchor_mode: str = "always",
     clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE,
 ) -> Comparison:
     """Decide whether ``candidate`` is slower than ``baseline``.

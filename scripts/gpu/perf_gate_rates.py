@@ -284,7 +284,7 @@ def serialized_pipeline(torch: Any, outdir: str, gate: str) -> dict[str, Any]:
 
 
 def _compare(mode: str, base: Any, cand: Any, tolerance: float | None = None) -> Any:
-    """compare() under the gate ``mode``: raw times, always anchored, or adaptive (the default)."""
+    """compare() under the gate ``mode``: raw times, always anchored (the default), or adaptive."""
     from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE, compare
 
     if mode == "raw":

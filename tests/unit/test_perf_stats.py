@@ -273,7 +273,7 @@ def test_drifted_and_scaled() -> None:
 
 
 def test_adaptive_steady_clock_gates_on_raw_times() -> None:
-    c = compare(_paired(1), _paired(2))
+    c = compare(_paired(1), _paired(2), anchor_mode="adaptive")
     assert c.anchor_compared and not c.anchored and c.gated_on == "raw"
     assert c.anchor_change is not None and abs(c.anchor_change) <= DEFAULT_CLOCK_TOLERANCE
     assert c.anchored_change is not None and c.ratio == pytest.approx(1 + c.raw_change)
@@ -282,14 +282,14 @@ def test_adaptive_steady_clock_gates_on_raw_times() -> None:
 
 
 def test_adaptive_moved_clock_gates_on_ratios() -> None:
-    c = compare(_paired(1), _paired(2, clock=1.04))
+    c = compare(_paired(1), _paired(2, clock=1.04), anchor_mode="adaptive")
     assert c.anchored and c.gated_on == "anchored" and c.anchor_p_value is not None and c.anchor_p_value < 1e-6
     assert c.decision.startswith(f"gated on anchored ratios: the anchor moved {c.anchor_change:+.1%}, p=")
     assert c.decision.endswith(": the clock changed")
 
 
 def test_adaptive_catches_a_real_slowdown_under_a_steady_clock() -> None:
-    c = compare(_paired(1), _paired(3, slowdown=0.05))
+    c = compare(_paired(1), _paired(3, slowdown=0.05), anchor_mode="adaptive")
     assert c.regressed and c.gated_on == "raw" and 1.03 < c.ratio < 1.07
 
 
@@ -313,28 +313,28 @@ def test_adaptive_insignificant_anchor_change_gates_on_raw() -> None:
     definition = {"kind": "matmul", "dtype": "bf16", "m": 2048, "n": 2048, "k": 4096}
     base = Samples.of(kernel[0], anchor_us=anchor, anchor=definition)
     cand = Samples.of(kernel[1], anchor_us=anchor[::-1] * 1.03, anchor=definition)
-    c = compare(base, cand)
+    c = compare(base, cand, anchor_mode="adaptive")
     assert c.anchor_change == pytest.approx(0.03) and c.anchor_p_value is not None and c.anchor_p_value > 0.001
     assert c.gated_on == "raw" and "not significant" in c.decision and "did not measurably move" in c.decision
 
 
 def test_clock_tolerance_boundary_and_modes() -> None:
     base, cand = _paired(1), _paired(2, clock=1.02)
-    shift = compare(base, cand).anchor_change
+    shift = compare(base, cand, anchor_mode="adaptive").anchor_change
     assert shift is not None and 0.015 < shift < 0.03
-    assert compare(base, cand, clock_tolerance=0.03).gated_on == "raw"
-    assert compare(base, cand, clock_tolerance=0.01).gated_on == "anchored"
+    assert compare(base, cand, clock_tolerance=0.03, anchor_mode="adaptive").gated_on == "raw"
+    assert compare(base, cand, clock_tolerance=0.01, anchor_mode="adaptive").gated_on == "anchored"
     assert np.array_equal(clock_moved(np.array([0.01, 0.02, 0.02]), np.array([1e-9, 1e-9, 0.5]), 0.015, 0.001),
                           [False, True, False])
     # "always": the ratios whatever the clock did (the behaviour before adaptive anchoring)
     always = compare(_paired(1), _paired(2), anchor_mode="always")
     assert always.anchored and "anchor mode 'always'" in always.decision
-    forced = compare(_paired(1), _paired(2, clock=1.08), anchored=False)
+    forced = compare(_paired(1), _paired(2, clock=1.08), anchored=False, anchor_mode="adaptive")
     assert forced.gated_on == "raw" and forced.regressed and forced.decision == "gated on raw: anchored=False was asked for"
     with pytest.raises(StatsError, match=r"anchor_mode='sometimes' must be one of always, adaptive"):
         compare(base, cand, anchor_mode="sometimes")
     with pytest.raises(StatsError, match=r"clock_tolerance=-0.1 must be a finite number >= 0"):
-        compare(base, cand, clock_tolerance=-0.1)
+        compare(base, cand, clock_tolerance=-0.1, anchor_mode="adaptive")
 
 
 def test_adaptive_summary_wording() -> None:
@@ -345,15 +345,15 @@ def test_adaptive_summary_wording() -> None:
         s = _paired(seed, clock, slowdown)
         return Samples(s.times_us, s.meta, s.anchor_us, definition)
 
-    raw = compare(run(1), run(2), ci=True).describe()
+    raw = compare(run(1), run(2), ci=True, anchor_mode="adaptive").describe()
     assert re.fullmatch(r"\S+ us vs \S+ us baseline \([+-]\d\.\d%, p=\S+, 95% CI \S+; anchored [+-]\d\.\d%; anchor "
                         r"bf16 matmul 2048x2048x4096 \S+ us vs \S+ us, [+-]\d\.\d%; gated on raw: the anchor moved "
                         r"[+-]\d\.\d% \(within the 1\.5% clock tolerance\)\)", raw), raw
-    moved = compare(run(1), run(2, clock=1.2)).describe()
+    moved = compare(run(1), run(2, clock=1.2), anchor_mode="adaptive").describe()
     assert re.fullmatch(r"\S+ us vs \S+ us baseline \([+-]\d\.\d% anchored to bf16 matmul 2048x2048x4096, p=\S+; "
                         r"raw \+\d+\.\d%; anchor \S+ us vs \S+ us, \+\d+\.\d%; gated on anchored ratios: the anchor "
                         r"moved \+\d+\.\d%, p=\S+: the clock changed\)", moved), moved
-    data = compare(run(1), run(2)).to_json()
+    data = compare(run(1), run(2), anchor_mode="adaptive").to_json()
     assert data["gated_on"] == "raw" and data["anchor_compared"] and data["decision"].startswith("gated on raw")
     assert data["anchor_change"] is not None and data["anchored_change"] is not None and data["clock_tolerance"] == 0.015
     plain = compare(Samples.of(run(1).times_us), Samples.of(run(2).times_us))
