@@ -163,33 +163,28 @@ def _arch_points(details: Mapping[str, Any]) -> list[plots.ArchPoint]:
     return points
 
 
-def _stage_rows(details: Mapping[str, Any]) -> list[tuple[int, float | None, float | None]]:
+def _stage_entries(details: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    """(stage count, row) of each well-formed row of a stage sweep; odd rows are left out."""
     raw = details.get("stage_sweep")
     if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
         return []
-    rows = []
+    out = []
     for d in raw:
-        if not isinstance(d, Mapping):
-            continue
-        stages = _int(d.get("stages"))
-        if stages is None:
-            continue
-        rows.append((stages, _float(d.get("measured_us")), _float(d.get("predicted_us"))))
-    return sorted(rows)
+        if isinstance(d, Mapping):
+            stages = _int(d.get("stages"))
+            if stages is not None:
+                out.append((stages, d))
+    return out
+
+
+def _stage_rows(details: Mapping[str, Any]) -> list[tuple[int, float | None, float | None]]:
+    return sorted((s, _float(d.get("measured_us")), _float(d.get("predicted_us"))) for s, d in _stage_entries(details))
 
 
 def _stage_extras(details: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
     """Per stage count, the optional columns of a stage sweep row (check_stage_sweep writes them)."""
-    raw = details.get("stage_sweep")
-    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
-        return {}
     out: dict[int, dict[str, Any]] = {}
-    for d in raw:
-        if not isinstance(d, Mapping):
-            continue
-        stages = _int(d.get("stages"))
-        if stages is None:
-            continue
+    for stages, d in _stage_entries(details):
         note = d.get("note")
         out[stages] = {
             "q1_us": _float(d.get("q1_us")),
