@@ -165,6 +165,21 @@ __device__ __forceinline__ void load_frags(unsigned (&a)[WM][4], unsigned (&b)[W
   }
 }
 
+// The 16 * WM x 8 * WN x 16 product of one k16 step from fragments already in registers.
+template <int WM, int WN>
+__device__ __forceinline__ void mma_step(float (&acc)[WM][WN][4], const unsigned (&a)[WM][4],
+                                         const unsigned (&b)[WN][2]) {
+#pragma unroll
+  for (int i = 0; i < WM; ++i) {
+#pragma unroll
+    for (int j = 0; j < WN; ++j) {
+      // serpentine over j: consecutive mma share an A or a B fragment (operand reuse cache)
+      const int jj = (i & 1) ? WN - 1 - j : j;
+      mma_16816(acc[i][jj], a[i], b[jj][0], b[jj][1]);
+    }
+  }
+}
+
 // One warp multiplies its (16*WM, 8*WN) slice of a staged (BM, BK) x (BK, BN) tile pair and
 // accumulates into acc. warp_m0 / warp_n0: the warp's first row / column inside the block tile.
 // The fragments are double-buffered across the k16 steps: step s+1's ldmatrix are issued before
@@ -188,15 +203,7 @@ __device__ __forceinline__ void mma_tile(const __half* As,  // (BM, A_LD) one st
                                      lane);
     }
 #endif
-#pragma unroll
-    for (int i = 0; i < WM; ++i) {
-#pragma unroll
-      for (int j = 0; j < WN; ++j) {
-        // serpentine over j: consecutive mma share an A or a B fragment (operand reuse cache)
-        const int jj = (i & 1) ? WN - 1 - j : j;
-        mma_16816(acc[i][jj], a[s & 1][i], b[s & 1][jj][0], b[s & 1][jj][1]);
-      }
-    }
+    mma_step<WM, WN>(acc, a[s & 1], b[s & 1]);
   }
 }
 

@@ -143,6 +143,69 @@ __device__ __forceinline__ void compute_stage(const __half* smem, int stage, flo
   }
 #endif
 }
+
+#ifdef PIPECHECK_XTILE
+#if defined(PIPECHECK_LOAD_ONLY) || defined(PIPECHECK_COMPUTE_ONLY)
+#error "PIPECHECK_XTILE has no load-only / compute-only variant"
+#endif
+static_assert(STAGES >= 2, "PIPECHECK_XTILE needs at least 2 stages");
+// Cross-tile build (-DPIPECHECK_XTILE): the barrier of K tile k+1 moves inside tile k. Every stage
+// holds a tile from the prologue on (STAGES tiles issued, not STAGES-1); in tile k, once the fragments
+// of its last k16 step are being loaded, the warps wait for tile k+1, meet at the barrier (after which
+// nobody reads stage k % STAGES any more), refill that stage with tile k + STAGES, load tile k+1's
+// first fragments and only then issue tile k's last mma. So the tensor pipe still holds queued mma
+// while the warps meet, and tile k+1's first ldmatrix latency hides behind tile k's last step.
+// Fragments are double-buffered by k16-step parity (the steps per stage, KSTEPS, are even).
+__device__ __forceinline__ void xtile_mainloop(__half* smem, float (&acc)[WM][WN][4], const __half* A,
+                                               const __half* B, int M, int N, int K, int lda, int ldb,
+                                               int block_m0, int block_n0, const Map& map, bool interior,
+                                               const __half* a_src, const __half* b_src, int num_k_tiles,
+                                               int warp_m0, int warp_n0, int lane) {
+  constexpr int STEPS_PER_SUB = pc::BK / 16;
+  constexpr int KSTEPS = SUB * STEPS_PER_SUB;
+  static_assert(KSTEPS % 2 == 0, "fragment buffers alternate by step parity");
+  unsigned a[2][WM][4];
+  unsigned b[2][WN][2];
+  // prologue: tiles 0 .. STAGES-1, one group each (empty groups past the last tile)
+  for (int fill = 0; fill < STAGES; ++fill) {
+    if (fill < num_k_tiles) {
+      issue_tile(smem, fill, fill, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src, b_src);
+    }
+    __pipeline_commit();
+  }
+  __pipeline_wait_prior(STAGES - 1);  // group 0 (tile 0) has landed for this thread
+  __syncthreads();                    // ... and for every thread
+  pc::load_frags<WM, WN, AT::LD, BT::LD>(a[0], b[0], smem, smem + AT::ELEMS, 0, warp_m0, warp_n0, lane);
+  for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
+    const int stage = k_tile % STAGES;
+    const __half* st = smem + stage * STAGE_ELEMS;
+#pragma unroll
+    for (int s = 0; s < KSTEPS; ++s) {
+      const int nb = (s + 1) & 1;
+      if (s + 1 < KSTEPS) {
+        const __half* As = st + ((s + 1) / STEPS_PER_SUB) * SUB_ELEMS;
+        pc::load_frags<WM, WN, AT::LD, BT::LD>(a[nb], b[nb], As, As + AT::ELEMS, ((s + 1) % STEPS_PER_SUB) * 16,
+                                               warp_m0, warp_n0, lane);
+      } else {
+        // groups committed so far: tiles 0 .. k_tile + STAGES - 1; tile k_tile + 1 must have landed
+        __pipeline_wait_prior(STAGES - 2);
+        __syncthreads();  // tile k+1 landed everywhere; every warp's last read of `stage` was issued
+        const int fetch_tile = k_tile + STAGES;
+        if (fetch_tile < num_k_tiles) {
+          issue_tile(smem, stage, fetch_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src,
+                     b_src);
+        }
+        __pipeline_commit();
+        if (k_tile + 1 < num_k_tiles) {
+          const __half* As = smem + ((k_tile + 1) % STAGES) * STAGE_ELEMS;
+          pc::load_frags<WM, WN, AT::LD, BT::LD>(a[nb], b[nb], As, As + AT::ELEMS, 0, warp_m0, warp_n0, lane);
+        }
+      }
+      pc::mma_step<WM, WN>(acc, a[s & 1], b[s & 1]);
+    }
+  }
+}
+#endif  // PIPECHECK_XTILE
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -184,6 +247,10 @@ gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, flo
       __syncthreads();
     }
   } else {
+#ifdef PIPECHECK_XTILE
+    xtile_mainloop(smem, acc, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src, b_src,
+                   num_k_tiles, warp_m0, warp_n0, lane);
+#else
     // prologue: fill STAGES-1 stages
     for (int fill = 0; fill < STAGES - 1; ++fill) {  // pipecheck:prologue_depth
       if (fill < num_k_tiles) {
@@ -204,6 +271,7 @@ gemm_k3_cp_async(const __half* __restrict__ A, const __half* __restrict__ B, flo
       __pipeline_commit();  // pipecheck:commit
       compute_stage(smem, read_stage, acc, warp_m0, warp_n0, lane);
     }
+#endif  // PIPECHECK_XTILE
   }
 #endif
   // epilogue: accumulators to C

@@ -160,6 +160,83 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.jit
+def gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, stride_cn,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr,
+                           TMA_STORE: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
+    # One program per SM walks output tiles pid, pid + NUM_PROGRAMS, ... in GROUP_M order. FLATTEN
+    # merges the tile loop and the K loop into one software pipeline, so the loads of the next tile
+    # start while this tile's accumulator is still being written out.
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+    if TMA_STORE:  # the launcher checked that a row of C ends on a 16-byte boundary
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_N // 2 if SPLIT_EPILOGUE else BLOCK_N])
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_group = GROUP_M * tiles_n
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS, flatten=FLATTEN):
+        first_m = (tile // per_group) * GROUP_M
+        rows_in_group = min(tiles_m - first_m, GROUP_M)
+        off_m = (first_m + (tile % per_group) % rows_in_group) * BLOCK_M
+        off_n = ((tile % per_group) // rows_in_group) * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(0, k_tiles):
+            acc = tl.dot(a_desc.load([off_m, kt * BLOCK_K]), b_desc.load([kt * BLOCK_K, off_n]), acc)
+        if SPLIT_EPILOGUE:  # two (BLOCK_M, BLOCK_N / 2) halves: half the registers live in the epilogue
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            if TMA_STORE:
+                c_desc.store([off_m, off_n], left.to(c_ptr.dtype.element_ty))
+                c_desc.store([off_m, off_n + BLOCK_N // 2], right.to(c_ptr.dtype.element_ty))
+            else:
+                rm = off_m + tl.arange(0, BLOCK_M)
+                rn = off_n + tl.arange(0, BLOCK_N // 2)
+                mask = (rm[:, None] < M) & (rn[None, :] < N)
+                tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
+                         left.to(c_ptr.dtype.element_ty), mask=mask)
+                rn2 = rn + BLOCK_N // 2
+                tl.store(c_ptr + rm[:, None] * stride_cm + rn2[None, :] * stride_cn,
+                         right.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn2[None, :] < N))
+        elif TMA_STORE:
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        else:
+            rm = off_m + tl.arange(0, BLOCK_M)
+            rn = off_n + tl.arange(0, BLOCK_N)
+            tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+                     mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def launch_persistent(a: Any, b: Any, c: Any, *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, stages: int, warps: int,
+                      GROUP_M: int, num_programs: int, flatten: bool = True, tma_store: bool | None = None,
+                      split_epilogue: bool = False) -> None:
+    """Launch :func:`gemm_persistent_kernel`: ``num_programs`` programs (one per SM), device-side descriptors.
+
+    Needs what the ``tma`` path needs (:func:`tma_unavailable_reason`). ``tma_store`` None: a TMA store
+    when a row of C ends on a 16-byte boundary and C is row-major and aligned, else masked stores.
+    """
+    reason = tma_unavailable_reason(a, b, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+    if reason is not None:
+        raise ValueError(f"the persistent GEMM needs descriptors: {reason}")
+    M, K = a.shape
+    N = b.shape[1]
+    exact = (c.stride(1) == 1 and (N * c.element_size()) % 16 == 0 and (c.stride(0) * c.element_size()) % 16 == 0
+             and c.data_ptr() % 16 == 0)
+    use_tma_store = exact if tma_store is None else bool(tma_store)
+    if use_tma_store and not exact:
+        raise ValueError("a TMA store into c needs a row-major c whose rows end on 16-byte boundaries")
+    if not _interpreting():
+        _ensure_allocator()
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    programs = max(1, min(int(num_programs), tiles))
+    gemm_persistent_kernel[(programs,)](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0), c.stride(1),
+                                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
+                                        NUM_PROGRAMS=programs, FLATTEN=flatten, TMA_STORE=use_tma_store,
+                                        SPLIT_EPILOGUE=split_epilogue, num_stages=stages, num_warps=warps)
+
+
 def gpu_config(capability: tuple[int, int] | None) -> dict[str, int]:
     """The GPU tile config for compute capability ``(major, minor)`` (:data:`GPU_CONFIG` when not listed)."""
     if capability is not None:

@@ -46,6 +46,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--no-variants", action="store_true", help="skip the compile-time variant table")
+    ap.add_argument("--quick", action="store_true",
+                    help="rungs and variants only: skip the stage sweep and the cost-model rows")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -103,12 +105,14 @@ def main(argv: list[str]) -> int:
 
     for name in KERNELS:
         result["rungs"].append(run(name))
-    sweeps = [("k3_cp_async", (1, 2, 3, 4)), ("k3_cp_async_wide", (2, 3, 4))]
+    sweeps = [] if args.quick else [("k3_cp_async", (1, 2, 3, 4)), ("k3_cp_async_wide", (2, 3, 4))]
     for name, stage_counts in sweeps:
         for s in stage_counts:
             result["stage_sweep"].append(run(name, stages=s))
     wide_default = KERNELS["k3_cp_async_wide"].default_stages or 4
-    for name, s in [("k3_cp_async", 2), ("k3_cp_async", 3), ("k3_cp_async", 4), ("k3_cp_async_wide", wide_default)]:
+    model_cases = [] if args.quick else [("k3_cp_async", 2), ("k3_cp_async", 3), ("k3_cp_async", 4),
+                                         ("k3_cp_async_wide", wide_default)]
+    for name, s in model_cases:
         full: dict[str, Any] = next(
             (r for r in result["stage_sweep"] if r["kernel"] == name and r["stages"] == s), {})
         lo = run(name, stages=s, defines={"PIPECHECK_LOAD_ONLY": 1})
@@ -132,6 +136,15 @@ def main(argv: list[str]) -> int:
         ("k3_cp_async_wide", 2, {"PIPECHECK_SUBTILES": 2}),
         ("k3_cp_async_wide", 3, {"PIPECHECK_SUBTILES": 2}),
         ("k3_cp_async_wide", 4, {"PIPECHECK_SUBTILES": 2}),
+        # cross-tile fragment pipeline: the barrier of tile k+1 inside tile k (k3's PIPECHECK_XTILE)
+        ("k3_cp_async", 3, {"PIPECHECK_XTILE": 1}),
+        ("k3_cp_async", 4, {"PIPECHECK_XTILE": 1}),
+        ("k3_cp_async", 2, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async_wide", 3, {"PIPECHECK_XTILE": 1}),
+        ("k3_cp_async_wide", 4, {"PIPECHECK_XTILE": 1}),
+        ("k3_cp_async_wide", 2, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async_wide", 3, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async_wide", 4, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
         ("k4_cuda_pipeline", 2, {}),
         ("k4_cuda_pipeline", 4, {}),
         ("k5_warp_specialized", 4, {}),
@@ -141,6 +154,8 @@ def main(argv: list[str]) -> int:
         ("k6_loader_compute_storer", 4, {}),
         ("k6_loader_compute_storer", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
     ]
+    if args.quick:  # the k3 builds only (two K tiles per barrier, the cross-tile pipeline)
+        variants = [v for v in variants if v[0].startswith("k3") and set(v[2]) & {"PIPECHECK_XTILE", "PIPECHECK_SUBTILES"}]
     if not args.no_variants:
         for name, stages, defines in variants:
             result["variants"].append(run(name, stages=stages, defines=defines))

@@ -60,6 +60,22 @@ def sweep_configs() -> list[dict[str, int]]:
     return configs
 
 
+def persistent_configs() -> list[dict[str, Any]]:
+    """Configs of the persistent descriptor GEMM (reference_kernels/triton/gemm.py: launch_persistent)."""
+    wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "warps": 8, "GROUP_M": 8}
+    return [
+        {**wide, "stages": 3, "flatten": True, "tma_store": True, "split_epilogue": False},
+        {**wide, "stages": 3, "flatten": True, "tma_store": True, "split_epilogue": True},
+        {**wide, "stages": 4, "flatten": True, "tma_store": True, "split_epilogue": True},
+        {**wide, "stages": 3, "flatten": True, "tma_store": False, "split_epilogue": False},
+        {**wide, "stages": 3, "flatten": False, "tma_store": True, "split_epilogue": False},
+        {**wide, "stages": 4, "flatten": False, "tma_store": True, "split_epilogue": True},
+        {**wide, "BLOCK_M": 256, "BLOCK_N": 128, "stages": 3, "flatten": True, "tma_store": True,
+         "split_epilogue": False},
+        {**wide, "BLOCK_N": 128, "stages": 4, "flatten": True, "tma_store": True, "split_epilogue": False},
+    ]
+
+
 def config_label(cfg: dict[str, Any]) -> str:
     if not cfg:
         return ""
@@ -170,6 +186,36 @@ def main() -> int:
         print(f"[{time.monotonic() - started:6.1f}s] {path:6s} {config_label(cfg):22s} {shown}", flush=True)
     rows.extend(gemm_rows[i] for i in range(len(cases)))
 
+    # the persistent descriptor kernel (gemm_persistent_kernel: one program per SM, GROUP_M tile order,
+    # tile and K loops flattened into one pipeline or not, TMA or masked store, split epilogue)
+    for pcfg in persistent_configs():
+        cfg = {k: v for k, v in pcfg.items() if k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages", "warps", "GROUP_M")}
+        opts = {k: v for k, v in pcfg.items() if k not in cfg}
+        label = "persistent " + " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in opts.items())
+        row = {"name": "triton_gemm_persistent", "path": label, "config": cfg, "ms": None, "tflops": None,
+               "error": ref.tma_unavailable_reason(a, b, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                                                   BLOCK_K=cfg["BLOCK_K"])}
+        if row["error"] is None and over_budget():
+            row["error"] = f"skipped: the sweep's time budget ({args.budget:.0f} s) was spent"
+            row["skipped"] = True
+        elif row["error"] is None:
+            t_case = time.monotonic()
+            try:
+                c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+                run = functools.partial(ref.launch_persistent, a, b, c, **cfg, num_programs=props.multi_processor_count,
+                                        **opts)
+                run()
+                check(c)
+                ms = bench(run)
+                row.update(ms=ms, tflops=tflops(ms))
+            except Exception as exc:
+                row["error"] = _error_text(exc)
+                row["traceback"] = traceback.format_exc(limit=3)
+            row["seconds"] = round(time.monotonic() - t_case, 2)
+        shown = f"{row['tflops']:.0f} TFLOP/s" if row["tflops"] else row["error"]
+        print(f"[{time.monotonic() - started:6.1f}s] {label:40s} {config_label(cfg):22s} {shown}", flush=True)
+        rows.append(row)
+
     reason = ws.unavailable_reason("cuda")
     for warps in (4, 8):
         cfg = {**ws.GPU_CONFIG, "warps": warps}
@@ -194,6 +240,8 @@ def main() -> int:
     for row in rows:
         row["vs_torch"] = row["tflops"] / rows[0]["tflops"] if row["tflops"] else None
     candidates = [r for r in rows if r["name"] == "triton_gemm" and r["tflops"]]
+    persistent_best = max((r for r in rows if r["name"] == "triton_gemm_persistent" and r["tflops"]),
+                          key=lambda r: r["tflops"], default=None)
     best = max(candidates, key=lambda r: r["tflops"], default=None)
     default_row = next(r for r in rows if r["name"] == "triton_gemm" and r["path"] == default_path
                        and r["config"] == default_cfg)
@@ -215,6 +263,9 @@ def main() -> int:
         "best": best and {"path": best["path"], "config": best["config"], "tflops": best["tflops"],
                           "vs_torch": best["vs_torch"]},
         "goal_met": bool(best and best["vs_torch"] >= GOAL),
+        "persistent_best": persistent_best and {"path": persistent_best["path"], "config": persistent_best["config"],
+                                                "tflops": persistent_best["tflops"],
+                                                "vs_torch": persistent_best["vs_torch"]},
     }
     with open(os.path.join(args.out_dir, "triton_gemm_perf.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2)
@@ -248,6 +299,9 @@ def main() -> int:
                      f"{best['tflops']:.0f} TFLOP/s = {100 * best['vs_torch']:.1f}% of torch.matmul")
     else:
         best_text = "no triton_gemm row has a number"
+    if persistent_best:
+        best_text += (f"; best persistent: {persistent_best['path']}, {config_label(persistent_best['config'])}: "
+                      f"{persistent_best['tflops']:.0f} TFLOP/s = {100 * persistent_best['vs_torch']:.1f}%")
     lines += ["", default_line, "",
               f"Goal (best >= {100 * GOAL:.0f}% of torch.matmul): {'met' if meta['goal_met'] else 'NOT met'}; "
               f"{best_text}"]
