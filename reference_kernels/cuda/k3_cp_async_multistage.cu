@@ -57,7 +57,7 @@
 namespace {
 constexpr int STAGES = PIPECHECK_STAGES;
 #ifdef PIPECHECK_K3_WIDE
-static_assert(STAGES >= 1 && STAGES <= 4, "PIPECHECK_STAGES must be 1..4 (4 stages = 108544 B of smem)");
+static_assert(STAGES >= 1 && STAGES <= 6, "PIPECHECK_STAGES must be 1..6 (6 stages = 162816 B of smem)");
 constexpr int BM = 128, BN = 256;
 constexpr int THREADS = 256;             // 8 warps, 2 (M) x 4 (N)
 constexpr int WARPS_N = 4;
@@ -98,6 +98,8 @@ __device__ __forceinline__ void copy_chunk(__half* dst, const __half* base, int 
 
 // Issue this thread's copies of stage-sized K tile k_tile (SUB BK-deep tiles) into smem stage `stage`
 // (no commit). a_src / b_src: this thread's first A / B chunk of K tile 0 (valid only when interior is true).
+// PART: 0 both operands, 1 A only, 2 B only (the cross-tile build can issue the two halves apart).
+template <int PART = 0>
 __device__ __forceinline__ void issue_tile(__half* smem, int stage, int k_tile, const __half* A, const __half* B,
                                            int M, int N, int K, int lda, int ldb, int block_m0, int block_n0,
                                            const Map& map, bool interior, const __half* a_src,
@@ -110,25 +112,33 @@ __device__ __forceinline__ void issue_tile(__half* smem, int stage, int k_tile, 
     if (interior && k0 + pc::BK <= K) {  // block-uniform: every chunk whole and aligned, no per-chunk test
       const __half* a = a_src + k0;
       const __half* b = b_src + static_cast<long long>(k0) * ldb;
+      if (PART != 2) {
 #pragma unroll
-      for (int i = 0; i < Map::A_PER; ++i) {
-        __pipeline_memcpy_async(&As[map.a_smem(i)], a + static_cast<long long>(i * Map::A_ROW_STEP) * lda, 16);
+        for (int i = 0; i < Map::A_PER; ++i) {
+          __pipeline_memcpy_async(&As[map.a_smem(i)], a + static_cast<long long>(i * Map::A_ROW_STEP) * lda, 16);
+        }
       }
+      if (PART != 1) {
 #pragma unroll
-      for (int i = 0; i < Map::B_PER; ++i) {
-        __pipeline_memcpy_async(&Bs[map.b_smem(i)], b + static_cast<long long>(i * Map::B_ROW_STEP) * ldb, 16);
+        for (int i = 0; i < Map::B_PER; ++i) {
+          __pipeline_memcpy_async(&Bs[map.b_smem(i)], b + static_cast<long long>(i * Map::B_ROW_STEP) * ldb, 16);
+        }
       }
       continue;
     }
+    if (PART != 2) {
 #pragma unroll
-    for (int i = 0; i < Map::A_PER; ++i) {
-      const int r = map.a_row + i * Map::A_ROW_STEP;
-      copy_chunk(&As[map.a_smem(i)], A, M, K, lda, block_m0 + r, k0 + map.a_col);
+      for (int i = 0; i < Map::A_PER; ++i) {
+        const int r = map.a_row + i * Map::A_ROW_STEP;
+        copy_chunk(&As[map.a_smem(i)], A, M, K, lda, block_m0 + r, k0 + map.a_col);
+      }
     }
+    if (PART != 1) {
 #pragma unroll
-    for (int i = 0; i < Map::B_PER; ++i) {
-      const int r = map.b_row + i * Map::B_ROW_STEP;
-      copy_chunk(&Bs[map.b_smem(i)], B, K, N, ldb, k0 + r, block_n0 + map.b_col);
+      for (int i = 0; i < Map::B_PER; ++i) {
+        const int r = map.b_row + i * Map::B_ROW_STEP;
+        copy_chunk(&Bs[map.b_smem(i)], B, K, N, ldb, k0 + r, block_n0 + map.b_col);
+      }
     }
   }
 }
@@ -144,10 +154,15 @@ __device__ __forceinline__ void compute_stage(const __half* smem, int stage, flo
 #endif
 }
 
-#ifdef PIPECHECK_XTILE
-#if defined(PIPECHECK_LOAD_ONLY) || defined(PIPECHECK_COMPUTE_ONLY)
-#error "PIPECHECK_XTILE has no load-only / compute-only variant"
+#if defined(PIPECHECK_XTILE) && (PIPECHECK_XTILE + 0) == 0  // -DPIPECHECK_XTILE=0: the classic loop
+#undef PIPECHECK_XTILE
 #endif
+#if defined(PIPECHECK_XTILE) && (defined(PIPECHECK_LOAD_ONLY) || defined(PIPECHECK_COMPUTE_ONLY))
+// The cost model's load-only and compute-only builds time the copies alone and the math alone; the
+// cross-tile order only changes how the two overlap, so those builds keep the classic loop.
+#undef PIPECHECK_XTILE
+#endif
+#ifdef PIPECHECK_XTILE
 static_assert(STAGES >= 2, "PIPECHECK_XTILE needs at least 2 stages");
 // Cross-tile build (-DPIPECHECK_XTILE): the barrier of K tile k+1 moves inside tile k. Every stage
 // holds a tile from the prologue on (STAGES tiles issued, not STAGES-1); in tile k, once the fragments
@@ -182,6 +197,16 @@ __device__ __forceinline__ void xtile_mainloop(__half* smem, float (&acc)[WM][WN
 #pragma unroll
     for (int s = 0; s < KSTEPS; ++s) {
       const int nb = (s + 1) & 1;
+#ifdef PIPECHECK_XTILE_SPLIT
+      if (s == 0 && k_tile > 0) {  // the B half of the tile the previous barrier freed a stage for
+        const int fetch_tile = k_tile - 1 + STAGES;
+        if (fetch_tile < num_k_tiles) {
+          issue_tile<2>(smem, (k_tile - 1) % STAGES, fetch_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, map,
+                        interior, a_src, b_src);
+        }
+        __pipeline_commit();
+      }
+#endif
       if (s + 1 < KSTEPS) {
         const __half* As = st + ((s + 1) / STEPS_PER_SUB) * SUB_ELEMS;
         pc::load_frags<WM, WN, AT::LD, BT::LD>(a[nb], b[nb], As, As + AT::ELEMS, ((s + 1) % STEPS_PER_SUB) * 16,
@@ -191,11 +216,18 @@ __device__ __forceinline__ void xtile_mainloop(__half* smem, float (&acc)[WM][WN
         __pipeline_wait_prior(STAGES - 2);
         __syncthreads();  // tile k+1 landed everywhere; every warp's last read of `stage` was issued
         const int fetch_tile = k_tile + STAGES;
+#ifdef PIPECHECK_XTILE_SPLIT  // A now, B (and the commit) at the next tile's first step
+        if (fetch_tile < num_k_tiles) {
+          issue_tile<1>(smem, stage, fetch_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src,
+                        b_src);
+        }
+#else
         if (fetch_tile < num_k_tiles) {
           issue_tile(smem, stage, fetch_tile, A, B, M, N, K, lda, ldb, block_m0, block_n0, map, interior, a_src,
                      b_src);
         }
         __pipeline_commit();
+#endif
         if (k_tile + 1 < num_k_tiles) {
           const __half* As = smem + ((k_tile + 1) % STAGES) * STAGE_ELEMS;
           pc::load_frags<WM, WN, AT::LD, BT::LD>(a[nb], b[nb], As, As + AT::ELEMS, 0, warp_m0, warp_n0, lane);

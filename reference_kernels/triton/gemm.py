@@ -4,9 +4,16 @@ What it shows
     The plain (non-persistent) software-pipelined GEMM: each program owns one BLOCK_M x BLOCK_N
     output tile and walks the K dimension in BLOCK_K tiles. Triton's pipeliner (``num_stages``)
     turns the loads of the next ``num_stages - 1`` K tiles into asynchronous copies into a ring of
-    shared-memory buffers while the current tile is multiplied. One kernel, three load paths, picked
-    per launch by constexpr switches (the launcher chooses them from the actual arguments):
+    shared-memory buffers while the current tile is multiplied. Four paths, picked per launch (the
+    launcher chooses from the actual arguments): three load paths of one kernel, set by constexpr
+    switches, and a persistent form of the same loop:
 
+    ``persistent`` :func:`gemm_persistent_kernel`: one program per SM walks output tiles pid,
+                pid + #SMs, ... (GROUP_M order) with device-side descriptors as in ``tma``; the tile
+                loop and the K loop are flattened into one software pipeline (``tl.range(...,
+                flatten=True)``), so the next tile's loads are in flight while this tile's result is
+                stored, and C goes out through a TMA store when its rows end on 16-byte boundaries
+                (masked pointer stores otherwise).
     ``tma``     (``USE_TMA``) A and B are read through device-side tensor descriptors
                 (``tl.make_tensor_descriptor``): on sm_90 the ring is filled by TMA bulk copies that
                 feed wgmma directly. Out-of-bounds rows/columns of a box arrive as zeros, so ragged
@@ -18,9 +25,9 @@ What it shows
     ``masked``  every load masked (row < M, column < N, k < K, ``other=0``): the fallback for any
                 argument the other paths do not accept.
 
-    The store is a masked pointer store on every path (row < M, column < N). It is not a TMA store:
-    a TMA store writes whole 16-byte chunks of a row and overruns rows whose end is not 16-byte
-    aligned (see :mod:`reference_kernels.triton.persistent_ws_gemm`).
+    The store is a masked pointer store (row < M, column < N) on the three ``gemm_kernel`` paths, and
+    on ``persistent`` whenever a row of C does not end on a 16-byte boundary: a TMA store writes whole
+    16-byte chunks of a row and overruns such rows (see :mod:`reference_kernels.triton.persistent_ws_gemm`).
 
 Pipeline scheme
     prologue: issue loads for K tiles 0 .. stages-2; steady state: wait for tile k, issue tile
@@ -30,20 +37,23 @@ Pipeline scheme
 
 Preconditions
     Any M, N, K >= 1 and any strides on every path the launcher picks (outputs may be padded
-    views); fp16 or bf16 inputs and output. :func:`select_path` takes ``tma`` only when descriptors
+    views); fp16 or bf16 inputs and output. :func:`select_path` takes ``persistent`` (for the
+    reference kernel; ``tma`` for another kernel with the path switches) only when descriptors
     exist in this Triton (``tl.make_tensor_descriptor``), the target has TMA (sm_90 or newer; the
     Triton interpreter emulates descriptors, zero padding included, and Triton 3.9's interpreter runs
     this path correctly, so it is picked there too), A and B have a unit last stride, a 16-byte
     aligned base and row strides that are multiples of 16 bytes, and M, N, K fit in int32; else
-    ``even_k`` when K % BLOCK_K == 0; else ``masked``. On a GPU the ``tma`` path needs a global
+    ``even_k`` when K % BLOCK_K == 0; else ``masked``. The persistent path launches one program per
+    SM of the inputs' GPU (:func:`persistent_programs`; 3 in the interpreter, so that programs walk
+    several tiles at small shapes). On a GPU the descriptor paths need a global
     scratch allocation for the descriptors: the launcher installs a torch allocator with
     ``triton.set_allocator`` unless one is already set.
 
 Spec tiles (see :func:`gemm_spec`)
     CPU / Triton interpreter: BLOCK 16 x 16 x 16, 3 stages (small, so the interpreter is fast and
     generated shapes have many tiles). GPU: per compute capability (:data:`GPU_CONFIGS`): sm_90 runs
-    BLOCK 128 x 256 x 64, 4 stages, 8 warps, GROUP_M 8 (the best pointer-path config measured
-    below); every other architecture BLOCK 128 x 128 x 64, 3 stages, 4 warps (:data:`GPU_CONFIG`,
+    BLOCK 128 x 256 x 64, 3 stages, 8 warps, GROUP_M 8 (the best ``persistent`` config measured
+    below; 4 stages and the TMA store's staging tile do not fit in sm_90's shared memory); every other architecture BLOCK 128 x 128 x 64, 3 stages, 4 warps (:data:`GPU_CONFIG`,
     FACTS.md section 4: the fastest stage count on sm_90 at that tile).
 
 Numbers reached
@@ -54,7 +64,13 @@ Numbers reached
     88 (register spills). With the load paths (H200, Triton 3.6, torch.matmul 761 TFLOP/s,
     benchmarks/results/2026-11-22-h200-session3/triton_gemm_perf.md): the sm_90 default (128x256x64 / 4 stages / 8 warps / GROUP_M 8, ``tma``
     path) 659 TFLOP/s (86.5%); best 672 (88.3%, ``tma``, 3 stages); ``even_k`` 668, ``masked`` 667 at
-    the same tile. The 95% goal is not met: the tile, not the load path, sets the ceiling here.
+    the same tile. The ``persistent`` path (session 4, H200, torch.matmul 752 TFLOP/s,
+    benchmarks/results/2026-11-22-h200-session4/triton_gemm_perf.md): 677 TFLOP/s (90.0%) at 128x256x64
+    / 3 stages / 8 warps with the flattened loop and a TMA store (676 with masked stores, 661 without
+    flattening), against 638-661 for the non-persistent paths in the same run. The 95% goal is not met.
+    Triton 3.6 (and 3.9) does not warp-specialize this loop for sm_90 (``warp_specialize=True`` on the
+    flattened loop leaves no ``ttg.warp_specialize`` region in the TTGIR), so the producer/consumer
+    split that cuBLAS's Hopper kernels use is out of reach of ``tl.range`` here.
 """
 
 from __future__ import annotations
@@ -79,12 +95,14 @@ GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3, "warps
 # per compute capability (major, minor): sm_90 gets the best config of the H200 sweep (653 TFLOP/s on
 # the masked pointer path, 2026-11-22; 659 on the tma path in the session-3 sweep)
 GPU_CONFIGS: dict[tuple[int, int], dict[str, int]] = {
-    (9, 0): {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 4, "warps": 8, "GROUP_M": 8},
+    (9, 0): {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 3, "warps": 8, "GROUP_M": 8},
 }
 
-# the load paths, fastest first, and the constexpr switches each one sets
-PATHS = ("tma", "even_k", "masked")
+# the load paths, fastest first, and the constexpr switches of gemm_kernel each one sets ("persistent"
+# launches gemm_persistent_kernel instead and sets none)
+PATHS = ("persistent", "tma", "even_k", "masked")
 PATH_SWITCHES: dict[str, dict[str, bool]] = {
+    "persistent": {},
     "tma": {"EVEN_K": False, "WRAP_MN": False, "USE_TMA": True},
     "even_k": {"EVEN_K": True, "WRAP_MN": True, "USE_TMA": False},
     "masked": {"EVEN_K": False, "WRAP_MN": False, "USE_TMA": False},
@@ -164,7 +182,8 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 def gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, stride_cn,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                            GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr,
-                           TMA_STORE: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
+                           TMA_STORE: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr,
+                           WARP_SPECIALIZE: tl.constexpr = False):
     # One program per SM walks output tiles pid, pid + NUM_PROGRAMS, ... in GROUP_M order. FLATTEN
     # merges the tile loop and the K loop into one software pipeline, so the loads of the next tile
     # start while this tile's accumulator is still being written out.
@@ -177,7 +196,8 @@ def gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, s
     tiles_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     per_group = GROUP_M * tiles_n
-    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS, flatten=FLATTEN):
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGRAMS, flatten=FLATTEN,
+                         warp_specialize=WARP_SPECIALIZE):
         first_m = (tile // per_group) * GROUP_M
         rows_in_group = min(tiles_m - first_m, GROUP_M)
         off_m = (first_m + (tile % per_group) % rows_in_group) * BLOCK_M
@@ -211,7 +231,7 @@ def gemm_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, s
 
 def launch_persistent(a: Any, b: Any, c: Any, *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, stages: int, warps: int,
                       GROUP_M: int, num_programs: int, flatten: bool = True, tma_store: bool | None = None,
-                      split_epilogue: bool = False) -> None:
+                      split_epilogue: bool = False, warp_specialize: bool = False) -> None:
     """Launch :func:`gemm_persistent_kernel`: ``num_programs`` programs (one per SM), device-side descriptors.
 
     Needs what the ``tma`` path needs (:func:`tma_unavailable_reason`). ``tma_store`` None: a TMA store
@@ -234,7 +254,8 @@ def launch_persistent(a: Any, b: Any, c: Any, *, BLOCK_M: int, BLOCK_N: int, BLO
     gemm_persistent_kernel[(programs,)](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0), c.stride(1),
                                         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
                                         NUM_PROGRAMS=programs, FLATTEN=flatten, TMA_STORE=use_tma_store,
-                                        SPLIT_EPILOGUE=split_epilogue, num_stages=stages, num_warps=warps)
+                                        SPLIT_EPILOGUE=split_epilogue, WARP_SPECIALIZE=warp_specialize,
+                                        num_stages=stages, num_warps=warps)
 
 
 def gpu_config(capability: tuple[int, int] | None) -> dict[str, int]:
@@ -283,12 +304,7 @@ _SWITCHES_CACHE: dict[Any, bool] = {}
 
 def _switches_of(kernel: Any) -> bool:
     """Whether ``kernel`` takes this module's path switches (mutants keep the original signature)."""
-    fn = kernel
-    for _ in range(4):  # JITFunction / InterpretedFunction / autotuner wrap the Python function in .fn
-        inner = getattr(fn, "fn", None)
-        if inner is None:
-            break
-        fn = inner
+    fn = _python_function(kernel)
     found = _SWITCHES_CACHE.get(fn)
     if found is None:  # inspect.signature costs ~25 us: once per kernel, not per launch
         try:
@@ -336,12 +352,28 @@ def tma_unavailable_reason(a: Any, b: Any, *, BLOCK_M: int, BLOCK_N: int, BLOCK_
     return None
 
 
+def _is_reference(kernel: Any) -> bool:
+    """Whether ``kernel`` is this module's :func:`gemm_kernel` (or a wrapper around its function)."""
+    return _python_function(kernel) is _python_function(gemm_kernel)
+
+
+def _python_function(kernel: Any) -> Any:
+    fn = kernel
+    for _ in range(4):  # JITFunction / InterpretedFunction / autotuner wrap the Python function in .fn
+        inner = getattr(fn, "fn", None)
+        if inner is None:
+            break
+        fn = inner
+    return fn
+
+
 def select_path(a: Any, b: Any, *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, kernel: Any = None,
                 capability: tuple[int, int] | None = None, interpreter: bool | None = None,
                 **_: Any) -> tuple[str, str]:
     """The load path (one of :data:`PATHS`) the launcher takes for these arguments, and why.
 
-    ``tma`` when :func:`tma_unavailable_reason` finds nothing, else ``even_k`` when
+    ``persistent`` when :func:`tma_unavailable_reason` finds nothing and ``kernel`` is the reference
+    kernel (or None), ``tma`` then for another kernel with the path switches; else ``even_k`` when
     K % BLOCK_K == 0, else ``masked``; always ``masked`` for a kernel without the path switches (the
     mutants). Extra keywords (a whole config: stages, warps, GROUP_M) are ignored.
     """
@@ -350,7 +382,9 @@ def select_path(a: Any, b: Any, *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, ker
     reason = tma_unavailable_reason(a, b, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
                                     capability=capability, interpreter=interpreter)
     if reason is None:
-        return "tma", "descriptors: aligned row-major A and B on a TMA target"
+        if kernel is None or _is_reference(kernel):
+            return "persistent", "descriptors: aligned row-major A and B on a TMA target; one program per SM"
+        return "tma", "descriptors: aligned row-major A and B on a TMA target (not the reference kernel)"
     K = int(a.shape[1])
     if K % BLOCK_K == 0:
         return "even_k", f"no tma ({reason}); K={K} is a multiple of BLOCK_K={BLOCK_K}"
@@ -395,18 +429,25 @@ def launch_gemm(kernel: Any, a: Any, b: Any, c: Any, *, BLOCK_M: int, BLOCK_N: i
     if path == "auto":
         path = "masked"
         if has_switches:
-            path, _ = select_path(a, b, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, interpreter=interpreter)
+            path, _ = select_path(a, b, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, kernel=kernel,
+                                  interpreter=interpreter)
     elif path not in PATH_SWITCHES:
         raise ValueError(f"unknown gemm path {path!r}; known: auto, {', '.join(PATHS)}")
     elif path != "masked" and not has_switches:
         raise ValueError(f"path {path!r} needs a kernel with the path switches (EVEN_K, WRAP_MN, USE_TMA)")
-    elif path == "tma":
+    elif path == "persistent" and not _is_reference(kernel):
+        raise ValueError("path 'persistent' runs the reference GEMM's persistent kernel; it cannot run another kernel")
+    elif path in ("tma", "persistent"):
         reason = tma_unavailable_reason(a, b, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
                                         interpreter=interpreter)
         if reason is not None:
-            raise ValueError(f"path 'tma' is not possible here: {reason}")
+            raise ValueError(f"path {path!r} is not possible here: {reason}")
     elif path == "even_k" and K % BLOCK_K:
         raise ValueError(f"path 'even_k' needs K % BLOCK_K == 0; K={K}, BLOCK_K={BLOCK_K}")
+    if path == "persistent":
+        launch_persistent(a, b, c, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, stages=stages, warps=warps,
+                          GROUP_M=GROUP_M, num_programs=persistent_programs(a, interpreter))
+        return path
     switches = PATH_SWITCHES[path] if has_switches else {}
     if path == "tma" and not interpreter:
         _ensure_allocator()
@@ -414,6 +455,23 @@ def launch_gemm(kernel: Any, a: Any, b: Any, c: Any, *, BLOCK_M: int, BLOCK_N: i
     kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                  **tiles, GROUP_M=GROUP_M, **switches, num_stages=stages, num_warps=warps)
     return path
+
+
+_SM_COUNT: dict[int, int] = {}
+INTERPRETER_PROGRAMS = 3  # programs of the persistent path in the interpreter: each walks several tiles
+
+
+def persistent_programs(a: Any, interpreter: bool | None = None) -> int:
+    """Programs the persistent path launches: one per SM of ``a``'s GPU (3 in the interpreter)."""
+    if _interpreting() if interpreter is None else interpreter:
+        return INTERPRETER_PROGRAMS
+    import torch
+
+    index = torch.device(a.device).index
+    index = torch.cuda.current_device() if index is None else index
+    if index not in _SM_COUNT:
+        _SM_COUNT[index] = int(torch.cuda.get_device_properties(index).multi_processor_count)
+    return _SM_COUNT[index]
 
 
 def config_for(device: Any) -> dict[str, int]:

@@ -104,8 +104,9 @@ def test_persistent_ws_gemm_is_warp_specialized(pipecheck):
 
 def test_gemm_occupancy(pipecheck):
     """The generic GPU config (128x128x64, 3 stages, 4 warps) keeps >= 1 block/SM everywhere on the
-    pointer path other archs take; the sm_90 config (128x256x64, 4 stages, 8 warps) does on sm_90 on
-    both paths the launcher can take there (tma, and even_k for unaligned inputs)."""
+    pointer path other archs take; the sm_90 config (128x256x64, 3 stages, 8 warps) does on sm_90 on
+    the paths the launcher takes there (persistent; tma and even_k for other kernels and unaligned
+    inputs)."""
     import torch
 
     from reference_kernels.triton.gemm import GPU_CONFIG, PATH_SWITCHES, gemm_kernel, gpu_config
@@ -126,3 +127,15 @@ def test_gemm_occupancy(pipecheck):
         except ModuleNotFoundError as exc:  # the occupancy check's optional pieces are missing here
             pytest.skip(f"occupancy check unavailable: {exc}")
         assert "blocks/SM" in result.summary
+    # the path sm_90 takes for aligned inputs: the persistent kernel (3 stages + the TMA store's tile)
+    from reference_kernels.triton.gemm import gemm_persistent_kernel
+
+    pargs = [a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), c.stride(1)]
+    try:
+        result = pipecheck.check_occupancy(
+            gemm_persistent_kernel, args=pargs, num_warps=sm90["warps"], num_stages=sm90["stages"], min_blocks=1,
+            arch="sm_90", BLOCK_M=sm90["BLOCK_M"], BLOCK_N=sm90["BLOCK_N"], BLOCK_K=sm90["BLOCK_K"],
+            GROUP_M=sm90["GROUP_M"], NUM_PROGRAMS=132, FLATTEN=True, TMA_STORE=True, SPLIT_EPILOGUE=False)
+    except ModuleNotFoundError as exc:
+        pytest.skip(f"occupancy check unavailable: {exc}")
+    assert "blocks/SM" in result.summary

@@ -140,11 +140,16 @@ def main(argv: list[str]) -> int:
         ("k3_cp_async", 3, {"PIPECHECK_XTILE": 1}),
         ("k3_cp_async", 4, {"PIPECHECK_XTILE": 1}),
         ("k3_cp_async", 2, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async", 4, {"PIPECHECK_XTILE": 1, "PIPECHECK_XTILE_SPLIT": 1}),
+        # the wide build runs the cross-tile loop by default; PIPECHECK_XTILE=0 is its classic loop
+        ("k3_cp_async_wide", 4, {"PIPECHECK_XTILE": 0}),
         ("k3_cp_async_wide", 3, {"PIPECHECK_XTILE": 1}),
-        ("k3_cp_async_wide", 4, {"PIPECHECK_XTILE": 1}),
-        ("k3_cp_async_wide", 2, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
+        ("k3_cp_async_wide", 5, {"PIPECHECK_XTILE": 1}),
+        ("k3_cp_async_wide", 6, {"PIPECHECK_XTILE": 1}),
+        ("k3_cp_async_wide", 4, {"PIPECHECK_XTILE": 1, "PIPECHECK_XTILE_SPLIT": 1}),
+        ("k3_cp_async_wide", 5, {"PIPECHECK_XTILE": 1, "PIPECHECK_XTILE_SPLIT": 1}),
+        ("k3_cp_async_wide", 6, {"PIPECHECK_XTILE": 1, "PIPECHECK_XTILE_SPLIT": 1}),
         ("k3_cp_async_wide", 3, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
-        ("k3_cp_async_wide", 4, {"PIPECHECK_XTILE": 1, "PIPECHECK_SUBTILES": 2}),
         ("k4_cuda_pipeline", 2, {}),
         ("k4_cuda_pipeline", 4, {}),
         ("k5_warp_specialized", 4, {}),
@@ -155,7 +160,7 @@ def main(argv: list[str]) -> int:
         ("k6_loader_compute_storer", None, {"PIPECHECK_NO_FRAG_PREFETCH": 1}),
     ]
     if args.quick:  # the k3 builds only (two K tiles per barrier, the cross-tile pipeline)
-        variants = [v for v in variants if v[0].startswith("k3") and set(v[2]) & {"PIPECHECK_XTILE", "PIPECHECK_SUBTILES"}]
+        variants = [v for v in variants if v[0].startswith("k3") and "PIPECHECK_XTILE" in v[2]]
     if not args.no_variants:
         for name, stages, defines in variants:
             result["variants"].append(run(name, stages=stages, defines=defines))

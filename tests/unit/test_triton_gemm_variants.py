@@ -1,4 +1,4 @@
-"""The reference Triton GEMM's load paths (tma, even_k, masked): results, path choice, sm_90 compiles.
+"""The reference Triton GEMM's paths (persistent, tma, even_k, masked): results, path choice, sm_90 compiles.
 
 Results run where the test tier runs kernels: in Triton's interpreter on the CPU tier (the plugin
 sets TRITON_INTERPRET=1; fp16 only, the interpreter's bf16 tl.dot is wrong) and on the GPU
@@ -65,14 +65,14 @@ def test_every_path_is_right_at_ragged_shapes(pipecheck, path, mnk):
 
 
 @pytest.mark.parametrize("mnk", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_auto_picks_tma_for_padded_aligned_inputs_and_is_right(pipecheck, mnk):
+def test_auto_picks_persistent_for_padded_aligned_inputs_and_is_right(pipecheck, mnk):
     m, n, k = mnk
     arrays = _guarded(m, k, n, pipecheck.device)
     a, b, c = (arrays[x].array for x in "abc")
     want = g.select_path(a, b, **CFG)[0]
     if pipecheck.device == "cpu":
         # Triton 3.9's interpreter runs descriptors (zero padding included): the sm_90 path is picked
-        assert want == "tma"
+        assert want == "persistent"
     assert g.launch_gemm(g.gemm_kernel, a, b, c, **CFG) == want
     _check_result(arrays)
 
@@ -129,10 +129,10 @@ def _select(a: FakeArray, b: FakeArray, cap: tuple[int, int] | None = (9, 0), cf
     return g.select_path(a, b, **(cfg or g.gpu_config(cap)), capability=cap, interpreter=False, **kw)
 
 
-def test_sm90_aligned_row_major_inputs_take_tma():
-    assert _select(*_ab())[0] == "tma"
+def test_sm90_aligned_row_major_inputs_take_the_persistent_path():
+    assert _select(*_ab())[0] == "persistent"
     # ragged M, N, K in padded rows: TMA zero-fills past the edges
-    assert _select(*_ab(4097, 4095, 4093, a_strides=(4096 + 64, 1), b_strides=(4096, 1)))[0] == "tma"
+    assert _select(*_ab(4097, 4095, 4093, a_strides=(4096 + 64, 1), b_strides=(4096, 1)))[0] == "persistent"
     assert _select(*_ab(4097, 4096, 4093))[0] == "even_k"  # B's 4093-wide dense rows: 8186 bytes
 
 
@@ -160,7 +160,7 @@ def test_pre_hopper_or_cpu_tensors_take_pointer_paths():
 def test_the_interpreter_counts_as_a_tma_target():
     a = torch.zeros((32, 64), dtype=torch.float16)
     b = torch.zeros((64, 48), dtype=torch.float16)
-    assert g.select_path(a, b, **g.CPU_CONFIG, interpreter=True)[0] == "tma"
+    assert g.select_path(a, b, **g.CPU_CONFIG, interpreter=True)[0] == "persistent"
     assert g.select_path(a, b, **g.CPU_CONFIG, interpreter=False)[0] == "even_k"
 
 
@@ -170,7 +170,18 @@ def test_mutant_kernels_always_run_masked_without_switches():
     mutant = triton_mutants.load("gemm_unmasked_tail_load").kernel
     path, why = _select(*_ab(), kernel=mutant)
     assert path == "masked" and "no path switches" in why
-    assert _select(*_ab(), kernel=g.gemm_kernel)[0] == "tma"
+    assert _select(*_ab(), kernel=g.gemm_kernel)[0] == "persistent"
+    # another kernel with the switches takes the non-persistent descriptor path (persistent is the reference's)
+    path, why = _select(*_ab(), kernel=_OtherSwitchKernel())
+    assert path == "tma" and "not the reference kernel" in why
+
+
+class _OtherSwitchKernel:
+    """A kernel with gemm_kernel's path switches that is not gemm_kernel."""
+
+    @staticmethod
+    def fn(a_ptr, b_ptr, c_ptr, EVEN_K=False, WRAP_MN=False, USE_TMA=False):  # noqa: N803
+        return None
 
 
 class RecordingKernel:
@@ -191,18 +202,32 @@ def test_launcher_passes_the_chosen_switches_and_installs_the_allocator_for_tma(
     monkeypatch.setattr(g, "_ensure_allocator", lambda: allocs.append(True))
     monkeypatch.setattr(g, "device_capability", lambda device="cuda": (9, 0))
     monkeypatch.setattr(g, "_interpreting", lambda kernel=None: False)
+    monkeypatch.setattr(g, "persistent_programs", lambda a, interpreter=None: 132)
+    persistent = RecordingKernel(g.gemm_persistent_kernel)
+    monkeypatch.setattr(g, "gemm_persistent_kernel", persistent)
     kernel = RecordingKernel(g.gemm_kernel)
     a, b = _ab(4096, 4096, 4096)
     c = FakeArray((4096, 4096), (4096, 1))
     cfg = g.gpu_config((9, 0))
-    assert g.launch_gemm(kernel, a, b, c, **cfg) == "tma"
+    # auto: the persistent kernel, one program per SM, flattened loop, TMA store (C's rows are 8192 B)
+    assert g.launch_gemm(kernel, a, b, c, **cfg) == "persistent"
+    assert kernel.launches == [] and allocs == [True]
+    grid, args, kwargs = persistent.launches[-1]
+    assert grid == (132,) and args[3:6] == (4096, 4096, 4096)
+    assert kwargs["NUM_PROGRAMS"] == 132 and kwargs["FLATTEN"] and kwargs["TMA_STORE"]
+    assert kwargs["num_stages"] == 3 and kwargs["num_warps"] == 8 and kwargs["BLOCK_N"] == 256
+    # a C whose rows end inside a 16-byte chunk is stored with masks, never through the descriptor
+    a5, b5 = _ab(4096, 4096, 4095, b_strides=(4096, 1))
+    g.launch_gemm(kernel, a5, b5, FakeArray((4096, 4095), (4096, 1)), **cfg, path="persistent")
+    assert not persistent.launches[-1][2]["TMA_STORE"]
+    assert g.launch_gemm(kernel, a, b, c, **cfg, path="tma") == "tma"
     grid, args, kwargs = kernel.launches[-1]
     assert grid == (32 * 16,) and args[3:6] == (4096, 4096, 4096)
     assert {k: kwargs[k] for k in g.PATH_SWITCHES["tma"]} == g.PATH_SWITCHES["tma"]
-    assert kwargs["num_stages"] == 4 and kwargs["num_warps"] == 8 and allocs == [True]
+    assert kwargs["num_stages"] == 3 and kwargs["num_warps"] == 8 and allocs == [True] * 3
     assert g.launch_gemm(kernel, a, b, c, **cfg, path="even_k") == "even_k"
     assert {k: kernel.launches[-1][2][k] for k in g.PATH_SWITCHES["even_k"]} == g.PATH_SWITCHES["even_k"]
-    assert allocs == [True]
+    assert allocs == [True] * 3
 
 
 def test_launcher_gives_mutants_no_switches_and_refuses_impossible_paths(monkeypatch):
@@ -226,27 +251,33 @@ def test_launcher_gives_mutants_no_switches_and_refuses_impossible_paths(monkeyp
     with pytest.raises(ValueError, match=r"path 'tma' is not possible here: .*row stride"):
         a3, b3 = _ab(64, 64, 64, a_strides=(65, 1))
         g.launch_gemm(kernel, a3, b3, c, **g.CPU_CONFIG, path="tma")
+    with pytest.raises(ValueError, match=r"path 'persistent' is not possible here: .*row stride"):
+        g.launch_gemm(kernel, a3, b3, c, **g.CPU_CONFIG, path="persistent")
+    with pytest.raises(ValueError, match="needs a kernel with the path switches"):
+        g.launch_gemm(mutant, a, b, c, **g.CPU_CONFIG, path="persistent")
+    with pytest.raises(ValueError, match="cannot run another kernel"):
+        g.launch_gemm(_OtherSwitchKernel(), a, b, c, **g.CPU_CONFIG, path="persistent")
     assert kernel.launches == []
 
 
 def test_gpu_config_is_per_architecture():
-    assert g.gpu_config((9, 0)) == {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 4, "warps": 8,
+    assert g.gpu_config((9, 0)) == {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 3, "warps": 8,
                                     "GROUP_M": 8}
     for cap in ((8, 0), (8, 9), (10, 0), None):
         assert g.gpu_config(cap) == g.GPU_CONFIG == {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3,
                                                       "warps": 4, "GROUP_M": 8}
     g.gpu_config((9, 0))["stages"] = 99  # a copy: the table stays as it is
-    assert g.GPU_CONFIGS[(9, 0)]["stages"] == 4
+    assert g.GPU_CONFIGS[(9, 0)]["stages"] == 3
 
 
 def test_spec_uses_the_arch_config_and_the_same_launcher(monkeypatch):
     monkeypatch.setattr(g, "device_capability", lambda device="cuda": (9, 0))
     spec = g.gemm_spec("cuda")
-    assert spec.tiles == {"M": 128, "N": 256, "K": 64} and spec.stages == 4
+    assert spec.tiles == {"M": 128, "N": 256, "K": 64} and spec.stages == 3
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(g, "launch_gemm", lambda kernel, a, b, c, **kw: calls.append({"kernel": kernel, **kw}))
-    spec.launch({"a": None, "b": None, "c": None}, {}, stages=3)
-    assert calls == [{"kernel": g.gemm_kernel, **g.gpu_config((9, 0)), "stages": 3, "path": "auto"}]
+    spec.launch({"a": None, "b": None, "c": None}, {}, stages=2)
+    assert calls == [{"kernel": g.gemm_kernel, **g.gpu_config((9, 0)), "stages": 2, "path": "auto"}]
     monkeypatch.setattr(g, "device_capability", lambda device="cuda": (8, 0))
     assert g.gemm_spec("cuda").tiles == {"M": 128, "N": 128, "K": 64}
     assert g.gemm_spec("cpu").tiles == {"M": 16, "N": 16, "K": 16}
@@ -270,15 +301,23 @@ def test_each_path_compiles_for_sm90_with_the_sm90_config(path):
     }
     a, b, c = arrays["a"], arrays["b"], arrays["c"]
     assert g.tma_unavailable_reason(a, b, **cfg, interpreter=True) is None
-    args = [a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(),
-            cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["GROUP_M"], *g.PATH_SWITCHES[path].values()]
-    assert list(g.PATH_SWITCHES[path]) == ["EVEN_K", "WRAP_MN", "USE_TMA"]  # the kernel's parameter order
-    compiled = aot_compile(g.gemm_kernel, args, arch="sm_90", num_warps=cfg["warps"], num_stages=cfg["stages"])
+    if path == "persistent":  # its own kernel: A, B strides, C strides, tiles, 132 programs, flattened
+        args = [a, b, c, m, n, k, a.stride(0), b.stride(0), *c.stride(), cfg["BLOCK_M"], cfg["BLOCK_N"],
+                cfg["BLOCK_K"], cfg["GROUP_M"], 132, True, False, False, False]
+        assert list(g.gemm_persistent_kernel.arg_names[-5:]) == ["NUM_PROGRAMS", "FLATTEN", "TMA_STORE",
+                                                                  "SPLIT_EPILOGUE", "WARP_SPECIALIZE"]
+        kernel = g.gemm_persistent_kernel
+    else:
+        args = [a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(),
+                cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["GROUP_M"], *g.PATH_SWITCHES[path].values()]
+        assert list(g.PATH_SWITCHES[path]) == ["EVEN_K", "WRAP_MN", "USE_TMA"]  # the kernel's parameter order
+        kernel = g.gemm_kernel
+    compiled = aot_compile(kernel, args, arch="sm_90", num_warps=cfg["warps"], num_stages=cfg["stages"])
     f = analyze_triton(compiled)
     assert f.pipelined, f.pipeline_reason
     assert f.mma_ops.get("ttng.warp_group_dot", 0) >= 1
     assert f.shared is not None and f.shared <= 232448  # sm_90's opt-in shared memory per block
-    if path == "tma":
+    if path in ("tma", "persistent"):
         assert f.tma_loads > 0 and f.async_copies == 0
     else:
         assert f.async_copies > 0 and f.tma_loads == 0
