@@ -26,15 +26,23 @@
 // (ceil(N/256), ceil(M/128)), 256 threads (8 warps of 64 x 64, 2 (M) x 4 (N)), one block per SM
 // (__launch_bounds__(256, 1)), dynamic smem STAGES * 27136 bytes (A 128 x 40 + B 32 x 264 halves per
 // stage; 108544 for its default STAGES=4: sm_80 and sm_90; sm_86 / sm_89 (99 KB) take at most 3 stages,
-// 81408 bytes). Same pipeline and per-thread scheme; a K tile now feeds 128 x 256 outputs with 128 + 256
-// rows of operands instead of 128 x 128 with 128 + 128, i.e. 25% fewer global->smem bytes per FLOP (the
-// default build is bound by those loads: load-only 0.398 ms vs compute-only 0.261 ms at 3 stages).
-// Numbers of the wide build (2026-11-22, benchmarks/results/2026-11-22-h200-session3/cuda_ladder_bench.md, H200, torch.matmul 750 TFLOP/s):
-// 277 / 286 / 280 TFLOP/s with 2 / 3 / 4 stages; with PIPECHECK_SUBTILES=2 (two K tiles per barrier)
-// 307 / 302 / 304. Its load-only build takes 0.301 ms against the default build's 0.426 (the 25% fewer
-// bytes), compute-only 0.265 ms, so the cost model predicts 0.303 ms; measured 0.491 ms: with one block
-// per SM every __syncthreads stalls the whole SM, and the copies no longer hide behind the math.
-// Compile-time knobs: PIPECHECK_STAGES (1..4); PIPECHECK_K3_WIDE (the wide build above);
+// 81408 bytes). A K tile feeds 128 x 256 outputs with 128 + 256 rows of operands instead of 128 x 128
+// with 128 + 128: 25% fewer global->smem bytes per FLOP (the default build is bound by those loads:
+// load-only 0.398 ms vs compute-only 0.261 ms at 3 stages).
+// With one block per SM nothing hides a barrier: the classic loop above stalls all 8 warps at every
+// __syncthreads, and the wide build ran at 283 TFLOP/s (0.491 ms against the cost model's 0.303). So
+// the wide build runs the cross-tile loop (xtile_mainloop, -DPIPECHECK_XTILE, below): the barrier of
+// tile k+1 sits inside tile k, after the last fragments of tile k are loaded and before its last mma,
+// and every stage holds a tile from the prologue on. With -DPIPECHECK_XTILE_SPLIT (also on in the wide
+// build) the refill after the barrier issues only A's chunks; B's follow at the next tile's first k16
+// step, so the copies are spread over the tile instead of bursting at the barrier.
+// Numbers (H200, 4096^3, torch.matmul 763-765 TFLOP/s, benchmarks/results/2026-11-22-h200-session4/):
+// classic loop 283 TFLOP/s; cross-tile 368 / 376 / 367 / 366 with 3 / 4 / 5 / 6 stages; cross-tile with
+// split issue 399 / 392 / 392 with 4 / 5 / 6 stages: 399 TFLOP/s is 52% of cuBLAS, the ladder's best.
+// In the default 128 x 128 build (two blocks per SM) the cross-tile loop gains little (332 vs 325 at 4
+// stages; 335 with split issue): the other block already fills the barrier bubbles there.
+// Compile-time knobs: PIPECHECK_STAGES (1..4; the wide build 2..6); PIPECHECK_K3_WIDE (the wide build above);
+// PIPECHECK_XTILE (1: the cross-tile loop; 0: the classic loop, for comparison) and PIPECHECK_XTILE_SPLIT;
 // PIPECHECK_SUBTILES (1 or 2: BK-deep K tiles per stage, i.e. per barrier; smem per stage scales with it);
 // PIPECHECK_LOAD_ONLY / PIPECHECK_COMPUTE_ONLY build the load-only and compute-only variants the cost
 // model is fed with (results are then meaningless).

@@ -71,14 +71,14 @@ def test_stage_counts_from_source() -> None:
 def test_wide_k3_is_k3_built_with_a_define() -> None:
     k3, wide = KERNELS["k3_cp_async"], KERNELS["k3_cp_async_wide"]
     assert (wide.file, wide.entry) == (k3.file, k3.entry)
-    assert wide.define_map == {"PIPECHECK_K3_WIDE": 1, "PIPECHECK_XTILE": 1} and not k3.defines
+    assert wide.define_map == {"PIPECHECK_K3_WIDE": 1, "PIPECHECK_XTILE": 1, "PIPECHECK_XTILE_SPLIT": 1}
+    assert not k3.defines
     assert (wide.threads, wide.bm, wide.bn, wide.min_stages, wide.max_stages) == (256, 128, 256, 2, 6)
     src = kernel_source(k3)
     defs, stages = _launch_defines(wide, src, None, None, "w")
-    assert defs == {"PIPECHECK_K3_WIDE": 1, "PIPECHECK_XTILE": 1, "PIPECHECK_STAGES": 4} and stages == 4
+    assert defs == {**wide.define_map, "PIPECHECK_STAGES": 4} and stages == 4
     defs, stages = _launch_defines(wide, src, 2, {"PIPECHECK_LOAD_ONLY": 1}, "w")
-    assert defs == {"PIPECHECK_K3_WIDE": 1, "PIPECHECK_XTILE": 1, "PIPECHECK_STAGES": 2,
-                    "PIPECHECK_LOAD_ONLY": 1} and stages == 2
+    assert defs == {**wide.define_map, "PIPECHECK_STAGES": 2, "PIPECHECK_LOAD_ONLY": 1} and stages == 2
     with pytest.raises(CudaLaunchError, match=r"takes 2\.\.6"):
         _launch_defines(wide, src, 1, None, "w")
     # the default build is launched exactly as before: no -D, the source's own stage count
