@@ -180,7 +180,7 @@ class _OtherSwitchKernel:
     """A kernel with gemm_kernel's path switches that is not gemm_kernel."""
 
     @staticmethod
-    def fn(a_ptr, b_ptr, c_ptr, EVEN_K=False, WRAP_MN=False, USE_TMA=False):  # noqa: N803
+    def fn(a_ptr, b_ptr, c_ptr, EVEN_K=False, WRAP_MN=False, USE_TMA=False):
         return None
 
 
