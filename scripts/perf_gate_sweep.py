@@ -12,7 +12,7 @@ the GPU session computed under ``families.<kernel>.rates``, its settings under `
 2. validates: at each recording's stored settings the recomputed counts must equal the stored ones,
    else it names every difference and exits with status 2 before sweeping anything. Two kinds of
    difference are reported but tolerated unless ``--strict``: "knife-edge" (a scaled +x% count at
-   threshold x that differs by no more than the pairs whose run levels are equal, so that the ratio
+   threshold x that differs only through the pairs whose run levels are equal, so that their ratio
    sits exactly on 1 + threshold and floating-point rounding decides the verdict; session 1's +3%)
    and "not recomputable" (a stored count whose runs were not recorded: session 1's cross-process);
 3. sweeps the practical threshold, alpha and (adaptive gate) clock tolerance, for the raw, anchored
@@ -53,11 +53,13 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
+from pytest_pipecheck.config import PipecheckConfig  # noqa: E402
 from pytest_pipecheck.perf.stats import (  # noqa: E402
     DEFAULT_CLOCK_TOLERANCE,
     RateEstimate,
     Samples,
     _gate_rows,  # the vectorised gate resample_rates applies; used for the cross-process pairs
+    compare,
     resample_rates,
 )
 
@@ -80,7 +82,7 @@ SLOWDOWN = 0.05
 GATES = ("raw", "anchored", "adaptive", "per-kind")
 GATE_HELP = {
     "raw": "kernel medians and samples (compare(anchored=False))",
-    "anchored": "always the per-sample kernel/anchor ratios (compare(anchor_mode='always'), the shipped default)",
+    "anchored": "always the per-sample kernel/anchor ratios (compare(anchor_mode='always'))",
     "adaptive": "the ratios only when the anchor moved beyond the clock tolerance, significantly at alpha; "
                 "raw otherwise (compare(anchor_mode='adaptive'))",
     "per-kind": "raw for kernels whose automatic anchor is a copy (memory-bound: anchor=None), anchored for "
@@ -217,14 +219,15 @@ class Rates:
         tol = (DEFAULT_CLOCK_TOLERANCE if tolerance is None else tolerance) if mode == "adaptive" else None
         key = (label, fam, mode, threshold, alpha, tol)
         wanted = tuple(slowdowns)
-        missing = tuple(s for s in wanted if (*key, s) not in self._pairs)
+        keys = {s: (*key, s) for s in wanted}
+        missing = tuple(s for s in wanted if keys[s] not in self._pairs)
         if missing:
             runs = self.sessions[label].a_runs[fam][run_kind(mode)]
             kw: dict[str, Any] = {} if tol is None else {"clock_tolerance": tol}
             got = resample_rates(runs, slowdowns=missing, mode=mode, threshold=threshold, alpha=alpha, **kw)
             for s in missing:
-                self._pairs[(*key, s)] = got[s]
-        return {s: self._pairs[(*key, s)] for s in wanted}
+                self._pairs[keys[s]] = got[s]
+        return {s: self._pairs[keys[s]] for s in wanted}
 
     def cross_process(self, label: str, fam: str, mode: str, threshold: float, alpha: float,
                       tolerance: float | None) -> tuple[int, int] | None:
@@ -280,10 +283,12 @@ class Rates:
 class Check:
     """One stored count against its recomputation.
 
-    ``status``: "exact" (equal), "knife-edge" (differs by no more than ``tied`` pairs whose gated
-    ratio sits exactly on the threshold: equal run levels under a slowdown equal to the threshold, so
-    the verdict is decided by floating-point rounding, not by the data), "not recomputable" (the
-    recording lacks the runs, e.g. no child runs for the cross-process count) or "MISMATCH".
+    ``status``: "exact" (equal), "knife-edge" (a scaled count at a slowdown equal to the threshold
+    that differs only through the ``tied`` pairs whose run levels are equal, so that their ratio sits
+    exactly on ``1 + threshold`` and floating-point rounding, not the data, decides their verdict:
+    the stored count lies between the recomputed count without the tied pairs that regressed here
+    and with all tied pairs regressed), "not recomputable" (the recording lacks the runs, e.g. no
+    child runs for the cross-process count) or "MISMATCH".
     """
 
     label: str
@@ -294,7 +299,8 @@ class Check:
     recomputed: tuple[int, int] | None
     stored_rate: float | None = None
     recomputed_rate: float | None = None
-    tied: int = 0
+    tied: int = 0  # pairs tied on the threshold (only looked for when the counts differ)
+    tied_regressed: int = 0  # of which the recomputation counted as regressed
 
     @property
     def status(self) -> str:
@@ -303,7 +309,9 @@ class Check:
         rates_equal = self.stored_rate is None or self.stored_rate == self.recomputed_rate
         if self.stored == self.recomputed and rates_equal:
             return "exact"
-        if self.stored[1] == self.recomputed[1] and abs(self.stored[0] - self.recomputed[0]) <= self.tied:
+        low = self.recomputed[0] - self.tied_regressed
+        high = low + self.tied
+        if self.tied and self.stored[1] == self.recomputed[1] and low <= self.stored[0] <= high:
             return "knife-edge"
         return "MISMATCH"
 
@@ -314,22 +322,40 @@ class Check:
     def fmt(count: tuple[int, int] | None) -> str:
         return "-" if count is None else f"{count[0]}/{count[1]}"
 
+    def describe(self) -> str:
+        if self.status != "knife-edge" or self.recomputed is None:
+            return self.status
+        return (f"knife-edge: {self.tied} pairs tie on the threshold, {self.tied_regressed} of them regressed "
+                f"here; without those {self.recomputed[0] - self.tied_regressed}")
 
-def tied_pairs(runs: Sequence[Samples], mode: str, slowdown: float, threshold: float) -> int:
-    """Ordered pairs whose scaled ratio lies exactly on ``1 + threshold`` (needs slowdown == threshold).
 
-    Their verdict ("ratio > 1 + threshold") turns on the last bit of a floating-point product, so an
-    older build of the same arithmetic may have counted them the other way.
+def tied_pairs(runs: Sequence[Samples], mode: str, slowdown: float, threshold: float) -> list[tuple[int, int]]:
+    """Ordered pairs (baseline i, candidate j) whose scaled ratio lies exactly on ``1 + threshold``.
+
+    Only when ``slowdown == threshold``: then a pair of equal run levels (median times, or median
+    kernel/anchor ratios; equal up to float noise) has ratio ``1 + threshold`` in exact arithmetic,
+    and its verdict ("ratio > 1 + threshold") turns on the last bit of a floating-point product.
     """
     if not math.isclose(slowdown, threshold, rel_tol=0.0, abs_tol=1e-12):
-        return 0
+        return []
     series = ("raw",) if mode == "raw" else ("raw", "anchored") if mode == "adaptive" else ("anchored",)
-    tied = set()
+    tied: set[tuple[int, int]] = set()
     for sr in series:
         levels = [float(np.median(r.ratios())) if sr == "anchored" else r.median for r in runs]
         tied |= {(i, j) for i, a in enumerate(levels) for j, b in enumerate(levels)
                  if i != j and math.isclose(a, b, rel_tol=1e-9)}
-    return len(tied)
+    return sorted(tied)
+
+
+def pair_regressed(base: Samples, cand: Samples, mode: str, threshold: float, alpha: float,
+                   tolerance: float | None) -> bool:
+    """compare() on one pair under the gate ``mode``, as ``perf_gate_rates._compare`` calls it."""
+    if mode == "raw":
+        return compare(base, cand, anchored=False, threshold=threshold, alpha=alpha).regressed
+    if mode == "anchored":
+        return compare(base, cand, anchor_mode="always", threshold=threshold, alpha=alpha).regressed
+    return compare(base, cand, anchor_mode="adaptive", threshold=threshold, alpha=alpha,
+                   clock_tolerance=DEFAULT_CLOCK_TOLERANCE if tolerance is None else tolerance).regressed
 
 
 def validate(rates: Rates) -> list[Check]:
@@ -348,9 +374,15 @@ def validate(rates: Rates) -> list[Check]:
                 items += [(f"scaled +{float(k):.0%} all pairs", float(k), v) for k, v in scaled.items()]
                 for what, sl, stored in items:
                     new = got[sl]
-                    checks.append(Check(label, fam, gate, what, (int(stored["failures"]), int(stored["trials"])),
-                                        (new.failures, new.trials), float(stored["rate"]), new.rate,
-                                        tied_pairs(runs, mode, sl, s.threshold)))
+                    check = Check(label, fam, gate, what, (int(stored["failures"]), int(stored["trials"])),
+                                  (new.failures, new.trials), float(stored["rate"]), new.rate)
+                    if check.status != "exact":
+                        tied = tied_pairs(runs, mode, sl, s.threshold)
+                        check.tied = len(tied)
+                        check.tied_regressed = sum(
+                            pair_regressed(runs[i], runs[j].scaled(1.0 + sl), mode, s.threshold, s.alpha, tol)
+                            for i, j in tied)
+                    checks.append(check)
                 cp = rt.get("aa_cross_process")
                 if cp:
                     new_cp = rates.cross_process(label, fam, mode, s.threshold, s.alpha, tol)
@@ -372,6 +404,14 @@ class Row:
 def sweep(rates: Rates, settings: Sequence[Setting], families: Sequence[str], slowdown: float) -> list[Row]:
     return [Row(st, fam, {label: rates.cell(label, fam, st, slowdown) for label in rates.sessions})
             for st in settings for fam in families]
+
+
+def shipped_default() -> Setting:
+    """The plugin's default gate (``PipecheckConfig``: perf_anchor_mode, perf_threshold, perf_alpha)."""
+    cfg = PipecheckConfig()
+    gate = "anchored" if cfg.perf_anchor_mode == "always" else "adaptive"
+    return Setting(gate, float(cfg.perf_threshold), float(cfg.perf_alpha),
+                   DEFAULT_CLOCK_TOLERANCE if gate == "adaptive" else None)
 
 
 def settings_grid(thresholds: Sequence[float], alphas: Sequence[float], tolerances: Sequence[float]) -> list[Setting]:
@@ -419,6 +459,31 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
            families: Sequence[str], select: Sequence[str], holdout: Sequence[str], args: argparse.Namespace) -> str:
     labels = list(rates.sessions)
     maxfa, minp, slow = args.max_false_alarm, args.min_power, args.slowdown
+    everywhere = []
+    for st in settings:
+        ok, margin, _, n = judge(rows, st, labels, maxfa, minp)
+        if ok:
+            everywhere.append((st, margin, n))
+    ranked = []
+    for st in settings:
+        ok, margin, mean, n = judge(rows, st, select, maxfa, minp)
+        if n:
+            ranked.append((ok, margin, mean, st.threshold, -st.alpha, st))
+    ranked.sort(key=lambda x: (x[0], x[1], x[2], x[3], x[4]), reverse=True)
+    feasible = [x for x in ranked if x[0]]
+
+    def cell_of(st: Setting, fam: str, lb: str) -> Cell | None:
+        return next((r.cells[lb] for r in rows if r.setting == st and r.fam == fam), None)
+
+    def failing(st: Setting, within: Sequence[str]) -> list[str]:
+        out = []
+        for lb in within:
+            for fam in families:
+                c = cell_of(st, fam, lb)
+                if c is not None and not c.meets(maxfa, minp):
+                    out.append(f"{lb} {fam} (A/A {pct(c.aa.rate, 2)}, +{slow:.0%} {pct(c.power.rate)})")
+        return out
+
     lines = [
         "# Perf gate sweep: threshold x alpha on recorded runs (A/A false alarms vs scaled slowdown power)",
         "",
@@ -438,6 +503,41 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
         "",
         *[f"- **{g}**: {GATE_HELP[g]}" for g in GATES],
         "",
+        "## Summary",
+        "",
+    ]
+    statuses = ("exact", "knife-edge", "not recomputable", "MISMATCH")
+    counts = {st: sum(1 for chk in checks if chk.status == st) for st in statuses}
+    lines.append(f"- Validation: {len(checks)} stored counts, " + ", ".join(f"{n} {st}" for st, n in counts.items())
+                 + " (details below).")
+    default = shipped_default()
+    fails = failing(default, labels)
+    lines.append(f"- Shipped default ({default.label}): "
+                 + ("meets both targets in every cell." if not fails else "misses in " + "; ".join(fails) + "."))
+    lines.append(f"- Settings meeting both targets in every session for every kernel ({len(settings)} tried): "
+                 + (", ".join(st.label for st, _, _ in everywhere) if everywhere else "none") + ".")
+    none_cells = []
+    for gate in GATES:
+        for fam in families:
+            for lb in labels:
+                cs = [r.cells[lb] for r in rows if r.setting.gate == gate and r.fam == fam and r.cells[lb] is not None]
+                if cs and not any(c is not None and c.meets(maxfa, minp) for c in cs):
+                    none_cells.append(f"{gate}/{fam}/{lb}")
+    if none_cells:
+        lines.append("- (gate, kernel, session) where no grid setting meets both: " + ", ".join(none_cells) + ".")
+    if ranked:
+        chosen = ranked[0][-1]
+        hok, hmargin, _, hn = judge(rows, chosen, holdout, maxfa, minp)
+        head = (f"selected **{chosen.label}**" if ranked[0][0] else
+                f"no setting meets both on the selection sessions; the least-bad compromise is **{chosen.label}**")
+        hfails = failing(chosen, holdout)
+        lines.append(f"- Selection on {', '.join(select)}: {len(feasible)} feasible; {head} (min slack "
+                     f"{ranked[0][1]:+.2f}: misses in " + ("; ".join(failing(chosen, select)) or "none") + "). On held-out "
+                     f"{', '.join(holdout)}: " + ("-" if hn == 0 else ("meets both" if hok else "misses in "
+                                                                      + "; ".join(hfails)))
+                     + f" (min slack {hmargin:+.2f}).")
+    lines += [
+        "",
         "## Sessions",
         "",
         "| session | file | recorded | stored gate | kernel | A runs (raw / anchored) | A median us | anchor |",
@@ -445,32 +545,32 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
     ]
     for label, s in rates.sessions.items():
         for fam in s.families:
-            runs = s.a_runs[fam]
-            med = float(np.median([r.median for r in runs.get("raw") or runs["anchored"]]))
-            counts = " / ".join(str(len(runs[k])) if k in runs else "-" for k in ("raw", "anchored"))
+            by_kind = s.a_runs[fam]
+            med = float(np.median([r.median for r in by_kind.get("raw") or by_kind["anchored"]]))
+            n_runs = " / ".join(str(len(by_kind[k])) if k in by_kind else "-" for k in ("raw", "anchored"))
             anchor = ((s.recording["families"][fam].get("anchor") or {}).get("label")) or "none recorded"
             lines.append(f"| {label} | {Path(s.path).name} | {s.recording.get('date', '?')} | threshold "
-                         f"{pct(s.threshold)}, alpha {s.alpha:g} | {fam} | {counts} | {med:.1f} | {anchor} |")
+                         f"{pct(s.threshold)}, alpha {s.alpha:g} | {fam} | {n_runs} | {med:.1f} | {anchor} |")
     no_anchor = [lb for lb, s in rates.sessions.items() if all("anchored" not in r for r in s.a_runs.values())]
     if no_anchor:
         lines += ["", f"{', '.join(no_anchor)}: raw runs only (recorded before anchoring), so only the raw gate "
                   "(and per-kind gating's raw part) can be evaluated there; other gates show '-'."]
 
     # validation
-    counts = {st: sum(1 for c in checks if c.status == st) for st in ("exact", "knife-edge", "not recomputable", "MISMATCH")}
     lines += ["", "## Validation: recomputed at each session's stored settings vs the stored rates", "",
               f"{len(checks)} stored counts: " + ", ".join(f"{n} {st}" for st, n in counts.items()) + ". "
-              "'knife-edge': the count differs by at most the number of pairs whose scaled ratio lies exactly on "
-              "the threshold (equal run levels, slowdown equal to the threshold), whose verdict is a "
-              "floating-point rounding decision; 'not recomputable': the recording lacks the runs "
+              "'knife-edge': a scaled count at a slowdown equal to the threshold that differs only through the pairs "
+              "whose run levels are equal, so that their ratio lies exactly on the threshold and floating-point "
+              "rounding decides their verdict (the stored count is the recomputed one with some of those pairs "
+              "counted the other way); 'not recomputable': the recording lacks the runs "
               "(no child runs were stored).", "",
               "| session | kernel | gate | quantity | stored | recomputed | status |", "|---|---|---|---|---|---|---|"]
-    for c in checks:
-        status = c.status if c.status != "knife-edge" else f"knife-edge ({c.tied} tied pairs)"
-        if c.status == "MISMATCH":
+    for chk in checks:
+        status = chk.describe()
+        if chk.status == "MISMATCH":
             status = "**MISMATCH**"
-        lines.append(f"| {c.label} | {c.fam} | {c.gate} | {c.what} | {Check.fmt(c.stored)} | "
-                     f"{Check.fmt(c.recomputed)} | {status} |")
+        lines.append(f"| {chk.label} | {chk.fam} | {chk.gate} | {chk.what} | {Check.fmt(chk.stored)} | "
+                     f"{Check.fmt(chk.recomputed)} | {status} |")
 
     # the sweep tables
     lines += ["", f"## Sweep: all-pairs A/A and scaled {slow:+.0%} power per session", "",
@@ -513,11 +613,11 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
                     group_cells = [c for lb, c in r.cells.items() if lb in group and c is not None]
                     meet.append(yn(all(c.meets(maxfa, minp) for c in group_cells), len(group_cells)))
                 mode = f" ({cells[0].mode})" if gate == "per-kind" and cells else ""
-                t = f"t={pct(st.threshold, 2)}, a={st.alpha:g}" + (
+                name = f"t={pct(st.threshold, 2)}, a={st.alpha:g}" + (
                     f", tol {pct(st.tolerance, 1)}" if gate == "adaptive" and st.tolerance is not None else "")
                 wa = "-" if not cells else (f"**{pct(worst_aa, 2)}**" if worst_aa > maxfa else pct(worst_aa, 2))
                 wp = "-" if not cells else (f"**{pct(worst_pw)}**" if worst_pw < minp else pct(worst_pw))
-                lines.append(f"| {t} | {r.fam}{mode} | " + " | ".join(aa_cell(r.cells[lb]) for lb in labels)
+                lines.append(f"| {name} | {r.fam}{mode} | " + " | ".join(aa_cell(r.cells[lb]) for lb in labels)
                              + f" | {wa} | " + " | ".join(pw_cell(r.cells[lb]) for lb in labels)
                              + f" | {wp} | {xps} | {' / '.join(meet)} |")
 
@@ -539,11 +639,6 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
 
     # settings that meet both targets everywhere
     lines += ["", "## Settings meeting both targets in every session, for every kernel", ""]
-    everywhere = []
-    for st in settings:
-        ok, margin, _, n = judge(rows, st, labels, maxfa, minp)
-        if ok:
-            everywhere.append((st, margin, n))
     if everywhere:
         lines += [f"- {st.label}: min slack {m:+.2f} over {n} (session, kernel) cells" for st, m, n in everywhere]
     else:
@@ -570,10 +665,10 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
                     if c is not None and c.meets(maxfa, minp):
                         by_t.setdefault(key, []).append(f"{r.setting.alpha:g}")
                 parts = []
-                for (t, tol), alphas in sorted(by_t.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0)):
-                    txt = pct(t, 2) + (f" tol {pct(tol, 1)}" if gate == "adaptive" and len(args.tolerances) > 1
-                                       and tol is not None else "")
-                    parts.append(txt if len(alphas) == total[(t, tol)] else f"{txt} (a={','.join(alphas)})")
+                for (thr, tol), alphas in sorted(by_t.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0)):
+                    txt = pct(thr, 2) + (f" tol {pct(tol, 1)}" if gate == "adaptive" and len(args.tolerances) > 1
+                                         and tol is not None else "")
+                    parts.append(txt if len(alphas) == total[(thr, tol)] else f"{txt} (a={','.join(alphas)})")
                 cells_txt.append(", ".join(parts) if parts else "**none**")
             lines.append(f"| {gate} | {fam} | " + " | ".join(cells_txt) + " |")
 
@@ -584,13 +679,6 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
               "and (power - min power) / (1 - min power) (> 0: meets both); ties go to the larger mean slack, then "
               "the larger threshold, then the smaller alpha. "
               "If none meets both, the largest minimum slack still names the least-bad compromise.", ""]
-    ranked = []
-    for st in settings:
-        ok, margin, mean, n = judge(rows, st, select, maxfa, minp)
-        if n:
-            ranked.append((ok, margin, mean, st.threshold, -st.alpha, st))
-    ranked.sort(key=lambda x: (x[0], x[1], x[2], x[3], x[4]), reverse=True)
-    feasible = [x for x in ranked if x[0]]
     lines.append(f"{len(feasible)} of {len(ranked)} settings meet both targets on {', '.join(select)}"
                  + (": " + "; ".join(x[-1].label for x in feasible) + "." if feasible else "."))
     lines += ["", "Top settings by selection slack, and the held-out result:", "",
@@ -609,7 +697,7 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
         for lb in labels:
             role = "selection" if lb in select else ("held-out" if lb in holdout else "other")
             for fam in families:
-                c = next((r.cells[lb] for r in rows if r.setting == chosen and r.fam == fam), None)
+                c = cell_of(chosen, fam, lb)
                 if c is None:
                     continue
                 cp = "-" if c.cross is None else f"{c.cross[0]}/{c.cross[1]}"
@@ -691,15 +779,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"validation: {exact}/{len(checks)} stored counts reproduced exactly", file=sys.stderr)
     for c in checks:
         if c.status != "exact":
-            print(f"  {c.status}: {c.label} {c.fam} {c.gate} {c.what}: stored {Check.fmt(c.stored)} "
-                  f"(rate {c.stored_rate!r}), recomputed {Check.fmt(c.recomputed)} (rate {c.recomputed_rate!r})"
-                  + (f"; {c.tied} pairs tied on the threshold" if c.status == "knife-edge" else ""), file=sys.stderr)
+            print(f"  {c.label} {c.fam} {c.gate} {c.what}: stored {Check.fmt(c.stored)}, recomputed "
+                  f"{Check.fmt(c.recomputed)}: {c.describe()}", file=sys.stderr)
     if not all(c.ok(args.strict) for c in checks):
         print("validation failed: the recomputation does not reproduce the stored rates; no sweep", file=sys.stderr)
         return 2
 
     families = list(dict.fromkeys(f for s in sessions for f in s.families))
     settings = settings_grid(args.thresholds, args.alphas, args.tolerances)
+    if shipped_default() not in settings:  # the summary reports it whatever the grid
+        settings.append(shipped_default())
     rows = sweep(rates, settings, families, args.slowdown)
     md = render(rates, checks, rows, settings, families, select, holdout, args)
     if args.out:

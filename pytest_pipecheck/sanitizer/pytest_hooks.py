@@ -9,6 +9,7 @@ tests, disables CuPy's memory pools, and runs the canary kernel last.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from .. import plugin as _plugin
 from ..results import CheckResult, PipecheckFailure, Verdict
+from .costs import assign_shares, load_costs, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer
 from .parse import BEGIN, END, FAILURE
 from .runner import BatchSpec, SanitizerRunner, TestOutcome, canary_nodeid, default_child_env, format_failure
@@ -32,13 +34,15 @@ BODY_FAILED = pytest.StashKey[bool]()
 SHARE = pytest.StashKey[int]()
 
 
-def share_of(index: int, total: int, shares: int) -> int:
-    """The share of the test at ``index`` of ``total`` collected tests: contiguous runs, so modules
-    stay together. Workers and the controller compute it from the same collection order.
+def shares_for(config: pytest.Config, nodeids: list[str], shares: int) -> list[int]:
+    """The share of each collected test: contiguous runs (modules stay together) of about equal
+    sanitizer cost, from the costs the last runs left in pytest's cache (equal counts without them).
+    Workers and the controller compute it from the same collection order and the same cache.
 
-    Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck): contiguous shares 1.38x
-    faster than -n 0, shares dealt round robin 1.25x (docs/validation/2026-11-22-session2.md)."""
-    return index * shares // max(total, 1)
+    Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck, one worker per GPU):
+    equal-count shares 1.65x faster than -n 0, one GPU busy 92 s and the other 56 s
+    (docs/validation/2026-11-22-session4.md); shares dealt round robin were slower (session 3)."""
+    return assign_shares(nodeids, shares, load_costs(config))
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -101,7 +105,13 @@ class SanitizerPlugin:
             return None
         from .xdist_shares import ShareScheduling
 
-        return ShareScheduling(config, log, share_of)
+        return ShareScheduling(config, log, functools.partial(shares_for, config))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """On the controller (or a run without xdist): remember each test's sanitizer seconds in pytest's
+        cache, so that the next run's shares are balanced by cost (costs.py)."""
+        if self.active and getattr(session.config, "workerinput", None) is None:
+            record_costs(session.config, session.config.stash.get(_plugin.SESSION_RESULTS, []))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -109,8 +119,8 @@ class SanitizerPlugin:
         if not self.active:
             return
         shares = self.worker_count if self.worker_count > 1 else 1
-        for index, item in enumerate(items):
-            item.stash[SHARE] = share_of(index, len(items), shares)
+        for item, share in zip(items, shares_for(config, [i.nodeid for i in items], shares)):
+            item.stash[SHARE] = share
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:

@@ -102,12 +102,14 @@ class TestOutcome:
     command: str = ""
     child_wall: float | None = None  # seconds the child that decided this verdict ran
     child_tests: int | None = None   # how many tests that child was given
+    seconds: float | None = None     # the test's own time in that child (its BEGIN to its END)
 
     def details(self) -> dict[str, Any]:
         return {
             "tool": self.tool,
             "child_wall_s": None if self.child_wall is None else round(self.child_wall, 2),
             "child_tests": self.child_tests,
+            "test_seconds": None if self.seconds is None else round(self.seconds, 3),
             "findings": [f.to_json() for f in self.findings[:50]],
             "groups": group_findings(self.findings),
             "child_outcome": self.child_outcome,
@@ -134,6 +136,7 @@ class ChildRun:
     kill_reason: str = ""
     wall: float = 0.0
     xml: str = ""
+    test_seconds: dict[str, float] = field(default_factory=dict)  # BEGIN to END of each finished test
 
 
 # --------------------------------------------------------------------------- commands
@@ -208,6 +211,7 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     began = last = start
     killed_in: str | None = None
     reason = ""
+    seconds: dict[str, float] = {}
     while True:
         try:
             stamp, line = q.get(timeout=0.2)
@@ -234,6 +238,8 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
             if on_begin is not None:
                 on_begin(current)
         elif END in line:
+            if current is not None:
+                seconds[current] = stamp - began
             current = None
     try:
         rc = proc.wait(timeout=30)
@@ -248,7 +254,8 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
             break
         if line is not None:
             lines.append(line)
-    return ChildRun(list(cmd), "\n".join(lines), rc, killed_in, reason, time.monotonic() - start)
+    return ChildRun(list(cmd), "\n".join(lines), rc, killed_in, reason, time.monotonic() - start,
+                    test_seconds=seconds)
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -454,9 +461,11 @@ class SanitizerRunner:
             an = _analyze(run, spec.tool)
             self._update_canary(spec.tool, an)
             decided, rerun = self._decide(spec, pending, run, an, depth)
-            for out in decided.values():  # verdicts of split sub-batches keep their own child's
+            for nodeid, out in decided.items():  # verdicts of split sub-batches keep their own child's
                 if out.child_wall is None:
                     out.child_wall, out.child_tests = run.wall, len(pending)
+                if out.seconds is None and nodeid in run.test_seconds:
+                    out.seconds = run.test_seconds[nodeid]
             final.update(decided)
             if rerun == pending:  # no progress: never loop forever
                 for n in rerun:

@@ -5,7 +5,9 @@
 Runs the same command twice, first without xdist, then with ``-n auto`` (pipecheck makes that one
 worker per visible GPU), each writing its JSON report; measures the wall time of each; reads from the
 reports which GPU ran each test (every result carries its GPU's name, index and UUID) and whether the
-two runs reached the same verdicts. Writes OUTDIR.md and OUTDIR.json. Needs at least 2 GPUs for a
+two runs reached the same verdicts. Both runs share a fresh pytest cache (OUTDIR-cache): the -n 0 run
+leaves each test's sanitizer seconds there, and the xdist run balances its per-GPU shares by them,
+as a CI machine that keeps .pytest_cache between runs would. Writes OUTDIR.md and OUTDIR.json. Needs at least 2 GPUs for a
 speed-up to mean anything; with one GPU it still runs and says so.
 """
 
@@ -15,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +37,8 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
     report = out.parent / f"{out.name}-{label}.json"
     log = out.parent / f"{out.name}-{label}.log"
     cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", f"--pipecheck-sanitizer={tools}",
-           "-p", "no:cacheprovider", "-q", "-rfE", f"--pipecheck-json={report}", "-n", xdist, *paths]
+           "-o", f"cache_dir={out.parent / (out.name + '-cache')}", "-q", "-rfE", f"--pipecheck-json={report}",
+           "-n", xdist, *paths]
     if xdist != "0":  # the report a reviewer opens: the run on every GPU
         cmd[-len(paths) - 2:-len(paths) - 2] = [f"--pipecheck-html={report.with_suffix('.html')}",
                                                 f"--junitxml={report.with_suffix('.xml')}"]
@@ -82,6 +86,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out.parent / (out.name + "-cache"), ignore_errors=True)  # fresh: the -n 0 run fills it
     gpus = _gpus()
     paths = args.paths.split(",")
     runs = [_run("n0", "0", out, args.tools, paths, args.timeout),

@@ -76,3 +76,58 @@ def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pyt
                                            "-p", "xdist")
     serial.assert_outcomes(passed=6, failed=2)
     assert {f.name: f.read_text().split()[1] for f in seen.iterdir()} == by_test
+
+
+def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """First run: equal-count shares, and each test's seconds in its child go to pytest's cache. Second
+    run: the slow module no longer lands on one worker; its tests are split over both children."""
+    wrapper = tmp_path / "bin" / "compute-sanitizer"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'sanitizer' / 'fake_compute_sanitizer.py'} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "fake.log"
+    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
+    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps({}))
+    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
+    monkeypatch.setenv("PATH", f"{DATA / 'fakebin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # the first half of the collection (test_a_slow) is slow under the sanitizer, the second half fast
+    pytester.makepyfile(test_a_slow="""
+        import os, time
+        import pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_slow(pipecheck, i):
+            if os.environ.get("PIPECHECK_CHILD"):
+                time.sleep(0.4)
+        """, test_b_fast="""
+        import pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_fast(pipecheck, i):
+            pass
+        """)
+    slow = {f"test_a_slow.py::test_slow[{i}]" for i in range(4)}
+
+    def shares_of_last_run() -> list[set[str]]:
+        calls = [json.loads(line) for line in log.read_text().splitlines()]
+        log.unlink()
+        return [{a for a in argv if "::test_" in a} for argv in calls]
+
+    args = ("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck", "--pipecheck-json=r.json", "-p", "xdist")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=8)
+    first = shares_of_last_run()
+    assert slow in first  # equal counts: the slow module is one worker's whole share
+    doc = json.loads((pytester.path / "r.json").read_text())
+    seconds = {r["nodeid"]: r["details"]["test_seconds"] for r in doc["results"] if r["check"] == "sanitizer:racecheck"}
+    assert all(seconds[n] >= 0.4 for n in slow)
+    assert all(seconds[n] < 0.4 for n in seconds if n not in slow)
+    cache = json.loads((pytester.path / ".pytest_cache" / "v" / "pipecheck" / "sanitizer-seconds").read_text())
+    assert set(cache) == set(seconds)
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=8)
+    second = shares_of_last_run()
+    assert len(second) == 2 and all(share & slow for share in second)  # the slow tests are split
+    assert second[0] | second[1] == set(seconds) and not second[0] & second[1]

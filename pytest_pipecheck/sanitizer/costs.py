@@ -1,0 +1,118 @@
+"""What each test costs under the sanitizer, remembered between runs, and shares balanced by it.
+
+Under pytest-xdist each worker sanitizes one contiguous share of the collection in one child per
+tool (pytest_hooks.py). Shares of equal test counts are not shares of equal work: on the bundled
+suite a Triton test costs about twice a CUDA one under racecheck (it compiles in the child), so one
+GPU finished 35 s before the other (2 x H200, 2026-11-22: 56 s against 92 s of sanitizer children).
+
+Every sanitizer verdict carries the test's own time in its child (``test_seconds``: its BEGIN to
+its END marker). At the end of a run the controller adds them up per test over the tools and keeps
+them in pytest's cache (``.pytest_cache``, key :data:`CACHE_KEY`), merged with what the cache held
+for tests that did not run this time. The next run cuts the collection into contiguous shares of
+equal total cost; a test the cache does not know costs the median of the known ones. Without a
+cache (``-p no:cacheprovider``, first run, or an unreadable entry) the shares are equal counts, as
+before. The controller and every worker read the same cache file before any test runs and the
+controller writes it only at the end, so they all compute the same shares.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["CACHE_KEY", "assign_shares", "load_costs", "record_costs", "sanitizer_seconds"]
+
+CACHE_KEY = "pipecheck/sanitizer-seconds"
+_MAX_ENTRIES = 20000  # bound the cache entry: the newest tests win
+
+
+def load_costs(config: Any) -> dict[str, float]:
+    """The per-test sanitizer seconds in pytest's cache ({} without a cache or with a bad entry)."""
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return {}
+    try:
+        data = cache.get(CACHE_KEY, None)
+    except Exception:  # a corrupt cache file must never break a run: fall back to equal counts
+        return {}
+    if not isinstance(data, Mapping):
+        return {}
+    out: dict[str, float] = {}
+    for nodeid, seconds in data.items():
+        if isinstance(nodeid, str) and isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            if math.isfinite(seconds) and seconds >= 0:
+                out[nodeid] = float(seconds)
+    return out
+
+
+def sanitizer_seconds(results: Iterable[Any]) -> dict[str, float]:
+    """Per test, the sum over tools of ``test_seconds`` in its sanitizer results."""
+    out: dict[str, float] = {}
+    for r in results:
+        if not str(getattr(r, "check", "")).startswith("sanitizer:"):
+            continue
+        seconds = (getattr(r, "details", None) or {}).get("test_seconds")
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds):
+            out[r.nodeid] = out.get(r.nodeid, 0.0) + max(float(seconds), 0.0)
+    return out
+
+
+def record_costs(config: Any, results: Iterable[Any]) -> int:
+    """Merge this run's per-test sanitizer seconds into the cache; returns how many tests it updated."""
+    cache = getattr(config, "cache", None)
+    fresh = sanitizer_seconds(results)
+    if cache is None or not fresh:
+        return 0
+    merged = {k: v for k, v in load_costs(config).items() if k not in fresh}
+    merged.update({k: round(v, 3) for k, v in fresh.items()})
+    if len(merged) > _MAX_ENTRIES:  # keep this run's tests, then the rest in their order
+        keep = list(fresh) + [k for k in merged if k not in fresh]
+        merged = {k: merged[k] for k in keep[:_MAX_ENTRIES]}
+    try:
+        cache.set(CACHE_KEY, merged)
+    except Exception:  # an unwritable cache costs balance next time, never this run's results
+        return 0
+    return len(fresh)
+
+
+def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float] | None = None) -> list[int]:
+    """The share (0 .. shares-1) of each test: contiguous runs of about equal total cost.
+
+    A test belongs to the share in which the middle of its cost falls, on the cumulative cost of the
+    collection; so shares are contiguous (modules stay together), each share gets at least one test
+    when there are at least as many tests as shares, and equal costs give equal counts. Unknown tests
+    cost the median of the known ones (1.0 when none is known); a test of cost 0 still counts a little,
+    so that a share is never made of free tests only.
+    """
+    n = len(nodeids)
+    shares = max(int(shares), 1)
+    if n == 0:
+        return []
+    if shares == 1:
+        return [0] * n
+    if n <= shares:  # one test per share
+        return list(range(n))
+    known = [c for c in (costs or {}).values() if c > 0]
+    default = statistics.median(known) if known else 1.0
+    floor = default * 1e-3
+    weights = [max(float((costs or {}).get(nid, default)), floor) for nid in nodeids]
+    total = sum(weights)
+    mids: list[float] = []  # where the middle of each test's cost falls, in shares
+    before = 0.0
+    for w in weights:
+        mids.append((before + w / 2) * shares / total)
+        before += w
+    # start of share s: the first test whose middle is past s, kept at least one test after the start
+    # of share s-1 and early enough to leave one test for each later share
+    starts = [0]
+    for s in range(1, shares):
+        first = next((i for i, m in enumerate(mids) if m >= s), n)
+        first = min(max(first, starts[-1] + 1), n - (shares - s))
+        starts.append(first)
+    out = [0] * n
+    for s, first in enumerate(starts):
+        for i in range(first, n):
+            out[i] = s
+    return out

@@ -1,0 +1,98 @@
+"""scripts/perf_gate_sweep.py: the recomputation reproduces a recorded GPU session; thresholds act as they must."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_pipecheck.perf.stats import NoiseModel, Samples
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "perf_gate_sweep.py"
+SESSION4 = ROOT / "benchmarks" / "results" / "2026-11-22-h200-session4" / "perf_gate_rates.json.gz"
+
+
+@pytest.fixture(scope="module")
+def sweep() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("perf_gate_sweep", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module
+
+
+@pytest.fixture(scope="module")
+def session4(sweep: ModuleType) -> Any:
+    if not SESSION4.exists():
+        pytest.skip(f"{SESSION4.name} is not in this checkout")
+    return sweep.load_session("s4", str(SESSION4))
+
+
+@pytest.mark.parametrize("gate", ["raw", "anchored"])
+def test_recomputation_reproduces_session4_matmul(sweep: ModuleType, session4: Any, gate: str) -> None:
+    # The compute-bound kernel: raw has real A/A failures there, anchored the +5% power shortfall.
+    s = session4
+    rates = sweep.Rates([s])
+    stored = s.stored["matmul_bf16"][gate]
+    got = rates.all_pairs("s4", "matmul_bf16", gate, s.threshold, s.alpha, None, (0.0, 0.05))
+    runs = len(s.a_runs["matmul_bf16"][sweep.run_kind(gate)])
+    assert got[0.0].trials == got[0.05].trials == runs * (runs - 1) == stored["aa_all_pairs"]["trials"]
+    assert got[0.0].failures == stored["aa_all_pairs"]["failures"]
+    assert got[0.0].rate == stored["aa_all_pairs"]["rate"]
+    assert got[0.05].failures == stored["scaled_all_pairs"]["0.05"]["failures"]
+    assert got[0.05].rate == stored["scaled_all_pairs"]["0.05"]["rate"]
+    # the settings reach the statistics: a lower threshold catches more of the +5% pairs
+    lower = rates.all_pairs("s4", "matmul_bf16", gate, s.threshold - 0.01, s.alpha, None, (0.05,))
+    assert lower[0.05].failures > got[0.05].failures
+
+
+def test_validation_of_session4_is_exact(sweep: ModuleType, session4: Any) -> None:
+    checks = sweep.validate(sweep.Rates([session4]))
+    assert len(checks) == 2 * 3 * 5  # 2 kernels x (raw, anchored, adaptive) x (A/A, +3/+5/+10%, cross-process)
+    assert [c for c in checks if c.status != "exact"] == []
+
+
+def test_validation_names_a_changed_count(sweep: ModuleType, session4: Any) -> None:
+    s = session4
+    rt = s.stored["matmul_bf16"]["anchored"]
+    original = dict(rt["scaled_all_pairs"]["0.05"])
+    rt["scaled_all_pairs"]["0.05"]["failures"] += 1
+    try:
+        bad = [c for c in sweep.validate(sweep.Rates([s])) if c.status != "exact"]
+    finally:
+        rt["scaled_all_pairs"]["0.05"] = original
+    assert [(c.fam, c.gate, c.what, c.status) for c in bad] == [
+        ("matmul_bf16", "anchored", "scaled +5% all pairs", "MISMATCH")]
+
+
+def _synthetic_session(sweep: ModuleType, seed: int) -> Any:
+    """12 anchored runs whose kernel drifts run to run, with a shared clock and the anchor's own drift."""
+    model = NoiseModel(drift=0.012, clock_drift=0.01, anchor_drift=0.008, sigma=0.02)
+    kernel, anchor = model.sample_paired_runs(np.random.default_rng(seed), 12, 100)
+    anchored = [Samples.of(k, anchor_us=a, anchor={"kind": "matmul"}) for k, a in zip(kernel, anchor)]
+    raw = [Samples.of(k) for k in kernel]
+    s = sweep.Session("syn", "synthetic", {"gate": {"threshold": 0.03, "alpha": 0.001}})
+    s.a_runs["k"] = {"raw": raw, "anchored": anchored}
+    return s
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_larger_threshold_never_raises_the_false_alarm_rate(sweep: ModuleType, seed: int) -> None:
+    rates = sweep.Rates([_synthetic_session(sweep, seed)])
+    thresholds = [0.0, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05]
+    for mode in ("raw", "anchored", "adaptive"):
+        for alpha in (1e-3, 1e-4):
+            aa = [rates.all_pairs("syn", "k", mode, t, alpha, None, (0.0,))[0.0].failures for t in thresholds]
+            assert all(a >= b for a, b in itertools.pairwise(aa)), (mode, alpha, aa)
+            assert aa[0] > aa[-1], (mode, alpha, aa)  # the drift makes the sweep non-trivial

@@ -1,0 +1,107 @@
+"""Sanitizer shares balanced by the per-test seconds of earlier runs (pytest_pipecheck/sanitizer/costs.py)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pytest_pipecheck.sanitizer.costs import (
+    CACHE_KEY,
+    assign_shares,
+    load_costs,
+    record_costs,
+    sanitizer_seconds,
+)
+
+
+def _contiguous(shares: list[int]) -> bool:
+    return all(b - a in (0, 1) for a, b in itertools.pairwise(shares)) and (not shares or shares[0] == 0)
+
+
+@pytest.mark.parametrize("n, k", [(10, 2), (7, 3), (100, 8), (5, 5), (2, 1)])
+def test_equal_costs_give_contiguous_equal_counts(n: int, k: int) -> None:
+    ids = [f"t{i}" for i in range(n)]
+    for costs in (None, {}, {nid: 2.0 for nid in ids}):
+        shares = assign_shares(ids, k, costs)
+        assert _contiguous(shares) and max(shares) == k - 1
+        counts = [shares.count(s) for s in range(k)]
+        assert max(counts) - min(counts) <= 1
+
+
+def test_costs_move_the_boundary_to_balance_the_work() -> None:
+    ids = [f"t{i}" for i in range(10)]
+    costs = {nid: (5.0 if i < 4 else 0.5) for i, nid in enumerate(ids)}  # the slow tests come first
+    shares = assign_shares(ids, 2, costs)
+    assert shares == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+    work = [sum(costs[n] for n, s in zip(ids, shares) if s == k) for k in (0, 1)]
+    assert abs(work[0] - work[1]) <= max(costs.values())
+
+
+def test_random_costs_stay_contiguous_nonempty_and_within_one_test_of_balance() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        n, k = rng.randint(1, 60), rng.randint(1, 6)
+        ids = [f"t{i}" for i in range(n)]
+        costs = {nid: rng.choice([0.0, rng.expovariate(1.0) * 10]) for nid in ids if rng.random() < 0.8}
+        shares = assign_shares(ids, k, costs)
+        assert len(shares) == n and _contiguous(shares)
+        if n >= k:
+            assert sorted(set(shares)) == list(range(k))  # no share left empty
+
+
+def test_unknown_tests_cost_the_median_of_the_known_ones() -> None:
+    ids = ["a", "b", "c", "d"]
+    # b and d unknown: they cost the median (2.0), so a + b = 4 and c + d = 4
+    assert assign_shares(ids, 2, {"a": 2.0, "c": 2.0}) == [0, 0, 1, 1]
+    assert assign_shares(ids, 2, {"a": 6.0, "c": 1.0}) == [0, 1, 1, 1]
+
+
+@dataclass
+class FakeCache:
+    data: dict[str, Any] = field(default_factory=dict)
+    fail_set: bool = False
+
+    def get(self, key: str, default: Any) -> Any:
+        return self.data.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        if self.fail_set:
+            raise OSError("read-only")
+        self.data[key] = value
+
+
+@dataclass
+class FakeConfig:
+    cache: FakeCache | None
+
+
+@dataclass
+class R:
+    nodeid: str
+    check: str
+    details: dict[str, Any]
+
+
+def test_seconds_are_summed_over_tools_and_merged_into_the_cache() -> None:
+    results = [R("t1", "sanitizer:racecheck", {"test_seconds": 1.5}), R("t1", "sanitizer:synccheck", {"test_seconds": 0.5}),
+               R("t2", "sanitizer:racecheck", {"test_seconds": None}), R("t2", "coverage", {"test_seconds": 9.0}),
+               R("t3", "sanitizer:racecheck", {"test_seconds": 0.25})]
+    assert sanitizer_seconds(results) == {"t1": 2.0, "t3": 0.25}
+    config = FakeConfig(FakeCache({CACHE_KEY: {"t1": 9.0, "old": 4.0}}))
+    assert record_costs(config, results) == 2
+    assert load_costs(config) == {"t1": 2.0, "t3": 0.25, "old": 4.0}  # this run wins, old tests stay
+
+
+@pytest.mark.parametrize("entry", [["not", "a", "dict"], {"t": "x", "u": -1, "v": float("nan"), "w": True}, None])
+def test_a_bad_cache_entry_reads_as_no_costs(entry: Any) -> None:
+    assert load_costs(FakeConfig(FakeCache({CACHE_KEY: entry}))) == {}
+    assert load_costs(FakeConfig(None)) == {}
+
+
+def test_an_unwritable_cache_is_not_an_error() -> None:
+    config = FakeConfig(FakeCache(fail_set=True))
+    assert record_costs(config, [R("t", "sanitizer:racecheck", {"test_seconds": 1.0})]) == 0
