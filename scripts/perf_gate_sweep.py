@@ -22,16 +22,27 @@ the GPU session computed under ``families.<kernel>.rates``, its settings under `
    and the scaled +5% power of every session and kernel with the worst case over sessions; which
    settings meet both targets (A/A <= 1%, +5% >= 95%) in every session for every kernel; and a
    selection / hold-out check: the setting is picked on the selection sessions only and then
-   reported on the held-out session.
+   reported on the held-out session;
+4. "Pooled runs": a baseline of kb runs against a candidate of kc runs (kb, kc in 1..3), a pooled run
+   being the runs' samples concatenated (kernel and anchor alike, so the ratios stay paired) and
+   decided by the same rule as one run. Comparisons are all ordered pairs of disjoint windows of
+   consecutive A runs (recording order = time order); kb = kc = 1 is the all-pairs set of 1. and is
+   checked against it, and a seeded sample of pooled comparisons is re-decided by ``compare`` one at
+   a time. Reports A/A and scaled power per session, kernel, gate (raw, anchored, per-kind), kb x kc
+   and threshold, the rms drift of pooled levels, the settings meeting both targets everywhere, and
+   the cheapest setting feasible on the selection sessions, checked on the held-out one.
 
 Usage::
 
     python3 scripts/perf_gate_sweep.py [--out REPORT.md] [[LABEL=]RECORDING.json[.gz] ...]
         [--thresholds 0.015,0.02,0.025,0.0275,0.03] [--alphas 1e-3,1e-4] [--tolerances 0.015]
-        [--select s2,s3] [--holdout s4]
+        [--select s2,s3] [--holdout s4] [--pool-sizes 1,2,3] [--pool-thresholds 0.025,0.0275,0.03]
+        [--pool-gap 0]
 
 Without recordings it reads the four H200 sessions of 2026-11-22 (s1..s4; s1 has raw runs only, so
-it informs the raw gate only). Without ``--out`` the report goes to stdout. About 10 s on one core.
+it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
+(the pooled section about 25 s of it); exit status 2 if validation fails or the pooled path
+disagrees with its checks.
 """
 
 from __future__ import annotations
@@ -58,7 +69,8 @@ from pytest_pipecheck.perf.stats import (  # noqa: E402
     DEFAULT_CLOCK_TOLERANCE,
     RateEstimate,
     Samples,
-    _gate_rows,  # the vectorised gate resample_rates applies; used for the cross-process pairs
+    _estimate,  # the Wilson interval resample_rates attaches to its counts
+    _gate_rows,  # the vectorised gate resample_rates applies; used for the cross-process and pooled pairs
     compare,
     resample_rates,
 )
@@ -391,6 +403,236 @@ def validate(rates: Rates) -> list[Check]:
     return checks
 
 
+# --------------------------------------------------------------------------- pooled runs
+
+#: Runs pooled per side (a baseline of kb runs against a candidate of kc runs), and the thresholds.
+POOL_SIZES = (1, 2, 3)
+POOL_THRESHOLDS = (0.025, 0.0275, 0.03)
+#: The gates of the pooled section: "per-kind" resolves per kernel as in the sweep; adaptive is left out.
+POOL_GATES = ("raw", "anchored", "per-kind")
+
+
+def window_pairs(n_runs: int, kb: int, kc: int, gap: int = 0) -> list[tuple[int, int]]:
+    """Every (i, j) with baseline runs i..i+kb-1 and candidate runs j..j+kc-1: two windows of
+    consecutive runs (in recording order, i.e. in time) that share no run and have at least ``gap``
+    runs between them. With kb = kc = 1 and gap = 0 these are all ordered pairs of distinct runs, in
+    the order ``resample_rates`` takes them."""
+    if min(kb, kc) < 1 or gap < 0:
+        raise ValueError(f"kb={kb}, kc={kc} must be >= 1 and gap={gap} >= 0")
+    return [(i, j) for i in range(n_runs - kb + 1) for j in range(n_runs - kc + 1)
+            if j >= i + kb + gap or j + kc + gap <= i]
+
+
+def pooled(runs: Sequence[Samples], first: int, k: int, n: int | None = None) -> Samples:
+    """Runs ``first .. first+k-1`` as one run: their kernel samples concatenated and, for anchored runs,
+    their anchor samples concatenated alike, so that sample i's kernel/anchor ratio stays paired.
+    ``n``: keep the first n samples of each run (as ``resample_rates`` does for runs of unequal length)."""
+    group = runs[first:first + k]
+    kernel = [t for r in group for t in r.times_us[:n]]
+    if all(r.anchor_us is not None for r in group):
+        anchor = [t for r in group if r.anchor_us is not None for t in r.anchor_us[:n]]
+        return Samples.of(kernel, anchor_us=anchor, anchor=group[0].anchor)
+    return Samples.of(kernel)
+
+
+@dataclass
+class PooledVerdicts:
+    """The gate's verdict on every window pair of one run set: ``regressed[(threshold, slowdown)]``
+    (a bool per pair, in the order of ``pairs``) and the rms of the log A/A ratio of pooled levels."""
+
+    kb: int
+    kc: int
+    pairs: list[tuple[int, int]]
+    regressed: dict[tuple[float, float], Any]
+    rms_log: float
+    n: int  # samples kept per run
+
+
+def pooled_verdicts(runs: Sequence[Samples], kb: int, kc: int, mode: str, thresholds: Iterable[float],
+                    alpha: float, slowdowns: Iterable[float], gap: int = 0,
+                    clock_tolerance: float = DEFAULT_CLOCK_TOLERANCE) -> PooledVerdicts:
+    """The gate ``mode`` on a baseline of kb pooled runs against a candidate of kc pooled runs, for every
+    window pair (:func:`window_pairs`); for power the candidate's kernel samples are multiplied by
+    ``1 + slowdown``, its anchor samples left as they are (as ``resample_rates`` does). Decided by the
+    vectorised rule ``resample_rates`` and ``compare`` apply (``_gate_rows``), on rows of pooled samples:
+    row t is exactly ``compare(pooled(runs, i, kb), pooled(runs, j, kc))`` for pair t = (i, j)."""
+    pairs = window_pairs(len(runs), kb, kc, gap)
+    if not pairs:
+        raise ValueError(f"{len(runs)} runs give no disjoint windows of {kb} and {kc} runs (gap {gap})")
+    n = min(r.n for r in runs)
+    kern = np.stack([np.asarray(r.times_us[:n], dtype=float) for r in runs])
+    if mode == "raw":
+        anch = np.ones_like(kern)
+    else:
+        if any(r.anchor_us is None for r in runs):
+            raise ValueError(f"the {mode} gate needs anchored runs")
+        anch = np.stack([np.asarray(r.anchor_us[:n], dtype=float) for r in runs if r.anchor_us is not None])
+    bi = np.array([p[0] for p in pairs])[:, None] + np.arange(kb)
+    ci = np.array([p[1] for p in pairs])[:, None] + np.arange(kc)
+    base, base_a = kern[bi].reshape(len(pairs), kb * n), anch[bi].reshape(len(pairs), kb * n)
+    cand, cand_a = kern[ci].reshape(len(pairs), kc * n), anch[ci].reshape(len(pairs), kc * n)
+    regressed: dict[tuple[float, float], Any] = {}
+    for s in slowdowns:
+        for t in thresholds:
+            regressed[(t, s)] = _gate_rows(mode, base, cand * (1.0 + s), base_a, cand_a, threshold=t, alpha=alpha,
+                                           clock_tolerance=clock_tolerance)[0]
+    lb, lc = (base, cand) if mode == "raw" else (base / base_a, cand / cand_a)
+    log_ratio = np.log(np.median(lc, axis=1) / np.median(lb, axis=1))
+    return PooledVerdicts(kb, kc, pairs, regressed, float(np.sqrt(np.mean(log_ratio ** 2))), n)
+
+
+def pooled_rates(runs: Sequence[Samples], kb: int, kc: int, mode: str, thresholds: Iterable[float], alpha: float,
+                 slowdowns: Iterable[float], gap: int = 0) -> dict[tuple[float, float], RateEstimate]:
+    """Failure counts of :func:`pooled_verdicts` per (threshold, slowdown)."""
+    v = pooled_verdicts(runs, kb, kc, mode, thresholds, alpha, slowdowns, gap)
+    return {key: _estimate(key[1], int(np.sum(reg)), len(reg)) for key, reg in v.regressed.items()}
+
+
+@dataclass(frozen=True)
+class PoolSetting:
+    gate: str
+    kb: int
+    kc: int
+    threshold: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.gate} kb={self.kb} kc={self.kc} t={self.threshold:.2%}"
+
+
+@dataclass(frozen=True)
+class PoolCell:
+    """One pooled setting on one session's kernel."""
+
+    mode: str
+    aa: RateEstimate
+    power: RateEstimate
+    runs: int  # A runs of the session
+    independent: int  # comparisons that use each run at most once: runs // (kb + kc)
+    rms_log: float  # rms of log(pooled A/A level ratio): the pair drift the threshold has to absorb
+
+    def meets(self, max_false_alarm: float, min_power: float) -> bool:
+        return self.aa.rate <= max_false_alarm and self.power.rate >= min_power
+
+
+class PooledRates:
+    """Pooled-run rates per session, kernel, gate, (kb, kc) and threshold, cached per run set."""
+
+    def __init__(self, rates: Rates, thresholds: Sequence[float], alpha: float, slowdown: float,
+                 sizes: Sequence[int] = POOL_SIZES, gap: int = 0) -> None:
+        self.rates = rates
+        self.thresholds = tuple(thresholds)
+        self.alpha = alpha
+        self.slowdown = slowdown
+        self.sizes = tuple(sizes)
+        self.gap = gap
+        self._verdicts: dict[tuple[str, str, str, int, int], PooledVerdicts | None] = {}
+
+    def settings(self) -> list[PoolSetting]:
+        return [PoolSetting(g, kb, kc, t) for g in POOL_GATES for kb in self.sizes for kc in self.sizes
+                for t in self.thresholds]
+
+    def runs(self, label: str, fam: str, mode: str) -> list[Samples]:
+        return self.rates.sessions[label].a_runs.get(fam, {}).get(run_kind(mode), [])
+
+    def verdicts(self, label: str, fam: str, mode: str, kb: int, kc: int) -> PooledVerdicts | None:
+        key = (label, fam, mode, kb, kc)
+        if key not in self._verdicts:
+            runs = self.runs(label, fam, mode)
+            ok = self.rates.available(label, fam, mode) and window_pairs(len(runs), kb, kc, self.gap)
+            self._verdicts[key] = pooled_verdicts(runs, kb, kc, mode, self.thresholds, self.alpha,
+                                                  (0.0, self.slowdown), self.gap) if ok else None
+        return self._verdicts[key]
+
+    def cell(self, label: str, fam: str, ps: PoolSetting) -> PoolCell | None:
+        mode = self.rates.resolve(fam, ps.gate)
+        v = self.verdicts(label, fam, mode, ps.kb, ps.kc)
+        if v is None:
+            return None
+        aa, pw = v.regressed[(ps.threshold, 0.0)], v.regressed[(ps.threshold, self.slowdown)]
+        runs = len(self.runs(label, fam, mode))
+        return PoolCell(mode, _estimate(0.0, int(np.sum(aa)), len(aa)),
+                        _estimate(self.slowdown, int(np.sum(pw)), len(pw)), runs, runs // (ps.kb + ps.kc), v.rms_log)
+
+    def spot_check(self, per_class: int = 1, seed: int = 0) -> tuple[int, list[str]]:
+        """Re-decide some pooled comparisons one at a time with ``compare`` on :func:`pooled` samples.
+
+        For every session, kernel, run kind, (kb, kc) other than (1, 1) (validated against the stored
+        rates already), slowdown and threshold: ``per_class`` regressed and ``per_class`` passing pairs,
+        drawn with a fixed seed. Returns (comparisons checked, disagreements)."""
+        rng = np.random.default_rng(seed)
+        checked, bad = 0, []
+        for label, s in self.rates.sessions.items():
+            for fam in s.families:
+                for mode in ("raw", "anchored"):
+                    for kb in self.sizes:
+                        for kc in self.sizes:
+                            v = self.verdicts(label, fam, mode, kb, kc) if (kb, kc) != (1, 1) else None
+                            if v is None:
+                                continue
+                            runs = self.runs(label, fam, mode)
+                            for (t, sl), reg in v.regressed.items():
+                                for want in (True, False):
+                                    idx = np.flatnonzero(reg == want)
+                                    for k in rng.choice(idx, size=min(per_class, len(idx)), replace=False):
+                                        i, j = v.pairs[int(k)]
+                                        got = pair_regressed(pooled(runs, i, kb, v.n),
+                                                             pooled(runs, j, kc, v.n).scaled(1.0 + sl),
+                                                             mode, t, self.alpha, None)
+                                        checked += 1
+                                        if got != want:
+                                            bad.append(f"{label} {fam} {mode} kb={kb} kc={kc} t={t:g} +{sl:g} "
+                                                       f"pair {(i, j)}: vectorised {want}, compare {got}")
+        return checked, bad
+
+
+def pool_single_run_check(pr: PooledRates) -> tuple[int, list[str]]:
+    """kb = kc = 1 against the validated all-pairs path (``Rates.all_pairs``, i.e. ``resample_rates``):
+    every session, kernel, run kind and pooled threshold, A/A and scaled power. Returns (counts
+    compared, differences)."""
+    checked, bad = 0, []
+    for label, s in pr.rates.sessions.items():
+        for fam in s.families:
+            for mode in ("raw", "anchored"):
+                v = pr.verdicts(label, fam, mode, 1, 1)
+                if v is None:
+                    continue
+                for t in pr.thresholds:
+                    ref = pr.rates.all_pairs(label, fam, mode, t, pr.alpha, None, (0.0, pr.slowdown))
+                    for sl in (0.0, pr.slowdown):
+                        got = (int(np.sum(v.regressed[(t, sl)])), len(v.regressed[(t, sl)]))
+                        want = (ref[sl].failures, ref[sl].trials)
+                        checked += 1
+                        if got != want:
+                            bad.append(f"{label} {fam} {mode} 1x1 t={t:g} +{sl:g}: pooled {got}, all pairs {want}")
+    return checked, bad
+
+
+def pool_judge(pr: PooledRates, ps: PoolSetting, families: Sequence[str], labels: Sequence[str],
+               max_false_alarm: float, min_power: float) -> tuple[bool, float, float, int]:
+    """As :func:`judge`, over the cells of a pooled setting."""
+    cells = [c for lb in labels for fam in families if (c := pr.cell(lb, fam, ps)) is not None]
+    if not cells:
+        return False, -math.inf, -math.inf, 0
+    slacks = [slack(c, max_false_alarm, min_power) for c in cells]
+    return (all(c.meets(max_false_alarm, min_power) for c in cells), min(slacks), sum(slacks) / len(slacks),
+            len(cells))
+
+
+def pool_ranking(pr: PooledRates, families: Sequence[str], select: Sequence[str], max_false_alarm: float,
+                 min_power: float) -> list[tuple[bool, float, PoolSetting]]:
+    """Pooled settings, the cheapest feasible on ``select`` first: feasible before infeasible, then the
+    fewest candidate runs kc (paid on every check), then the fewest baseline runs kb (paid when a
+    baseline is saved), then the largest minimum slack; infeasible ones by minimum slack."""
+    out = []
+    for ps in pr.settings():
+        ok, margin, _, n = pool_judge(pr, ps, families, select, max_false_alarm, min_power)
+        if n:
+            out.append((ok, margin, ps))
+    out.sort(key=lambda x: (not x[0], x[2].kc if x[0] else 0, x[2].kb if x[0] else 0, -x[1]))
+    return out
+
+
 # --------------------------------------------------------------------------- sweep and report
 
 
@@ -426,7 +668,7 @@ def settings_grid(thresholds: Sequence[float], alphas: Sequence[float], toleranc
     return out
 
 
-def slack(cell: Cell, max_false_alarm: float, min_power: float) -> float:
+def slack(cell: Cell | PoolCell, max_false_alarm: float, min_power: float) -> float:
     """The smaller of the two targets' normalised margins: > 0 meets both, the larger the safer."""
     aa = (max_false_alarm - cell.aa.rate) / max_false_alarm
     power = (cell.power.rate - min_power) / (1.0 - min_power)
@@ -456,7 +698,8 @@ def drift_sd(runs: Sequence[Samples], mode: str) -> float:
 
 
 def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings: Sequence[Setting],
-           families: Sequence[str], select: Sequence[str], holdout: Sequence[str], args: argparse.Namespace) -> str:
+           families: Sequence[str], select: Sequence[str], holdout: Sequence[str], args: argparse.Namespace,
+           pool_summary: Sequence[str] = (), pool_lines: Sequence[str] = ()) -> str:
     labels = list(rates.sessions)
     maxfa, minp, slow = args.max_false_alarm, args.min_power, args.slowdown
     everywhere = []
@@ -536,6 +779,7 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
                      f"{', '.join(holdout)}: " + ("-" if hn == 0 else ("meets both" if hok else "misses in "
                                                                       + "; ".join(hfails)))
                      + f" (min slack {hmargin:+.2f}).")
+    lines += list(pool_summary)
     lines += [
         "",
         "## Sessions",
@@ -739,7 +983,230 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
               "- The selection sessions and the held-out one are sessions of one GPU model on one day; a held-out "
               "pass is evidence for that machine, not for another GPU or driver.",
               ]
+    lines += list(pool_lines)
     return "\n".join(lines) + "\n"
+
+
+def run_timing(s: Session, fam: str) -> tuple[int, float | None]:
+    """(rounds, mean seconds per run) of one kernel's round-robin runs, from the recording's phase time.
+
+    Each round of ``perf_gate_rates.take_runs`` is A, A, +3%, +5%, +10%, each as a raw run then an
+    anchored run (session 1: raw runs only), so a round is 5 runs per recorded run kind."""
+    kinds = s.a_runs[fam]
+    rounds = max(len(v) for v in kinds.values()) // 2
+    secs = (s.recording.get("phase_seconds") or {}).get(f"{fam}:runs")
+    if not secs or not rounds:
+        return rounds, None
+    return rounds, float(secs) / (rounds * 5 * len(kinds))
+
+
+def render_pooled(pr: PooledRates, families: Sequence[str], select: Sequence[str], holdout: Sequence[str],
+                  args: argparse.Namespace, single: int, checked: int, mismatches: Sequence[str]) -> list[str]:
+    """The "Pooled runs" section of the report."""
+    rates = pr.rates
+    labels = list(rates.sessions)
+    maxfa, minp, slow = args.max_false_alarm, args.min_power, args.slowdown
+    sizes = pr.sizes
+    combos = [(kb, kc) for kb in sizes for kc in sizes]
+    z_fa = float(sps.norm.ppf(1.0 - maxfa))
+    z_p = float(sps.norm.ppf(minp))
+    rms_max = math.log1p(slow) / (z_fa + z_p)
+    n_per_run = min((r.n for s in rates.sessions.values() for by in s.a_runs.values() for runs in by.values()
+                     for r in runs), default=0)
+    gap = f", with at least {pr.gap} runs between the two windows" if pr.gap else ""
+    lines = ["", "## Pooled runs: a baseline of kb runs against a candidate of kc runs", "",
+             "Question: one baseline run against one candidate run carries the drift of two run levels (pair sd = "
+             "sd x sqrt(2)); does pooling several runs per side bring the gate within both targets? "
+             f"A pooled run is the runs' samples concatenated (kb x {n_per_run} samples; for the anchored "
+             "gate the kernel and the anchor samples concatenated alike, so each kernel/anchor ratio stays paired), "
+             "and the plugin's own rule decides exactly as for one run (`compare`'s vectorised form `_gate_rows`, "
+             f"as `resample_rates` calls it; alpha {pr.alpha:g}). Power: the candidate's kernel samples x "
+             f"{1 + slow:g}, its anchor samples untouched.", "",
+             "Enumeration: **windows of consecutive runs**, not random draws. A/A runs are taken in recording order "
+             "(= time order); the baseline is runs i..i+kb-1, the candidate runs j..j+kc-1, and every ordered pair of "
+             f"windows that share no run is one comparison{gap}. With kb = kc = 1 this is exactly the all-pairs set "
+             "above (checked: the counts equal `resample_rates`'). Random groups would mix runs from the start and "
+             "the end of a session into one pooled run, averaging out slow drift that a baseline taken in one "
+             "sitting would not average out; consecutive windows keep each pooled run compact in time, as "
+             "`kb` back-to-back runs in one pytest session would be.", "",
+             "How the runs lie in time (`scripts/gpu/perf_gate_rates.py`, `take_runs`): 20 rounds (fewer if the "
+             "budget ran out); each round takes the variants A, A, +3%, +5%, +10% in turn, each as one raw run "
+             "(kernel alone) followed by one anchored run (kernel and anchor interleaved sample by sample). So the "
+             "raw and the anchored A runs are two separate, interleaved series: A runs 2r and 2r+1 of one kind are "
+             "from round r, one run of the other kind apart; A run 2r+1 and 2r+2 are 7 runs apart (the other "
+             "kind's second A run and the three slowed variants of both kinds). Session 1 (raw only) recorded "
+             "A, A, +3%, +5%, +10% per round without anchored runs (40 A and 20 runs per slowed variant match "
+             "that). All of a kernel's runs of a session lie within one phase of about 7-26 s:", "",
+             "| session | kernel | rounds | A runs per kind | run kinds | phase s | s per run (mean) |",
+             "|---|---|---|---|---|---|---|"]
+    for lb, s in rates.sessions.items():
+        for fam in s.families:
+            rounds, per_run = run_timing(s, fam)
+            secs = (s.recording.get("phase_seconds") or {}).get(f"{fam}:runs")
+            lines.append(f"| {lb} | {fam} | {rounds} | {max(len(v) for v in s.a_runs[fam].values())} | "
+                         f"{', '.join(s.a_runs[fam])} | {secs if secs is not None else '-'} | "
+                         f"{'-' if per_run is None else f'{per_run:.3f}'} |")
+    counts = sorted({len(r) for s in rates.sessions.values() for by in s.a_runs.values() for r in by.values()},
+                    reverse=True)
+    lines += ["", "Comparisons per session (window pairs) and, in brackets, the comparisons that use each run at "
+              "most once (A runs // (kb + kc)): the number of independent comparisons. The window pairs share "
+              "runs heavily, so a count of 0 A/A failures in ~1300 pairs rests on about as many independent "
+              "draws as the bracket says, plus the run levels of the session; a 1% rate cannot be resolved "
+              "from one session. The rms of the log pooled A/A ratio (further below) is the better-resolved measure.",
+              "", "| A runs | " + " | ".join(f"{kb}x{kc}" for kb, kc in combos) + " |", "|---|" + "---|" * len(combos)]
+    for n in counts:
+        lines.append(f"| {n} | " + " | ".join(f"{len(window_pairs(n, kb, kc, pr.gap))} ({n // (kb + kc)})"
+                                              for kb, kc in combos) + " |")
+
+    def aa_txt(c: PoolCell | None) -> str:
+        if c is None:
+            return "-"
+        text = f"{c.aa.failures}/{c.aa.trials} ({pct(c.aa.rate, 2)})"
+        return f"**{text}**" if c.aa.rate > maxfa else text
+
+    def pw_txt(c: PoolCell | None) -> str:
+        if c is None:
+            return "-"
+        text = f"{c.power.failures}/{c.power.trials} ({pct(c.power.rate)})"
+        return f"**{text}**" if c.power.rate < minp else text
+
+    lines += ["", f"Per gate, kernel, kb x kc (baseline runs x candidate runs) and threshold: A/A failures and "
+              f"scaled {slow:+.0%} detections over the window pairs. Bold: misses its target (A/A > {pct(maxfa)}, "
+              f"power < {pct(minp, 0)}). Per-kind gating is the add_fp32 rows of the raw table with the "
+              "matmul_bf16 rows of the anchored table; s1 has raw runs only."]
+    for gate in ("raw", "anchored"):
+        lines += ["", f"### Pooled, {gate}", "",
+                  "| kernel | kb x kc | threshold | " + " | ".join(f"A/A {lb}" for lb in labels) + " | "
+                  + " | ".join(f"+{slow:.0%} {lb}" for lb in labels) + " |",
+                  "|---|---|---|" + "---|" * (2 * len(labels))]
+        for fam in families:
+            for kb, kc in combos:
+                for t in pr.thresholds:
+                    ps = PoolSetting(gate, kb, kc, t)
+                    cells = [pr.cell(lb, fam, ps) for lb in labels]
+                    lines.append(f"| {fam} | {kb}x{kc} | {pct(t, 2)} | " + " | ".join(aa_txt(c) for c in cells)
+                                 + " | " + " | ".join(pw_txt(c) for c in cells) + " |")
+
+    lines += ["", "### Drift of pooled levels", "",
+              "rms over the A/A window pairs of log(candidate level / baseline level), the level being the median "
+              "time (raw) or the median kernel/anchor ratio (anchored) of the pooled samples. Under a normal "
+              f"approximation both targets can hold only for rms <= log({1 + slow:g}) / (z(1-{pct(maxfa)}) + "
+              f"z({pct(minp, 0)})) = {rms_max:.4f}; then A/A needs threshold >= exp({z_fa:.2f} rms) - 1 and "
+              f"{slow:+.0%} needs threshold <= {1 + slow:g} exp(-{z_p:.2f} rms) - 1. Bold: above {rms_max:.4f}. "
+              "With independent run levels of sd s, rms = s sqrt(1/kb + 1/kc); slow drift within a session "
+              "makes pooling consecutive runs gain less than that. In that model, with a single candidate run (kc = 1) rms "
+              "stays above s however many baseline runs are pooled.", "",
+              "| session | kernel | gate | " + " | ".join(f"{kb}x{kc}" for kb, kc in combos) + " |",
+              "|---|---|---|" + "---|" * len(combos)]
+    for lb, s in rates.sessions.items():
+        for fam in s.families:
+            for mode in ("raw", "anchored"):
+                vs = [pr.verdicts(lb, fam, mode, kb, kc) for kb, kc in combos]
+                if all(v is None for v in vs):
+                    continue
+                txt = ["-" if v is None else (f"**{v.rms_log:.4f}**" if v.rms_log > rms_max else f"{v.rms_log:.4f}")
+                       for v in vs]
+                lines.append(f"| {lb} | {fam} | {mode} | " + " | ".join(txt) + " |")
+
+    # which pooled settings meet both targets
+    lines += ["", "### Pooled settings meeting both targets", "",
+              f"Per gate and kb x kc, per threshold: meets both targets for every kernel in the selection sessions "
+              f"({', '.join(select)}) / the held-out ({', '.join(holdout)}) / all sessions with data; then the "
+              f"worst A/A and the worst {slow:+.0%} power over all sessions and kernels.", "",
+              "| gate | kb x kc | " + " | ".join(f"t={pct(t, 2)}" for t in pr.thresholds) + " |",
+              "|---|---|" + "---|" * len(pr.thresholds)]
+
+    def yn(ok: bool, n: int) -> str:
+        return "-" if n == 0 else ("yes" if ok else "no")
+
+    everywhere = []
+    for gate in POOL_GATES:
+        for kb, kc in combos:
+            parts = []
+            for t in pr.thresholds:
+                ps = PoolSetting(gate, kb, kc, t)
+                res = [pool_judge(pr, ps, families, group, maxfa, minp) for group in (select, holdout, labels)]
+                cells = [c for lb in labels for fam in families if (c := pr.cell(lb, fam, ps)) is not None]
+                worst = (f"{pct(max(c.aa.rate for c in cells), 2)}, {pct(min(c.power.rate for c in cells))}"
+                         if cells else "-")
+                if res[2][0]:
+                    everywhere.append((ps, res[2][1]))
+                meet = " / ".join(yn(ok, n) for ok, _, _, n in res)
+                parts.append(f"**{meet}** ({worst})" if res[2][0] else f"{meet} ({worst})")
+            lines.append(f"| {gate} | {kb}x{kc} | " + " | ".join(parts) + " |")
+    lines += ["", f"{len(everywhere)} of {len(pr.settings())} pooled settings meet both targets in every session "
+              "for every kernel" + (": " + "; ".join(ps.label for ps, _ in everywhere) + "." if everywhere else ".")]
+
+    # selection / hold-out
+    ranked = pool_ranking(pr, families, select, maxfa, minp)
+    feasible = [x for x in ranked if x[0]]
+    lines += ["", f"### Pooled: selection on {', '.join(select)}, checked on held-out {', '.join(holdout)}", "",
+              "Rule: among the pooled settings that meet both targets for every kernel in every selection session, "
+              "pick the cheapest: the fewest candidate runs kc (paid on every check), then the fewest baseline runs "
+              "kb (paid when a baseline is saved), then the largest minimum slack (as in the sweep). "
+              f"{len(feasible)} of {len(ranked)} pooled settings are feasible on {', '.join(select)}.", "",
+              "| rank | setting | runs per check (kc) / per baseline (kb) | min slack (selection) | "
+              "meets on held-out | min slack (held-out) | meets in all sessions |", "|---|---|---|---|---|---|---|"]
+    for i, (ok, margin, ps) in enumerate(ranked[:10], 1):
+        hok, hmargin, _, hn = pool_judge(pr, ps, families, holdout, maxfa, minp)
+        aok, _, _, an = pool_judge(pr, ps, families, labels, maxfa, minp)
+        lines.append(f"| {i} | {ps.label}{'' if ok else ' (not feasible)'} | {ps.kc} / {ps.kb} | {margin:+.2f} | "
+                     f"{yn(hok, hn)} | {hmargin:+.2f} | {yn(aok, an)} |")
+    if ranked:
+        chosen = ranked[0][2]
+        verb = "Selected" if ranked[0][0] else "No pooled setting is feasible on the selection sessions; least-bad"
+        lines += ["", f"{verb}: **{chosen.label}**. Its cells:", "",
+                  "| session | role | kernel | gated on | A/A | +5% | rms log A/A ratio | independent comparisons | meets |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for lb in labels:
+            role = "selection" if lb in select else ("held-out" if lb in holdout else "other")
+            for fam in families:
+                c = pr.cell(lb, fam, chosen)
+                if c is None:
+                    continue
+                lines.append(f"| {lb} | {role} | {fam} | {c.mode} | {aa_txt(c)} | {pw_txt(c)} | {c.rms_log:.4f} | "
+                             f"{c.independent} | {'yes' if c.meets(maxfa, minp) else '**no**'} |")
+    lines += ["", f"Check of the pooled path: with kb = kc = 1 its counts are compared with the all-pairs counts "
+              f"(`resample_rates`) of every session, kernel, run kind, threshold and slowdown ({single} counts); "
+              f"{checked} pooled comparisons (kb or kc > 1; a regressed and a passing pair "
+              "per session, kernel, run kind, kb x kc, threshold and slowdown, seeded) re-decided one at a time by "
+              "`compare` on the concatenated `Samples`. Result: "
+              + ("all agree." if not mismatches else f"**{len(mismatches)} differ**: " + "; ".join(mismatches[:5]))]
+    lines += ["", "Caveats of the pooled section:", "",
+              "- All runs of a kernel in a session lie within one phase of 7-26 s, and every window pair compares runs at most one phase "
+              "apart, so the drift seen here is short-term. A baseline saved on another day, in another process, "
+              "sees more (the cross-process A/A above is the only evidence of that, for single runs).",
+              "- Consecutive A runs of one kind are separated by other runs (1 or 7), so a window of kb runs spans "
+              "about kb/2 rounds (a round is 5 runs per run kind: 0.4-1.6 s, see the table); back-to-back runs in a real check would "
+              "be closer in time and, under slow drift, slightly more alike.",
+              "- Few independent comparisons (brackets above): a feasible pooled setting here shows that the pooled "
+              "levels stay well inside the threshold in these sessions, not that its A/A rate is below 1% to any "
+              "precision.",
+              ]
+    return lines
+
+
+def pool_summary(pr: PooledRates, families: Sequence[str], select: Sequence[str], holdout: Sequence[str],
+                 max_false_alarm: float, min_power: float) -> list[str]:
+    """The summary bullet of the pooled section."""
+    labels = list(pr.rates.sessions)
+    ranked = pool_ranking(pr, families, select, max_false_alarm, min_power)
+    feasible = [x for x in ranked if x[0]]
+    every = [ps for ps in pr.settings() if pool_judge(pr, ps, families, labels, max_false_alarm, min_power)[0]]
+    every.sort(key=lambda ps: (ps.kc, ps.kb, POOL_GATES.index(ps.gate), ps.threshold))
+    text = (f"- Pooled runs (a baseline of kb consecutive runs against a candidate of kc, kb, kc in "
+            f"{{{', '.join(map(str, pr.sizes))}}}; details in 'Pooled runs'): {len(every)} of {len(pr.settings())} "
+            "settings meet both targets in every session for every kernel")
+    text += (" (fewest runs per check first: " + "; ".join(ps.label for ps in every[:4])
+             + ("; ..." if len(every) > 4 else "") + ")." if every else ".")
+    if ranked:
+        ok, margin, ps = ranked[0]
+        hok, hmargin, _, hn = pool_judge(pr, ps, families, holdout, max_false_alarm, min_power)
+        held = "-" if hn == 0 else ("meets both" if hok else "misses")
+        text += (f" Selection on {', '.join(select)}: {len(feasible)} feasible; the cheapest is **{ps.label}** "
+                 f"(min slack {margin:+.2f}); on held-out {', '.join(holdout)}: {held} (min slack {hmargin:+.2f})."
+                 if ok else f" Selection on {', '.join(select)}: none feasible.")
+    return [text]
 
 
 def floats(text: str) -> tuple[float, ...]:
@@ -760,6 +1227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-false-alarm", type=float, default=MAX_FALSE_ALARM)
     ap.add_argument("--min-power", type=float, default=MIN_POWER)
     ap.add_argument("--slowdown", type=float, default=SLOWDOWN)
+    ap.add_argument("--pool-sizes", type=lambda t: tuple(int(x) for x in t.split(",") if x.strip()),
+                    default=POOL_SIZES, help="runs pooled per side in the 'Pooled runs' section (kb and kc)")
+    ap.add_argument("--pool-thresholds", type=floats, default=POOL_THRESHOLDS,
+                    help="practical thresholds of the 'Pooled runs' section (fractions)")
+    ap.add_argument("--pool-alpha", type=float, default=PipecheckConfig().perf_alpha,
+                    help="alpha of the 'Pooled runs' section (default: the plugin's perf_alpha)")
+    ap.add_argument("--pool-gap", type=int, default=0,
+                    help="least number of runs between a pooled baseline window and its candidate window")
     ap.add_argument("--strict", action="store_true",
                     help="fail validation on knife-edge and not-recomputable counts too, not only on mismatches")
     args = ap.parse_args(argv)
@@ -790,13 +1265,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if shipped_default() not in settings:  # the summary reports it whatever the grid
         settings.append(shipped_default())
     rows = sweep(rates, settings, families, args.slowdown)
-    md = render(rates, checks, rows, settings, families, select, holdout, args)
+    pr = PooledRates(rates, args.pool_thresholds, args.pool_alpha, args.slowdown, args.pool_sizes, args.pool_gap)
+    single, mismatches = pool_single_run_check(pr)
+    checked, spot_bad = pr.spot_check()
+    mismatches += spot_bad
+    print(f"pooled runs: {single} kb=kc=1 counts against all pairs, {checked} pooled comparisons re-decided by "
+          f"compare(); {len(mismatches)} differ", file=sys.stderr)
+    for line in mismatches:
+        print(f"  {line}", file=sys.stderr)
+    md = render(rates, checks, rows, settings, families, select, holdout, args,
+                pool_summary(pr, families, select, holdout, args.max_false_alarm, args.min_power),
+                render_pooled(pr, families, select, holdout, args, single, checked, mismatches))
     if args.out:
         Path(args.out).write_text(md)
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(md)
-    return 0
+    return 2 if mismatches else 0
 
 
 if __name__ == "__main__":

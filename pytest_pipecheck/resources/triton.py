@@ -158,6 +158,9 @@ def _compile_in_fresh_process(jf: Any, name: str, positional: list[Any], kwargs:
     names = [p.name for p in jf.params]
     values = dict(zip(names, positional))
     values.update({k: v for k, v in kwargs.items() if k in names})
+    for p in jf.params:  # a parameter the caller left at its default keeps that default
+        if p.name not in values and getattr(p, "has_default", False):
+            values[p.name] = p.default
     missing = [n for n in names if n not in values]
     if missing:
         raise TritonResourceError(f"Triton could not compile {name} for {arch}: {first_error}; "

@@ -111,7 +111,8 @@ class SanitizerPlugin:
         """On the controller (or a run without xdist): remember each test's sanitizer seconds in pytest's
         cache, so that the next run's shares are balanced by cost (costs.py)."""
         if self.active and getattr(session.config, "workerinput", None) is None:
-            record_costs(session.config, session.config.stash.get(_plugin.SESSION_RESULTS, []))
+            results: list[CheckResult] = session.config.stash.get(_plugin.SESSION_RESULTS, [])
+            record_costs(session.config, results)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

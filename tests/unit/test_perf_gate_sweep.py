@@ -96,3 +96,57 @@ def test_larger_threshold_never_raises_the_false_alarm_rate(sweep: ModuleType, s
             aa = [rates.all_pairs("syn", "k", mode, t, alpha, None, (0.0,))[0.0].failures for t in thresholds]
             assert all(a >= b for a, b in itertools.pairwise(aa)), (mode, alpha, aa)
             assert aa[0] > aa[-1], (mode, alpha, aa)  # the drift makes the sweep non-trivial
+
+
+# --------------------------------------------------------------------------- pooled runs
+
+
+@pytest.mark.parametrize("gate", ["raw", "anchored"])
+def test_pooled_single_runs_reproduce_all_pairs_on_session4(sweep: ModuleType, session4: Any, gate: str) -> None:
+    # kb = kc = 1: the pooled path must give the validated single-run all-pairs counts exactly.
+    s = session4
+    runs = s.a_runs["matmul_bf16"][sweep.run_kind(gate)]
+    n = len(runs)
+    assert sweep.window_pairs(n, 1, 1) == [(i, j) for i in range(n) for j in range(n) if i != j]
+    thresholds = (0.025, 0.0275, 0.03)
+    pooled = sweep.pooled_rates(runs, 1, 1, gate, thresholds, s.alpha, (0.0, 0.05))
+    rates = sweep.Rates([s])
+    for t in thresholds:
+        ref = rates.all_pairs("s4", "matmul_bf16", gate, t, s.alpha, None, (0.0, 0.05))
+        for sl in (0.0, 0.05):
+            got = pooled[(t, sl)]
+            assert (got.failures, got.trials) == (ref[sl].failures, ref[sl].trials) == (got.failures, n * (n - 1))
+    # and at the recording's own threshold, the stored counts (anchored +5%: 1387/1560, short of 95%)
+    stored = s.stored["matmul_bf16"][gate]
+    assert pooled[(s.threshold, 0.0)].failures == stored["aa_all_pairs"]["failures"]
+    assert pooled[(s.threshold, 0.05)].failures == stored["scaled_all_pairs"]["0.05"]["failures"]
+
+
+def test_pooled_rows_are_compare_on_concatenated_runs(sweep: ModuleType, session4: Any) -> None:
+    # A pooled comparison is compare() on the runs' samples concatenated, kernel and anchor alike.
+    runs = session4.a_runs["matmul_bf16"]["anchored"]
+    v = sweep.pooled_verdicts(runs, 2, 3, "anchored", (0.0275,), 1e-3, (0.0, 0.05))
+    assert len(v.pairs) == len(sweep.window_pairs(len(runs), 2, 3))
+    assert all(j >= i + 2 or j + 3 <= i for i, j in v.pairs)  # the windows share no run
+    base = sweep.pooled(runs, 4, 2)
+    assert base.n == 200 and base.ratios() == runs[4].ratios() + runs[5].ratios()  # pairs kept
+    for k in (0, 7, len(v.pairs) // 2, len(v.pairs) - 1):
+        i, j = v.pairs[k]
+        for sl in (0.0, 0.05):
+            cand = sweep.pooled(runs, j, 3).scaled(1.0 + sl)
+            want = sweep.compare(sweep.pooled(runs, i, 2), cand, anchor_mode="always", threshold=0.0275,
+                                 alpha=1e-3).regressed
+            assert bool(v.regressed[(0.0275, sl)][k]) == want
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pooling_more_runs_never_raises_the_false_alarm_rate(sweep: ModuleType, seed: int) -> None:
+    # Pure run-level drift (each run's level drawn independently, sd 1.2%): adding a run to either
+    # side averages the drift down, so along each chain the A/A rate may only fall.
+    kernel = NoiseModel(drift=0.012, sigma=0.02).sample_runs(np.random.default_rng(seed), 48, 100)
+    runs = [Samples.of(k) for k in kernel]
+    chains = ([(1, 1), (1, 2), (2, 2), (2, 3), (3, 3)], [(1, 1), (2, 1), (2, 2), (3, 2), (3, 3)])
+    for chain in chains:
+        aa = [sweep.pooled_rates(runs, kb, kc, "raw", (0.02,), 1e-3, (0.0,))[(0.02, 0.0)].rate for kb, kc in chain]
+        assert all(a >= b for a, b in itertools.pairwise(aa)), (chain, aa)
+        assert aa[0] > 2 * aa[-1] > 0.0 or aa[-1] == 0.0 < aa[0], (chain, aa)  # pooling matters here

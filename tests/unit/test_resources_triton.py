@@ -83,3 +83,22 @@ def test_wrong_arguments_are_a_clear_error() -> None:
     assert isinstance(info.value, PipecheckError)
     with pytest.raises(PipecheckError, match="not a known architecture"):
         triton_resources(gemm_kernel, _args(), arch="sm_91", num_warps=4, num_stages=3, **TILES)
+
+
+@triton.jit
+def scaled_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr, SCALE: tl.constexpr = 2):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+def test_fresh_process_compile_keeps_parameter_defaults() -> None:
+    # the fallback for an in-process compile that the interpreter's leftovers broke: a constexpr the
+    # launch left at its default (SCALE) must compile with that default, not be reported missing
+    from pytest_pipecheck.resources.triton import _compile_in_fresh_process, _jit_function
+
+    x = torch.empty(1024, dtype=torch.float32)
+    y = torch.empty(1024, dtype=torch.float32)
+    compiled = _compile_in_fresh_process(_jit_function(scaled_copy), "scaled_copy", [x, y, 1024], {"BLOCK": 256},
+                                         "sm_90", 4, 2, {"BLOCK": 256}, "first error")
+    assert compiled is not None
+    assert "2.0" in compiled.asm["ttir"] or "constant 2" in compiled.asm["ttir"]
