@@ -339,17 +339,20 @@ SETTINGS: tuple[Setting, ...] = (
             "directory holding perf baselines", metavar="DIR", marker=False),
     Setting("baseline_save", _parse_bool, False, "save perf results as the new baselines",
             marker=False, ini=False, flag=True),
-    Setting("perf_threshold", _float_parser(0.0, exclusive=True, maximum=10.0), 0.03,
+    Setting("perf_threshold", _float_parser(0.0, exclusive=True, maximum=10.0), 0.0275,
             "practical threshold: slowdowns below this fraction never fail", metavar="FRACTION"),
     Setting("perf_alpha", _float_parser(0.0, exclusive=True, maximum=0.5), 0.001,
             "significance level of the perf regression test", metavar="P"),
-    Setting("perf_anchor_mode", _choice_parser(("always", "adaptive")), "always",
-            "how perf uses a clock anchor both runs carry: always gates on the kernel/anchor ratios; adaptive "
-            "gates on them only when the anchor shows the clock moved (raw times otherwise)",
-            metavar="always|adaptive"),
+    Setting("perf_anchor_mode", _choice_parser(("per-kind", "always", "adaptive")), "per-kind",
+            "how perf uses a clock anchor both runs carry: per-kind gates on the kernel/anchor ratios for a "
+            "matmul anchor (compute-bound kernel) and on raw times for a copy anchor (memory-bound); always "
+            "gates on the ratios; adaptive on them only when the anchor shows the clock moved",
+            metavar="per-kind|always|adaptive"),
     Setting("perf_clock_tolerance", _float_parser(0.0, maximum=0.5), 0.015,
             "adaptive anchoring: an anchor change within this fraction means the clock did not move, so "
             "raw times are gated", metavar="FRACTION"),
+    Setting("perf_baseline_runs", _int_parser(1, 20), 2,
+            "runs timed and pooled into a baseline when it is saved (a check times one run)", metavar="N"),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -385,10 +388,11 @@ class PipecheckConfig:
     html: str | None = None
     baseline_dir: str | None = "pipecheck-baselines"
     baseline_save: bool = False
-    perf_threshold: float = 0.03
+    perf_threshold: float = 0.0275
     perf_alpha: float = 0.001
-    perf_anchor_mode: str = "always"
+    perf_anchor_mode: str = "per-kind"
     perf_clock_tolerance: float = 0.015
+    perf_baseline_runs: int = 2
     # where each non-default value came from, for messages ("ini", "command line", "marker")
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 

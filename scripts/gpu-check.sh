@@ -5,7 +5,8 @@
 #
 #   scripts/gpu-check.sh OUTDIR [PART...]
 #
-# PART is any of: pytest, scripts, or the name of one script in scripts/gpu/ (without .py).
+# PART is any of: pytest, scripts, or the name of one script in scripts/gpu/ (without .py), optionally
+# with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
 # Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
 # hang cannot eat the whole run; a step's exit code and duration go to OUTDIR/steps.txt.
 set -u
@@ -52,7 +53,10 @@ for part in "${parts[@]}"; do
       done
       ;;
     *)
-      step "$part" python3 "scripts/gpu/$part.py" "$out/$part"
+      # NAME or NAME=ARG,ARG...: one script of scripts/gpu/, with its options (cuda_ladder_bench=--quick)
+      name=${part%%=*}; extra=()
+      [ "$name" != "$part" ] && IFS=, read -r -a extra <<< "${part#*=}"
+      step "$name" python3 "scripts/gpu/$name.py" "$out/$name" "${extra[@]}"
       ;;
   esac
 done

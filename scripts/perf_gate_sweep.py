@@ -651,9 +651,16 @@ def sweep(rates: Rates, settings: Sequence[Setting], families: Sequence[str], sl
 def shipped_default() -> Setting:
     """The plugin's default gate (``PipecheckConfig``: perf_anchor_mode, perf_threshold, perf_alpha)."""
     cfg = PipecheckConfig()
-    gate = "anchored" if cfg.perf_anchor_mode == "always" else "adaptive"
+    gate = {"always": "anchored", "per-kind": "per-kind"}.get(cfg.perf_anchor_mode, "adaptive")
     return Setting(gate, float(cfg.perf_threshold), float(cfg.perf_alpha),
                    DEFAULT_CLOCK_TOLERANCE if gate == "adaptive" else None)
+
+
+def shipped_pool_default() -> PoolSetting:
+    """The plugin's default as a pooled setting: a baseline of ``perf_baseline_runs`` runs, a check of one."""
+    cfg = PipecheckConfig()
+    gate = {"always": "anchored", "per-kind": "per-kind"}.get(cfg.perf_anchor_mode, "adaptive")
+    return PoolSetting(gate, int(cfg.perf_baseline_runs), 1, float(cfg.perf_threshold))
 
 
 def settings_grid(thresholds: Sequence[float], alphas: Sequence[float], tolerances: Sequence[float]) -> list[Setting]:
@@ -1206,6 +1213,12 @@ def pool_summary(pr: PooledRates, families: Sequence[str], select: Sequence[str]
         text += (f" Selection on {', '.join(select)}: {len(feasible)} feasible; the cheapest is **{ps.label}** "
                  f"(min slack {margin:+.2f}); on held-out {', '.join(holdout)}: {held} (min slack {hmargin:+.2f})."
                  if ok else f" Selection on {', '.join(select)}: none feasible.")
+    shipped = shipped_pool_default()
+    if shipped.gate in POOL_GATES and shipped.kb in pr.sizes and shipped.threshold in pr.thresholds:
+        sok, smargin, _, sn = pool_judge(pr, shipped, families, labels, max_false_alarm, min_power)
+        text += (f" Shipped default ({shipped.label}): "
+                 + ("no data." if sn == 0 else "meets both targets in every session." if sok
+                    else f"misses in some session (min slack {smargin:+.2f})."))
     return [text]
 
 

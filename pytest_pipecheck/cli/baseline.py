@@ -2,12 +2,12 @@
 
     python -m pytest_pipecheck baseline list [--dir pipecheck-baselines]
     python -m pytest_pipecheck baseline show FILE [--test SUBSTRING]
-    python -m pytest_pipecheck baseline compare OLD NEW [--threshold 0.03] [--alpha 0.001]
-        [--anchor-mode adaptive|always] [--clock-tolerance 0.015]
+    python -m pytest_pipecheck baseline compare OLD NEW [--threshold 0.0275] [--alpha 0.001]
+        [--anchor-mode per-kind|always|adaptive] [--clock-tolerance 0.015]
 
 ``compare`` applies the same gate as ``check_perf`` to every test case present in both files (when
-both entries carry the same anchor and it shows the clock moved, on kernel/anchor ratios; on raw
-times otherwise; the ``gated on`` column says which and ``anchor moved`` why) and exits 1 when any
+both entries carry the same matmul anchor, on kernel/anchor ratios; on raw times otherwise, a copy
+anchor included; the ``gated on`` column says which) and exits 1 when any
 regressed, so it can run in CI on two committed files. Files from different
 environments (GPU, driver, versions) are refused unless ``--allow-different-env`` is given: their
 times are not comparable, and the output then says so on every line.
@@ -21,6 +21,8 @@ import argparse
 import os
 import sys
 from typing import Any
+
+from ..perf.stats import ANCHOR_MODES, DEFAULT_THRESHOLD
 
 __all__ = ["add_arguments", "run"]
 
@@ -37,11 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("compare", help="gate NEW against OLD for every test case present in both")
     p.add_argument("old")
     p.add_argument("new")
-    p.add_argument("--threshold", type=float, default=0.03, help="practical threshold (default: %(default)s)")
+    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                   help="practical threshold (default: %(default)s)")
     p.add_argument("--alpha", type=float, default=0.001, help="significance level (default: %(default)s)")
-    p.add_argument("--anchor-mode", choices=("always", "adaptive"), default="always",
-                   help="with a common anchor: adaptive gates on kernel/anchor ratios only when the anchor "
-                        "moved beyond the clock tolerance, always on the ratios (default: %(default)s)")
+    p.add_argument("--anchor-mode", choices=ANCHOR_MODES, default=ANCHOR_MODES[0],
+                   help="with a common anchor: per-kind gates on kernel/anchor ratios for a matmul anchor and "
+                        "on raw times for a copy anchor; always on the ratios; adaptive on them only when the "
+                        "anchor moved beyond the clock tolerance (default: %(default)s)")
     p.add_argument("--clock-tolerance", type=float, default=0.015,
                    help="adaptive: an anchor change within this fraction means the clock did not move "
                         "(default: %(default)s)")
@@ -127,7 +131,7 @@ def _show(path: str, test: str | None) -> int:
 
 
 def _compare(old_path: str, new_path: str, threshold: float, alpha: float, allow_env: bool, *,
-             anchor_mode: str = "always", clock_tolerance: float = 0.015) -> int:
+             anchor_mode: str = ANCHOR_MODES[0], clock_tolerance: float = 0.015) -> int:
     from ..perf.stats import compare
 
     old, new = _load(old_path), _load(new_path)
@@ -164,6 +168,6 @@ def _compare(old_path: str, new_path: str, threshold: float, alpha: float, allow
                       "verdict"])
     for line in only:
         print(line)
-    print(f"{len(rows)} compared, {regressions} regressed (threshold {threshold:.1%}, alpha {alpha:g}, anchor mode "
+    print(f"{len(rows)} compared, {regressions} regressed (threshold {threshold * 100:g}%, alpha {alpha:g}, anchor mode "
           f"{anchor_mode}, clock tolerance {clock_tolerance:.1%})")
     return 1 if regressions and not note else 0

@@ -15,14 +15,17 @@ The flow of one call:
 5. time the kernel on the device (:mod:`.timing`), interleaved sample by sample with the anchor,
    after ``settle_s`` of steady load; or take the ``samples=`` given (anchored when they carry anchor
    samples);
-6. compare (:func:`.stats.compare`). When both runs carry the same anchor, the anchor is a clock
-   probe (``perf_anchor_mode="adaptive"``, the default): if it moved by more than
-   ``perf_clock_tolerance``, significantly, the clock changed and the gate decides on the per-sample
-   kernel/anchor ratios; otherwise on the raw times, which do not carry the anchor's own noise
-   (``"always"``: always the ratios). Record the result with both changes, the anchor's own change
-   and which series decided and why; a regression raises :class:`PipecheckFailure` with the numbers;
-7. with ``--pipecheck-baseline-save``, store the new samples as the baseline. Saving is accepting:
-   a run that saves reports the change but does not fail on it.
+6. compare (:func:`.stats.compare`). When both runs carry the same anchor, ``perf_anchor_mode``
+   decides the series: ``"per-kind"`` (the default) the per-sample kernel/anchor ratios for a matmul
+   anchor (a compute-bound kernel, whose clock drifts) and the raw times for a copy anchor (a
+   memory-bound kernel, whose times barely drift); ``"always"`` the ratios; ``"adaptive"`` the ratios
+   only when the anchor moved by more than ``perf_clock_tolerance``, significantly. Record the result
+   with both changes, the anchor's own change and which series decided and why; a regression raises
+   :class:`PipecheckFailure` with the numbers;
+7. with ``--pipecheck-baseline-save``, time ``perf_baseline_runs - 1`` more runs (2 runs in all by
+   default, against the same anchor) and store all of them pooled as the baseline: a candidate of one
+   run against a baseline of two met both error-rate targets on every recorded H200 session. Saving
+   is accepting: a run that saves reports the change but does not fail on it.
 
 When the test also requests pytest-benchmark's ``benchmark`` fixture and passes it as
 ``benchmark=``, the device samples are handed to it, so ``--benchmark-json``, ``--benchmark-save``
@@ -223,6 +226,7 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         return _skip(pc, "perf is not among the selected checks (--pipecheck-checks)", benchmark, kernel, case_id)
 
     measured: Samples | None = None
+    to_save: Samples | None = None  # what --pipecheck-baseline-save stores: the measured run, or several pooled
     if samples is not None:
         try:
             measured = samples if isinstance(samples, Samples) else Samples.of(samples, "samples=")
@@ -269,8 +273,21 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
                        f"anchor, so raw times are compared; save a new baseline to anchor ({why})")
         anchor_info.update(kind=kind, reason=why)
         timing_kw.setdefault("settle_s", timing.DEFAULT_SETTLE_S)
+        anchor_dtype = dtype if dtype in ("bf16", "fp16") else "bf16"
         measured = timing.measure(fn, hot_cache=hot_cache, graph=graph, anchor=use, ceilings=ceilings,
-                                  anchor_dtype=dtype if dtype in ("bf16", "fp16") else "bf16", **timing_kw)
+                                  anchor_dtype=anchor_dtype, **timing_kw)
+        if save and pc.config.perf_baseline_runs > 1:
+            # A baseline pools several runs (the first is also this check's candidate), each timed like
+            # the first and against the very anchor it got, so that all of them share one definition.
+            same = timing.Anchor.from_definition(dict(measured.anchor or {})) if measured.anchored else None
+            runs = [measured]
+            for _ in range(pc.config.perf_baseline_runs - 1):
+                runs.append(timing.measure(fn, hot_cache=hot_cache, graph=graph, anchor=same, ceilings=ceilings,
+                                           anchor_dtype=anchor_dtype, **timing_kw))
+            try:
+                to_save = Samples.pooled(runs)
+            except StatsError as exc:  # pragma: no cover - every run was timed with the same anchor
+                raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {exc}") from None
     else:
         anchor_info.update(kind=(measured.anchor or {}).get("kind"),
                            reason="anchor samples given" if measured.anchored else "samples given without anchor")
@@ -289,6 +306,9 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         "alpha": pc.config.perf_alpha,
         "anchor": anchor_info,
     }
+    if to_save is not None and to_save.runs > 1:
+        details["saved_runs"] = to_save.runs
+        details["saved_run_medians_us"] = list(to_save.meta.get("run_medians_us", []))
     throughput = ""
     if flops_f is not None:
         details["tflops"] = flops_f / (measured.median * 1e-6) / 1e12
@@ -308,7 +328,8 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     if throughput:
         roof = f"; {throughput}{roof}"
 
-    entry = measured.to_json()
+    to_save = to_save or measured
+    entry = to_save.to_json()
     entry.update({k: v for k, v in (("flops", flops_f), ("bytes", bytes_f)) if v is not None})
     if benchmark is not None:
         _feed_benchmark(benchmark, measured, {"pipecheck_case": case_id, "pipecheck_unit": "device time (events)",
@@ -323,7 +344,8 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     if save:
         path = store.save(key, nodeid, case_id, entry)
         details["saved_to"] = path
-        saved = f"; saved as the new baseline ({os.path.basename(path)})"
+        pooled = f" pooled from {to_save.runs} runs" if to_save.runs > 1 else ""
+        saved = f"; saved as the new baseline{pooled} ({os.path.basename(path)})"
 
     if found.samples is None:
         details["reason"] = found.reason
@@ -353,14 +375,18 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     if not result.anchor_compared and not result.note.startswith(("the baseline has no anchor", "the anchors differ")):
         reason = anchor_info.get("reason") or ""
         unanchored = f"; {reason}" if reason.startswith("not anchored") else "; not anchored"
-    summary = f"{result.describe()}{unanchored}{roof}{saved}"
+    fewer = ""
+    if found.samples.runs < pc.config.perf_baseline_runs and not save:
+        fewer = (f"; the baseline pools {found.samples.runs} run(s), fewer than perf_baseline_runs="
+                 f"{pc.config.perf_baseline_runs}: re-save it for the gate's measured false-alarm rate")
+    summary = f"{result.describe()}{unanchored}{fewer}{roof}{saved}"
     if result.regressed and not save:
         what = ("median of the per-sample kernel/anchor ratios (anchor timed interleaved)" if result.anchored
                 else "median of the raw times")
         record = pc.record(CheckResult("perf", Verdict.FAIL, "regression: " + summary, kernel=kernel, details=details))
         raise PipecheckFailure(
             f"perf regression in {nodeid} [case {case_id}]: {summary}\n"
-            f"  gate: {what} slower by more than {pc.config.perf_threshold:.1%} and one-sided Mann-Whitney "
+            f"  gate: {what} slower by more than {pc.config.perf_threshold * 100:g}% and one-sided Mann-Whitney "
             f"p < {pc.config.perf_alpha:g} ({result.n_candidate} samples vs {result.n_baseline})\n"
             f"  baseline: {found.path}\n"
             f"  if the slowdown is intended, accept it with --pipecheck-baseline-save",

@@ -241,8 +241,9 @@ def triton_gemm(torch: Any, stages: int, size: int = 4096) -> Any:
 def serialized_pipeline(torch: Any, outdir: str, gate: str) -> dict[str, Any]:
     """num_stages=3 saved as the baseline through check_perf after IDLE_S of idle; stages=1 must fail,
     stages=3 must pass. ``gate="raw"``: anchor=None, settle_s=0 (the gate before anchoring);
-    ``"anchored"``: the defaults (anchor="auto" picks an fp16 matmul, settle_s=DEFAULT_SETTLE_S, and the
-    adaptive anchor mode decides between raw times and kernel/anchor ratios)."""
+    ``"anchored"``: the defaults (anchor="auto" picks an fp16 matmul, settle_s=DEFAULT_SETTLE_S, the
+    per-kind anchor mode gates a matmul-anchored kernel on its kernel/anchor ratios, and the saved
+    baseline pools perf_baseline_runs runs)."""
     from pytest_pipecheck.config import PipecheckConfig
     from pytest_pipecheck.device import detect_tier
     from pytest_pipecheck.fixture import Pipecheck

@@ -6,9 +6,9 @@ Run on the GPU machine: ``python3 -m pytest tests/gpu/test_perf_gpu.py -v -p no:
 The GEMM gate test is anchored (``anchor="auto"`` picks a bf16/fp16 matmul for a kernel declared by
 its FLOPs): on 2026-11-22 the unanchored gate measured the num_stages=3 baseline at 221.5 us (the
 clock boosted after idle) and its immediate rerun at 265.7 us, a +20% false alarm; both the kernel
-and the anchor see that clock, so their ratio does not move. The default anchor mode ("always") gates
-on that ratio; the adaptive mode gates on it when the anchor shows the clock moved and on raw times
-when it held; either way the rerun must pass and the serialized pipeline fail.
+and the anchor see that clock, so their ratio does not move. The default anchor mode ("per-kind") gates
+on that ratio for a matmul anchor, and the saved baseline pools two runs (perf_baseline_runs); the
+rerun must pass and the serialized pipeline fail.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp
 
     flops = 2.0 * 4096**3
     saved = pc(True).check_perf(_gemm(torch, 3), flops=flops, n_samples=50)
-    assert saved.verdict is Verdict.PASS and "saved as the new baseline" in saved.summary
+    assert saved.verdict is Verdict.PASS and "saved as the new baseline pooled from 2 runs" in saved.summary
     assert 0.1 < saved.details["roofline_fraction"] <= 1.2
     assert saved.details["anchor"]["kind"] == "matmul", saved.details["anchor"]
     assert "anchor fp16 matmul 2048x2048x" in saved.summary
@@ -141,8 +141,9 @@ def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp
     again = pc(False).check_perf(_gemm(torch, 3), flops=flops, n_samples=50)
     assert again.verdict is Verdict.PASS, again.summary
     assert again.details["anchor_compared"] is True and "fp16 matmul" in again.summary
-    # the adaptive decision is reported whichever way it went
-    assert again.details["gated_on"] in ("raw", "anchored") and "gated on " in again.summary, again.summary
+    # per-kind: a matmul anchor, so the ratios decide, against a baseline of two pooled runs
+    assert again.details["gated_on"] == "anchored" and "gated on anchored ratios" in again.summary, again.summary
+    assert again.details["baseline_runs"] == 2 and "baseline of 2 runs (" in again.summary
 
     with pytest.raises(PipecheckFailure, match=r"perf regression .* us vs .* us baseline \(\+.*%.*gated on ") as info:
         pc(False).check_perf(_gemm(torch, 1), flops=flops, n_samples=50)

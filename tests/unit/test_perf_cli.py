@@ -134,9 +134,9 @@ def test_show_version_1_file(tmp_path, capsys) -> None:
 def test_compare_adaptive_columns_and_options(tmp_path, capsys) -> None:
     a = BaselineStore(str(tmp_path / "a")).save(H100, "t.py::x", "default", _anchored(60, 1.0))
     b = BaselineStore(str(tmp_path / "b")).save(H100, "t.py::x", "default", _anchored(60, 1.01))  # clock +1%
-    assert _main("compare", a, b) == 0  # the default: always anchored
+    assert _main("compare", a, b) == 0  # the default: per-kind, a matmul anchor gates on the ratios
     out = capsys.readouterr().out
-    assert "anchor mode always" in out
+    assert "(threshold 2.75%, alpha 0.001, anchor mode per-kind" in out
     assert next(x for x in out.splitlines() if x.startswith("t.py::x")).split()[7] == "anchor"
     assert _main("compare", a, b, "--anchor-mode", "adaptive") == 0
     out = capsys.readouterr().out

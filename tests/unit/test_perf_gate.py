@@ -310,8 +310,11 @@ def test_gpu_path_chooses_reuses_and_respects_old_baselines(tmp_path, monkeypatc
     # auto, GEMM-like counts: a matmul anchor sized to the kernel, after the default settle
     r = check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: None, flops=2 * 4096**3,
                    bytes=6 * 4096**2, env=ENV)
-    assert fake.calls[-1]["anchor"] == "matmul" and fake.calls[-1]["settle_s"] == timing.DEFAULT_SETTLE_S
+    assert fake.calls[0]["anchor"] == "matmul" and fake.calls[0]["settle_s"] == timing.DEFAULT_SETTLE_S
     assert r.details["anchor"]["kind"] == "matmul" and "compute-bound" in r.details["anchor"]["reason"]
+    # saving pools perf_baseline_runs = 2 runs, the second against the anchor the first one got
+    assert len(fake.calls) == 2 and fake.calls[1]["anchor"] == Anchor.from_definition(r.details["anchor"]["definition"])
+    assert r.details["saved_runs"] == 2 and "saved as the new baseline pooled from 2 runs" in r.summary
     # the rerun reuses the baseline's anchor definition
     fake.clock = 1.1
     r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=2 * 4096**3, bytes=6 * 4096**2, env=ENV)
@@ -329,12 +332,13 @@ def test_gpu_path_chooses_reuses_and_respects_old_baselines(tmp_path, monkeypatc
 def test_gpu_path_times_raw_against_an_unanchored_baseline(tmp_path, monkeypatch) -> None:
     fake = _FakeTiming(monkeypatch)
     check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: None, flops=1e9, env=ENV, anchor=None)
+    assert [c["anchor"] for c in fake.calls] == [None, None]  # two runs pooled, both unanchored
     r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV)
     assert fake.calls[-1]["anchor"] is None  # timed as the baseline was: like for like
     assert r.details["anchored"] is False and "not anchored: the baseline (schema version 2) has no anchor" in r.summary
     # saving re-anchors it
     check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: None, flops=1e9, env=ENV)
-    assert fake.calls[-1]["anchor"] == "matmul"
+    assert fake.calls[-2]["anchor"] == "matmul" and isinstance(fake.calls[-1]["anchor"], Anchor)
     r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV)
     # both anchored now: the default gates on the kernel/anchor ratios
     assert r.details["anchor_compared"] is True and r.details["gated_on"] == "anchored"
@@ -370,7 +374,7 @@ def test_adaptive_gate_through_check_perf(tmp_path) -> None:
 
 def test_anchor_mode_always_and_tolerance_from_the_config(tmp_path) -> None:
     check_perf(_pc(tmp_path, baseline_save=True), samples=_anchored(1), env=ENV)
-    always = check_perf(_pc(tmp_path), samples=_anchored(2), env=ENV)  # the default
+    always = check_perf(_pc(tmp_path, perf_anchor_mode="always"), samples=_anchored(2), env=ENV)
     assert always.details["gated_on"] == "anchored" and "anchor mode 'always'" in always.summary
     # a tolerance of 0: any significant anchor change counts as a clock change
     strict = check_perf(_pc(tmp_path, perf_anchor_mode="adaptive", perf_clock_tolerance=0.0), samples=_anchored(2, clock=1.01), env=ENV)
@@ -381,19 +385,27 @@ def test_anchor_mode_always_and_tolerance_from_the_config(tmp_path) -> None:
 
 def test_new_settings_defaults_and_validation() -> None:
     from pytest_pipecheck.config import SETTINGS_BY_NAME, ConfigError, apply_marker, resolve
-    from pytest_pipecheck.perf.stats import ANCHOR_MODES, DEFAULT_CLOCK_TOLERANCE
+    from pytest_pipecheck.perf.stats import (
+        ANCHOR_MODES,
+        DEFAULT_BASELINE_RUNS,
+        DEFAULT_CLOCK_TOLERANCE,
+        DEFAULT_THRESHOLD,
+    )
 
     cfg = PipecheckConfig()
-    assert cfg.perf_anchor_mode == "always" and cfg.perf_clock_tolerance == DEFAULT_CLOCK_TOLERANCE
+    assert cfg.perf_anchor_mode == "per-kind" and cfg.perf_clock_tolerance == DEFAULT_CLOCK_TOLERANCE
+    assert cfg.perf_threshold == DEFAULT_THRESHOLD == 0.0275 and cfg.perf_baseline_runs == DEFAULT_BASELINE_RUNS == 2
     assert SETTINGS_BY_NAME["perf_clock_tolerance"].default == DEFAULT_CLOCK_TOLERANCE
-    assert SETTINGS_BY_NAME["perf_anchor_mode"].default == ANCHOR_MODES[0] == "always"
+    assert SETTINGS_BY_NAME["perf_anchor_mode"].default == ANCHOR_MODES[0] == "per-kind"
+    assert SETTINGS_BY_NAME["perf_threshold"].default == DEFAULT_THRESHOLD
+    assert SETTINGS_BY_NAME["perf_baseline_runs"].default == DEFAULT_BASELINE_RUNS
     run = resolve({"perf_clock_tolerance": "0.02"}, {"perf_anchor_mode": "Always"})
     assert run.perf_clock_tolerance == 0.02 and run.perf_anchor_mode == "always"
     assert run.sources["perf_anchor_mode"] == "command line"
     marked = apply_marker(run, {"perf_clock_tolerance": 0.01, "perf_anchor_mode": "adaptive"}, NODE)
     assert marked.perf_clock_tolerance == 0.01 and marked.perf_anchor_mode == "adaptive"
     with pytest.raises(ConfigError, match=r"^`--pipecheck-perf-anchor-mode=sometimes` from the command line must be "
-                                          r"one of always, adaptive$"):
+                                          r"one of per-kind, always, adaptive$"):
         resolve({}, {"perf_anchor_mode": "sometimes"})
     with pytest.raises(ConfigError, match=r"^`pipecheck_perf_clock_tolerance = -0.01` from the ini file \(tox.ini\) "
                                           r"must be >= 0$"):
@@ -404,3 +416,51 @@ def test_new_settings_defaults_and_validation() -> None:
     with pytest.raises(ConfigError, match=r"`perf_clock_tolerance=0.9` .* must be <= 0.5"):
         apply_marker(run, {"perf_clock_tolerance": 0.9}, NODE)
 
+
+
+# --------------------------------------------------------------------------- pooled baselines, per-kind
+
+
+def test_saved_baseline_pools_runs_and_the_marker_can_change_how_many(tmp_path, monkeypatch) -> None:
+    fake = _FakeTiming(monkeypatch)
+    r = check_perf(_pc(tmp_path, tier=GPU, baseline_save=True, perf_baseline_runs=3), lambda: None, flops=1e9,
+                   env=ENV)
+    assert len(fake.calls) == 3 and r.details["saved_runs"] == 3 and len(r.details["saved_run_medians_us"]) == 3
+    stored = BaselineStore(str(tmp_path / "baselines")).lookup(environment_key_of(ENV), NODE, "default")
+    assert stored.samples is not None and stored.samples.n == 300 and stored.samples.runs == 3
+    anchors = [c["anchor"] for c in fake.calls]
+    assert anchors[0] == "matmul" and anchors[1] == anchors[2] == Anchor.from_definition(dict(stored.samples.anchor))
+    # a check times one run, and its summary names the pooled baseline
+    r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV)
+    assert len(fake.calls) == 4 and r.verdict is Verdict.PASS and "baseline of 3 runs (" in r.summary
+    assert r.details["baseline_runs"] == 3 and "re-save" not in r.summary
+    # perf_baseline_runs=1: one run saved, and a check against a baseline of fewer runs than asked says so
+    check_perf(_pc(tmp_path, tier=GPU, baseline_save=True, perf_baseline_runs=1), lambda: None, flops=1e9,
+               env=ENV, case="one")
+    assert len(fake.calls) == 5
+    r = check_perf(_pc(tmp_path, tier=GPU), lambda: None, flops=1e9, env=ENV, case="one")
+    assert "the baseline pools 1 run(s), fewer than perf_baseline_runs=2: re-save it" in r.summary
+
+
+def test_per_kind_default_gates_a_copy_anchored_kernel_on_raw_times(tmp_path) -> None:
+    copy = Anchor("copy", nbytes=2**27)
+    check_perf(_pc(tmp_path, baseline_save=True), samples=_anchored(1, anchor=copy), env=ENV)
+    r = check_perf(_pc(tmp_path), samples=_anchored(2, anchor=copy), env=ENV)
+    assert r.verdict is Verdict.PASS and r.details["gated_on"] == "raw" and r.details["anchor_mode"] == "per-kind"
+    assert "gated on raw: a copy anchor, so a memory-bound kernel" in r.summary
+    # a real +5% of a memory-bound kernel: caught on raw times, with the threshold in the message
+    pc = _pc(tmp_path)
+    with pytest.raises(PipecheckFailure) as info:
+        check_perf(pc, samples=_anchored(3, anchor=copy, slowdown=0.05), env=ENV)
+    assert "gate: median of the raw times slower by more than 2.75% and" in str(info.value)
+
+
+def test_baseline_runs_setting_is_validated() -> None:
+    from pytest_pipecheck.config import ConfigError, apply_marker, resolve
+
+    assert resolve({"perf_baseline_runs": "3"}, {}).perf_baseline_runs == 3
+    assert apply_marker(PipecheckConfig(), {"perf_baseline_runs": 1}, NODE).perf_baseline_runs == 1
+    with pytest.raises(ConfigError, match=r"`--pipecheck-perf-baseline-runs=0` from the command line must be >= 1"):
+        resolve({}, {"perf_baseline_runs": "0"})
+    with pytest.raises(ConfigError, match=r"`perf_baseline_runs=21` from the pipecheck marker on .* must be <= 20"):
+        apply_marker(PipecheckConfig(), {"perf_baseline_runs": 21}, NODE)

@@ -150,3 +150,45 @@ def test_pooling_more_runs_never_raises_the_false_alarm_rate(sweep: ModuleType, 
         aa = [sweep.pooled_rates(runs, kb, kc, "raw", (0.02,), 1e-3, (0.0,))[(0.02, 0.0)].rate for kb, kc in chain]
         assert all(a >= b for a, b in itertools.pairwise(aa)), (chain, aa)
         assert aa[0] > 2 * aa[-1] > 0.0 or aa[-1] == 0.0 < aa[0], (chain, aa)  # pooling matters here
+
+
+RECORDED = {
+    "s2": ROOT / "benchmarks" / "results" / "2026-11-22-h200" / "perf_gate_rates-run2.json.gz",
+    "s3": ROOT / "benchmarks" / "results" / "2026-11-22-h200-session3" / "perf_gate_rates.json.gz",
+    "s4": SESSION4,
+}
+
+
+@pytest.mark.parametrize("label", sorted(RECORDED))
+def test_plugin_defaults_meet_both_targets_on_recorded_sessions(sweep: ModuleType, label: str) -> None:
+    # What check_perf does by default, replayed on the anchored runs each H200 session recorded: a
+    # baseline pooled from DEFAULT_BASELINE_RUNS consecutive runs against a candidate of one run, the
+    # series chosen per anchor kind (ratios for the matmul anchor, raw times for the copy anchor),
+    # DEFAULT_THRESHOLD. Both targets must hold for both kernels: A/A <= 1%, scaled +5% caught >= 95%.
+    from pytest_pipecheck.perf.stats import (
+        DEFAULT_BASELINE_RUNS,
+        DEFAULT_THRESHOLD,
+        compare,
+        per_kind_anchored,
+    )
+
+    path = RECORDED[label]
+    if not path.exists():
+        pytest.skip(f"{path.name} is not in this checkout")
+    s = sweep.load_session(label, str(path))
+    for fam in ("add_fp32", "matmul_bf16"):
+        # the recording keeps the anchor's definition per kernel, not per run: give each run its kind
+        runs = [Samples(r.times_us, r.meta, r.anchor_us, {"kind": s.anchor_kind[fam]}) for r in s.a_runs[fam]["anchored"]]
+        mode = "anchored" if per_kind_anchored(runs[0].anchor) else "raw"
+        assert mode == ("raw" if fam == "add_fp32" else "anchored")  # copy anchor vs matmul anchor
+        v = sweep.pooled_verdicts(runs, DEFAULT_BASELINE_RUNS, 1, mode, (DEFAULT_THRESHOLD,), 1e-3, (0.0, 0.05))
+        aa = float(np.mean(v.regressed[(DEFAULT_THRESHOLD, 0.0)]))
+        power = float(np.mean(v.regressed[(DEFAULT_THRESHOLD, 0.05)]))
+        assert aa <= 0.01 and power >= 0.95, (label, fam, aa, power)
+        # and the vectorised rows are what compare() decides with its defaults on Samples.pooled
+        for k in (0, len(v.pairs) // 3, len(v.pairs) - 1):
+            i, j = v.pairs[k]
+            base = Samples.pooled(runs[i:i + DEFAULT_BASELINE_RUNS])
+            for sl in (0.0, 0.05):
+                got = compare(base, runs[j].scaled(1.0 + sl)).regressed
+                assert got == bool(v.regressed[(DEFAULT_THRESHOLD, sl)][k]), (label, fam, k, sl)

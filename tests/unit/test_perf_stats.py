@@ -13,12 +13,14 @@ import pytest
 
 from pytest_pipecheck.perf.stats import (
     DEFAULT_CLOCK_TOLERANCE,
+    DEFAULT_THRESHOLD,
     NoiseModel,
     Samples,
     StatsError,
     clock_moved,
     compare,
     min_samples_for,
+    per_kind_anchored,
     resample_rates,
     simulate_rates,
 )
@@ -331,7 +333,7 @@ def test_clock_tolerance_boundary_and_modes() -> None:
     assert always.anchored and "anchor mode 'always'" in always.decision
     forced = compare(_paired(1), _paired(2, clock=1.08), anchored=False, anchor_mode="adaptive")
     assert forced.gated_on == "raw" and forced.regressed and forced.decision == "gated on raw: anchored=False was asked for"
-    with pytest.raises(StatsError, match=r"anchor_mode='sometimes' must be one of always, adaptive"):
+    with pytest.raises(StatsError, match=r"anchor_mode='sometimes' must be one of per-kind, always, adaptive"):
         compare(base, cand, anchor_mode="sometimes")
     with pytest.raises(StatsError, match=r"clock_tolerance=-0.1 must be a finite number >= 0"):
         compare(base, cand, clock_tolerance=-0.1, anchor_mode="adaptive")
@@ -420,3 +422,52 @@ def test_adaptive_rates_on_the_recorded_h200_samples() -> None:
     assert adaptive[0.0].rate <= 0.01
     assert adaptive[0.05].rate >= 0.95
     assert adaptive[0.10].rate == 1.0
+
+
+# --------------------------------------------------------------------------- per-kind gating, pooled baselines
+
+COPY = {"kind": "copy", "nbytes": 2**27, "op": "copy_"}
+
+
+def _with_anchor(s: Samples, definition: dict) -> Samples:
+    return Samples(s.times_us, s.meta, s.anchor_us, definition)
+
+
+def test_per_kind_gates_matmul_anchors_on_ratios_and_copy_anchors_on_raw() -> None:
+    # A clock 8% slower hits kernel and anchor alike. With a matmul anchor (compute-bound kernel) the
+    # ratios decide and the same code passes; with a copy anchor (memory-bound) raw times decide.
+    base, slow_clock = _paired(1), _paired(2, clock=1.08)
+    c = compare(base, slow_clock)
+    assert c.anchor_mode == "per-kind" and c.gated_on == "anchored" and not c.regressed
+    assert c.decision.startswith("gated on anchored ratios: a matmul anchor, so a compute-bound kernel")
+    c = compare(_with_anchor(base, COPY), _with_anchor(slow_clock, COPY))
+    assert c.gated_on == "raw" and c.regressed and c.anchored_change is not None
+    assert c.decision.startswith("gated on raw: a copy anchor, so a memory-bound kernel")
+    # an anchor of unspecified kind (injected samples) is treated as the ratios' case, like "always"
+    plain = compare(Samples.of(base.times_us, anchor_us=base.anchor_us),
+                    Samples.of(slow_clock.times_us, anchor_us=slow_clock.anchor_us))
+    assert plain.gated_on == "anchored" and per_kind_anchored(None) and not per_kind_anchored(COPY)
+    # the defaults are the plugin's
+    assert c.threshold == DEFAULT_THRESHOLD == 0.0275
+
+
+def test_pooled_concatenates_runs_and_keeps_pairs() -> None:
+    runs = [_paired(seed) for seed in (1, 2, 3)]
+    pooled = Samples.pooled(runs)
+    assert pooled.n == 300 and pooled.runs == 3 and pooled.anchor == runs[0].anchor
+    assert pooled.ratios() == runs[0].ratios() + runs[1].ratios() + runs[2].ratios()
+    assert pooled.meta["run_medians_us"] == [round(r.median, 4) for r in runs]
+    assert Samples.pooled(runs[:1]) is runs[0] and runs[0].runs == 1
+    back = Samples.from_json(pooled.to_json())  # a stored baseline remembers how many runs it pools
+    assert back.runs == 3 and back.n == 300
+    raw = Samples.pooled([Samples.of(r.times_us) for r in runs[:2]])
+    assert not raw.anchored and raw.runs == 2
+    with pytest.raises(StatsError, match=r"no runs to pool"):
+        Samples.pooled([])
+    with pytest.raises(StatsError, match=r"some runs carry an anchor and some do not"):
+        Samples.pooled([runs[0], Samples.of(runs[1].times_us)])
+    with pytest.raises(StatsError, match=r"different anchors"):
+        Samples.pooled([runs[0], _with_anchor(runs[1], COPY)])
+    c = compare(pooled, _paired(4))
+    assert c.baseline_runs == 3 and "baseline of 3 runs (" in c.describe() and c.to_json()["baseline_runs"] == 3
+    assert " of 1 run" not in compare(runs[0], _paired(4)).describe() and " runs (" not in compare(runs[0], _paired(4)).describe()
