@@ -762,7 +762,7 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
                  + " (details below).")
     default = shipped_default()
     fails = failing(default, labels)
-    lines.append(f"- Shipped default ({default.label}): "
+    lines.append(f"- Shipped default's gate on single runs, one baseline run against one candidate run ({default.label}): "
                  + ("meets both targets in every cell." if not fails else "misses in " + "; ".join(fails) + "."))
     lines.append(f"- Settings meeting both targets in every session for every kernel ({len(settings)} tried): "
                  + (", ".join(st.label for st, _, _ in everywhere) if everywhere else "none") + ".")

@@ -156,6 +156,7 @@ RECORDED = {
     "s2": ROOT / "benchmarks" / "results" / "2026-11-22-h200" / "perf_gate_rates-run2.json.gz",
     "s3": ROOT / "benchmarks" / "results" / "2026-11-22-h200-session3" / "perf_gate_rates.json.gz",
     "s4": SESSION4,
+    "s5": ROOT / "benchmarks" / "results" / "2026-11-23-h200-session5" / "perf_gate_rates.json.gz",
 }
 
 
