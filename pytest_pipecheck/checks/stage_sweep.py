@@ -374,6 +374,13 @@ def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | No
 
     if not pc.config.wants("perf"):
         return skip("perf is not among the selected checks (--pipecheck-checks)")
+    from ..perf.timing import sanitizer_child_tool
+
+    child = sanitizer_child_tool()
+    if child is not None and timer is None:
+        # every stage count and variant timed at full size under the sanitizer would take minutes
+        # and measure the sanitizer; the kernels' hazards are the correctness tests' business
+        return skip(f"not timed under compute-sanitizer {child}: a stage sweep is timed in the normal run")
     if timer is None:
         if not pc.tier.has_gpu:
             return skip(f"stage sweep needs a CUDA GPU: {pc.tier.reason}")

@@ -224,6 +224,14 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
 
     if not pc.config.wants("perf"):
         return _skip(pc, "perf is not among the selected checks (--pipecheck-checks)", benchmark, kernel, case_id)
+    from .timing import run_once_for_sanitizer, sanitizer_child_tool
+
+    child = sanitizer_child_tool()
+    if child is not None and samples is None:
+        assert fn is not None
+        run_once_for_sanitizer(fn)  # the sanitizer still checks the kernel, at the size the test times
+        return _skip(pc, f"not timed under compute-sanitizer {child}: the kernel ran once for the sanitizer; "
+                     "it is timed in the normal run", benchmark, kernel, case_id)
 
     measured: Samples | None = None
     to_save: Samples | None = None  # what --pipecheck-baseline-save stores: the measured run, or several pooled

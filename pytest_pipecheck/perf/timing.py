@@ -77,6 +77,34 @@ def _torch_cuda() -> Any:
     return torch
 
 
+def sanitizer_child_tool() -> str | None:
+    """The compute-sanitizer tool this process runs under when it is a sanitizer child, else None.
+
+    A sanitizer child re-runs the tests for hazards only; a time taken there would be the
+    sanitizer's (racecheck slows a kernel by orders of magnitude), so the timing checks do not time.
+    """
+    import os
+
+    return os.environ.get("PIPECHECK_CHILD") or None
+
+
+def run_once_for_sanitizer(fn: Callable[..., Any]) -> None:
+    """Launch ``fn`` once (index 0 if it takes an input index) and wait for the device, so that the
+    sanitizer sees the kernel and its findings land inside this test's markers."""
+    fn(0) if _takes_index(fn) else fn()
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.cuda.Device().synchronize()
+        except Exception:  # no CUDA context from CuPy in this process: nothing of it to wait for
+            pass
+
+
 def _takes_index(fn: Callable[..., Any]) -> bool:
     try:
         sig = inspect.signature(fn)

@@ -21,6 +21,9 @@ from pytest_pipecheck.fixture import Pipecheck
 from pytest_pipecheck.results import PipecheckFailure, Verdict
 
 pytestmark = pytest.mark.gpu
+# Timing tests: under a sanitizer they would time the sanitizer (check_perf and check_stage_sweep do
+# not time in a sanitizer child anyway), and the kernels they time are sanitized by the correctness tests.
+NO_SANITIZER = pytest.mark.pipecheck(sanitizer="none")
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +128,7 @@ def _gemm(torch, stages: int, size: int = 4096):
                                 c.stride(0), c.stride(1), BM=128, BN=128, BK=64, num_warps=4, num_stages=stages)
 
 
+@NO_SANITIZER
 def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp_path) -> None:
     def pc(save: bool) -> Pipecheck:
         cfg = dataclasses.replace(pipecheck.config, baseline_dir=str(tmp_path), baseline_save=save,
@@ -151,6 +155,7 @@ def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp
     assert details["change"] > 0.2 and details["anchored_change"] > 0.2  # the serialized pipeline: ~+35-40%
 
 
+@NO_SANITIZER
 def test_benchmark_fixture_gets_device_times(torch, pipecheck, benchmark, tmp_path) -> None:
     cfg = dataclasses.replace(pipecheck.config, baseline_dir=str(tmp_path), checks=("perf",))
     pc = Pipecheck(pipecheck.nodeid, cfg, pipecheck.tier, pipecheck.run_seed)

@@ -20,6 +20,9 @@ import pytest
 from pytest_pipecheck.results import PipecheckFailure, Verdict
 
 pytestmark = pytest.mark.gpu
+# Timing tests: under a sanitizer they would time the sanitizer (check_perf and check_stage_sweep do
+# not time in a sanitizer child anyway), and the kernels they time are sanitized by the correctness tests.
+NO_SANITIZER = pytest.mark.pipecheck(sanitizer="none")
 
 SIZE = 4096
 TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
@@ -75,6 +78,7 @@ def _rows(result: Any) -> dict[int, dict[str, Any]]:
     return {row["stages"]: row for row in result.details["stage_sweep"]}
 
 
+@NO_SANITIZER
 def test_triton_gemm_stage_sweep(pipecheck: Any, gemm: Gemm) -> None:
     from pytest_pipecheck.checks.stage_sweep import sweep_table
 
@@ -119,6 +123,7 @@ def test_triton_gemm_stage_sweep(pipecheck: Any, gemm: Gemm) -> None:
     gemm.torch.testing.assert_close(gemm.c.float(), expected, atol=0.5, rtol=2e-2)
 
 
+@NO_SANITIZER
 def test_unpipelined_choice_is_caught(pipecheck: Any, gemm: Gemm) -> None:
     # the same sweep with the serialized pipeline as the configured choice: the check must fail it
     with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure) as info:

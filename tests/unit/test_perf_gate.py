@@ -464,3 +464,16 @@ def test_baseline_runs_setting_is_validated() -> None:
         resolve({}, {"perf_baseline_runs": "0"})
     with pytest.raises(ConfigError, match=r"`perf_baseline_runs=21` from the pipecheck marker on .* must be <= 20"):
         apply_marker(PipecheckConfig(), {"perf_baseline_runs": 21}, NODE)
+
+
+def test_sanitizer_child_runs_the_kernel_once_and_does_not_time(tmp_path, monkeypatch) -> None:
+    fake = _FakeTiming(monkeypatch)
+    monkeypatch.setenv("PIPECHECK_CHILD", "racecheck")
+    calls: list[object] = []
+    r = check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: calls.append(None), flops=1e9, env=ENV)
+    assert fake.calls == [] and len(calls) == 1  # launched once for the sanitizer, never timed
+    assert r.verdict is Verdict.SKIP and r.summary.startswith("not timed under compute-sanitizer racecheck")
+    assert not os.path.exists(tmp_path / "baselines")  # nothing saved from a child
+    # a callable that takes an input index gets index 0
+    check_perf(_pc(tmp_path, tier=GPU), lambda i: calls.append(i), flops=1e9, env=ENV, case="rotated", n_inputs=4)
+    assert calls[-1] == 0 and fake.calls == []

@@ -463,3 +463,12 @@ def test_json_report_carries_the_rows() -> None:
     text = json.dumps(r.to_json(), allow_nan=False)
     assert CheckResult.from_json(json.loads(text)).details == json.loads(json.dumps(r.details))
     assert all(not isinstance(v, float) or math.isfinite(v) for row in rows for v in row.values())
+
+
+def test_not_timed_in_a_sanitizer_child(monkeypatch) -> None:
+    # a sanitizer child re-runs the test for hazards only: the sweep must not time (or launch) there
+    monkeypatch.setenv("PIPECHECK_CHILD", "racecheck")
+    launched: list[int] = []
+    r = check_stage_sweep(_pc(GPU), launched.append, (1, 2, 3), kernel="k3", chosen=2)
+    assert r.verdict is Verdict.SKIP and launched == []
+    assert r.summary == "not timed under compute-sanitizer racecheck: a stage sweep is timed in the normal run"
