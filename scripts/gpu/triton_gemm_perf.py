@@ -11,7 +11,9 @@ configs (BLOCK_M x BLOCK_N x BLOCK_K, stages, warps, GROUP_M)
 
     128x128x64 s3/s4 w4/w8 G8, 128x256x64 s3/s4 w8 G8, 256x128x64 s3/s4 w8 G8, 128x256x64 s4 w8 G16
 
-and, for comparison only (not counted for the goal), the persistent warp-specialized GEMM. The
+and, for comparison only (not counted for the goal), the persistent warp-specialized GEMM and the
+Gluon warp-specialized GEMM (reference_kernels/triton/gluon_gemm.py, rows ``gluon_ws_gemm``: a 1-warp
+TMA loader partition feeding 4 or 8 wgmma consumer warps; configs in :func:`gluon_configs`). The
 launcher's own choice for this GPU (``gpu_config`` + ``select_path``) runs first so that it is always
 measured. Each case first runs once into a NaN-filled C and is compared with torch.matmul (max abs
 error <= 1% of max |C| and relative Frobenius error <= 2e-3: fp16 rounding of two fp32-accumulated
@@ -24,7 +26,10 @@ keeps a run (about 30 compiles) under ~3 minutes on an H200.
 
 Writes OUT_DIR/triton_gemm_perf.json and .md with the GPU name, date, command and versions at the
 top, the table, the launcher default's number and fraction of torch.matmul, and a final line saying
-whether the best reference-GEMM row reaches 95% of torch.matmul and which path/config it is.
+whether the best reference-GEMM row reaches 95% of torch.matmul and which path/config it is (with the
+best persistent and best gluon rows next to it). The rows measured before the Gluon kernel are first
+written to OUT_DIR/triton_gemm_perf.partial.json, so that a Gluon kernel that hangs the GPU does not
+lose them.
 """
 
 from __future__ import annotations
@@ -73,6 +78,16 @@ def persistent_configs() -> list[dict[str, Any]]:
         {**wide, "BLOCK_M": 256, "BLOCK_N": 128, "stages": 3, "flatten": True, "tma_store": True,
          "split_epilogue": False},
         {**wide, "BLOCK_N": 128, "stages": 4, "flatten": True, "tma_store": True, "split_epilogue": False},
+    ]
+
+
+def gluon_configs() -> list[dict[str, int]]:
+    """Configs of the Gluon warp-specialized GEMM (``warps`` = consumer warps; the loader adds one)."""
+    wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "warps": 8, "GROUP_M": 8}
+    return [
+        {**wide, "stages": 3},   # the TMA-store epilogue's staging tile fits next to 3 stages
+        {**wide, "stages": 4},   # 4 stages leave no room for it: masked stores
+        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 4, "warps": 4, "GROUP_M": 8},
     ]
 
 
@@ -237,11 +252,51 @@ def main() -> int:
                 row["traceback"] = traceback.format_exc(limit=3)
         rows.append(row)
 
+    # the Gluon warp-specialized kernel (not counted for the goal); what was measured so far is saved
+    # first, because a pipeline that deadlocks on its mbarriers hangs the GPU instead of raising
+    with open(os.path.join(args.out_dir, "triton_gemm_perf.partial.json"), "w") as f:
+        json.dump({"rows": rows}, f, indent=2)
+    gg: Any = None
+    try:
+        from reference_kernels.triton import gluon_gemm
+
+        gg, gluon_reason = gluon_gemm, gluon_gemm.gluon_unavailable_reason()
+    except Exception as exc:  # an import error must not end the sweep either
+        gluon_reason = f"cannot import reference_kernels.triton.gluon_gemm: {_error_text(exc)}"
+    for gcfg in gluon_configs():
+        path = "gluon ws (1-warp TMA loader)"
+        row = {"name": "gluon_ws_gemm", "path": path, "config": gcfg, "ms": None, "tflops": None,
+               "error": gluon_reason}
+        if gluon_reason is None and over_budget():
+            row["error"] = f"skipped: the sweep's time budget ({args.budget:.0f} s) was spent"
+            row["skipped"] = True
+        elif gluon_reason is None and gg is not None:
+            t_case = time.monotonic()
+            try:
+                c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+                tile = {k: gcfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages")}
+                row["path"] = path + (", TMA store" if gg.uses_tma_epilogue(c, **tile) else ", masked store")
+                run = functools.partial(gg.launch_gluon_gemm, a, b, c, **tile, consumer_warps=gcfg["warps"],
+                                        GROUP_M=gcfg["GROUP_M"], num_programs=props.multi_processor_count)
+                run()
+                check(c)
+                ms = bench(run)
+                row.update(ms=ms, tflops=tflops(ms))
+            except Exception as exc:
+                row["error"] = _error_text(exc)
+                row["traceback"] = traceback.format_exc(limit=3)
+            row["seconds"] = round(time.monotonic() - t_case, 2)
+        shown = f"{row['tflops']:.0f} TFLOP/s" if row["tflops"] else row["error"]
+        print(f"[{time.monotonic() - started:6.1f}s] {row['path']:40s} {config_label(gcfg):22s} {shown}", flush=True)
+        rows.append(row)
+
     for row in rows:
         row["vs_torch"] = row["tflops"] / rows[0]["tflops"] if row["tflops"] else None
     candidates = [r for r in rows if r["name"] == "triton_gemm" and r["tflops"]]
     persistent_best = max((r for r in rows if r["name"] == "triton_gemm_persistent" and r["tflops"]),
                           key=lambda r: r["tflops"], default=None)
+    gluon_best = max((r for r in rows if r["name"] == "gluon_ws_gemm" and r["tflops"]),
+                     key=lambda r: r["tflops"], default=None)
     best = max(candidates, key=lambda r: r["tflops"], default=None)
     default_row = next(r for r in rows if r["name"] == "triton_gemm" and r["path"] == default_path
                        and r["config"] == default_cfg)
@@ -266,6 +321,8 @@ def main() -> int:
         "persistent_best": persistent_best and {"path": persistent_best["path"], "config": persistent_best["config"],
                                                 "tflops": persistent_best["tflops"],
                                                 "vs_torch": persistent_best["vs_torch"]},
+        "gluon_best": gluon_best and {"path": gluon_best["path"], "config": gluon_best["config"],
+                                      "tflops": gluon_best["tflops"], "vs_torch": gluon_best["vs_torch"]},
     }
     with open(os.path.join(args.out_dir, "triton_gemm_perf.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=2)
@@ -302,6 +359,12 @@ def main() -> int:
     if persistent_best:
         best_text += (f"; best persistent: {persistent_best['path']}, {config_label(persistent_best['config'])}: "
                       f"{persistent_best['tflops']:.0f} TFLOP/s = {100 * persistent_best['vs_torch']:.1f}%")
+    if gluon_best:
+        best_text += (f"; best gluon: {gluon_best['path']}, {config_label(gluon_best['config'])}: "
+                      f"{gluon_best['tflops']:.0f} TFLOP/s = {100 * gluon_best['vs_torch']:.1f}%")
+    else:
+        gluon_errors = sorted({r["error"] for r in rows if r["name"] == "gluon_ws_gemm" and r["error"]})
+        best_text += f"; best gluon: no number ({gluon_errors[0] if gluon_errors else 'no rows'})"
     lines += ["", default_line, "",
               f"Goal (best >= {100 * GOAL:.0f}% of torch.matmul): {'met' if meta['goal_met'] else 'NOT met'}; "
               f"{best_text}"]
