@@ -648,10 +648,15 @@ def sweep(rates: Rates, settings: Sequence[Setting], families: Sequence[str], sl
             for st in settings for fam in families]
 
 
+def _shipped_gate(cfg: PipecheckConfig) -> str:
+    """The swept gate that the plugin's ``perf_anchor_mode`` amounts to."""
+    return {"always": "anchored", "per-kind": "per-kind"}.get(cfg.perf_anchor_mode, "adaptive")
+
+
 def shipped_default() -> Setting:
     """The plugin's default gate (``PipecheckConfig``: perf_anchor_mode, perf_threshold, perf_alpha)."""
     cfg = PipecheckConfig()
-    gate = {"always": "anchored", "per-kind": "per-kind"}.get(cfg.perf_anchor_mode, "adaptive")
+    gate = _shipped_gate(cfg)
     return Setting(gate, float(cfg.perf_threshold), float(cfg.perf_alpha),
                    DEFAULT_CLOCK_TOLERANCE if gate == "adaptive" else None)
 
@@ -659,8 +664,7 @@ def shipped_default() -> Setting:
 def shipped_pool_default() -> PoolSetting:
     """The plugin's default as a pooled setting: a baseline of ``perf_baseline_runs`` runs, a check of one."""
     cfg = PipecheckConfig()
-    gate = {"always": "anchored", "per-kind": "per-kind"}.get(cfg.perf_anchor_mode, "adaptive")
-    return PoolSetting(gate, int(cfg.perf_baseline_runs), 1, float(cfg.perf_threshold))
+    return PoolSetting(_shipped_gate(cfg), int(cfg.perf_baseline_runs), 1, float(cfg.perf_threshold))
 
 
 def settings_grid(thresholds: Sequence[float], alphas: Sequence[float], tolerances: Sequence[float]) -> list[Setting]:

@@ -159,6 +159,29 @@ def main() -> int:
     def over_budget() -> bool:
         return time.monotonic() - started > args.budget
 
+    def measure(row: dict[str, Any], make_run: Callable[..., Callable[[], Any]], may_skip: bool = True) -> None:
+        """Fill ``row`` (unless it already carries an error): skipped when the budget is spent, else
+        ``make_run(c)`` run once into a NaN-filled C, checked against torch.matmul and timed. Any
+        failure is recorded in the row: one bad case must not end the sweep."""
+        if row["error"] is not None:
+            return
+        if may_skip and over_budget():
+            row["error"] = f"skipped: the sweep's time budget ({args.budget:.0f} s) was spent"
+            row["skipped"] = True
+            return
+        t_case = time.monotonic()
+        try:
+            c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+            run = make_run(c)
+            run()
+            check(c)
+            ms = bench(run)
+            row.update(ms=ms, tflops=tflops(ms))
+        except Exception as exc:
+            row["error"] = _error_text(exc)
+            row["traceback"] = traceback.format_exc(limit=3)
+        row["seconds"] = round(time.monotonic() - t_case, 2)
+
     rows: list[dict[str, Any]] = []
     torch_ms = bench(lambda: torch.matmul(a, b))
     rows.append({"name": "torch.matmul", "path": "", "config": {}, "ms": torch_ms, "tflops": tflops(torch_ms),
@@ -181,22 +204,9 @@ def main() -> int:
         row: dict[str, Any] = {"name": "triton_gemm", "path": path, "config": cfg, "ms": None, "tflops": None,
                                "error": None}
         gemm_rows[i] = row
-        if over_budget() and cases[i] != (default_path, default_cfg):
-            row["error"] = f"skipped: the sweep's time budget ({args.budget:.0f} s) was spent"
-            row["skipped"] = True
-            continue
-        t_case = time.monotonic()
-        try:
-            c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-            run = functools.partial(ref.launch_gemm, ref.gemm_kernel, a, b, c, **cfg, path=path)
-            run()
-            check(c)
-            ms = bench(run)
-            row.update(ms=ms, tflops=tflops(ms))
-        except Exception as exc:  # record and go on: one bad config must not end the sweep
-            row["error"] = _error_text(exc)
-            row["traceback"] = traceback.format_exc(limit=3)
-        row["seconds"] = round(time.monotonic() - t_case, 2)
+        measure(row, lambda c, cfg=cfg, path=path: functools.partial(
+            ref.launch_gemm, ref.gemm_kernel, a, b, c, **cfg, path=path),
+            may_skip=cases[i] != (default_path, default_cfg))
         shown = f"{row['tflops']:.0f} TFLOP/s" if row["tflops"] else row["error"]
         print(f"[{time.monotonic() - started:6.1f}s] {path:6s} {config_label(cfg):22s} {shown}", flush=True)
     rows.extend(gemm_rows[i] for i in range(len(cases)))
@@ -210,23 +220,8 @@ def main() -> int:
         row = {"name": "triton_gemm_persistent", "path": label, "config": cfg, "ms": None, "tflops": None,
                "error": ref.tma_unavailable_reason(a, b, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                                                    BLOCK_K=cfg["BLOCK_K"])}
-        if row["error"] is None and over_budget():
-            row["error"] = f"skipped: the sweep's time budget ({args.budget:.0f} s) was spent"
-            row["skipped"] = True
-        elif row["error"] is None:
-            t_case = time.monotonic()
-            try:
-                c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-                run = functools.partial(ref.launch_persistent, a, b, c, **cfg, num_programs=props.multi_processor_count,
-                                        **opts)
-                run()
-                check(c)
-                ms = bench(run)
-                row.update(ms=ms, tflops=tflops(ms))
-            except Exception as exc:
-                row["error"] = _error_text(exc)
-                row["traceback"] = traceback.format_exc(limit=3)
-            row["seconds"] = round(time.monotonic() - t_case, 2)
+        measure(row, lambda c, cfg=cfg, opts=opts: functools.partial(
+            ref.launch_persistent, a, b, c, **cfg, num_programs=props.multi_processor_count, **opts))
         shown = f"{row['tflops']:.0f} TFLOP/s" if row["tflops"] else row["error"]
         print(f"[{time.monotonic() - started:6.1f}s] {label:40s} {config_label(cfg):22s} {shown}", flush=True)
         rows.append(row)
@@ -236,20 +231,8 @@ def main() -> int:
         cfg = {**ws.GPU_CONFIG, "warps": warps}
         row = {"name": "triton_persistent_ws_gemm", "path": "tma (persistent, not counted)", "config": cfg,
                "ms": None, "tflops": None, "error": reason}
-        if reason is None and over_budget():
-            row["error"] = f"skipped: the sweep's time budget ({args.budget:.0f} s) was spent"
-            row["skipped"] = True
-        elif reason is None:
-            try:
-                c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-                run = functools.partial(ws.launch, {"a": a, "b": b, "c": c}, cfg, props.multi_processor_count)
-                run()
-                check(c)
-                ms = bench(run)
-                row.update(ms=ms, tflops=tflops(ms))
-            except Exception as exc:
-                row["error"] = _error_text(exc)
-                row["traceback"] = traceback.format_exc(limit=3)
+        measure(row, lambda c, cfg=cfg: functools.partial(
+            ws.launch, {"a": a, "b": b, "c": c}, cfg, props.multi_processor_count))
         rows.append(row)
 
     # the Gluon warp-specialized kernel (not counted for the goal); what was measured so far is saved
@@ -267,25 +250,14 @@ def main() -> int:
         path = "gluon ws (1-warp TMA loader)"
         row = {"name": "gluon_ws_gemm", "path": path, "config": gcfg, "ms": None, "tflops": None,
                "error": gluon_reason}
-        if gluon_reason is None and over_budget():
-            row["error"] = f"skipped: the sweep's time budget ({args.budget:.0f} s) was spent"
-            row["skipped"] = True
-        elif gluon_reason is None and gg is not None:
-            t_case = time.monotonic()
-            try:
-                c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-                tile = {k: gcfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages")}
-                row["path"] = path + (", TMA store" if gg.uses_tma_epilogue(c, **tile) else ", masked store")
-                run = functools.partial(gg.launch_gluon_gemm, a, b, c, **tile, consumer_warps=gcfg["warps"],
-                                        GROUP_M=gcfg["GROUP_M"], num_programs=props.multi_processor_count)
-                run()
-                check(c)
-                ms = bench(run)
-                row.update(ms=ms, tflops=tflops(ms))
-            except Exception as exc:
-                row["error"] = _error_text(exc)
-                row["traceback"] = traceback.format_exc(limit=3)
-            row["seconds"] = round(time.monotonic() - t_case, 2)
+
+        def gluon_run(c: Any, row: dict[str, Any] = row, gcfg: dict[str, int] = gcfg) -> Callable[[], Any]:
+            tile = {k: gcfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages")}
+            row["path"] += ", TMA store" if gg.uses_tma_epilogue(c, **tile) else ", masked store"
+            return functools.partial(gg.launch_gluon_gemm, a, b, c, **tile, consumer_warps=gcfg["warps"],
+                                     GROUP_M=gcfg["GROUP_M"], num_programs=props.multi_processor_count)
+
+        measure(row, gluon_run)
         shown = f"{row['tflops']:.0f} TFLOP/s" if row["tflops"] else row["error"]
         print(f"[{time.monotonic() - started:6.1f}s] {row['path']:40s} {config_label(gcfg):22s} {shown}", flush=True)
         rows.append(row)
