@@ -58,11 +58,14 @@ Numbers
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LOADER_REGS", "SMEM_LIMIT_SM90", "aot_signature", "check_preconditions", "compile_for_sm90",
-           "gluon_unavailable_reason", "gluon_ws_gemm_kernel", "kernel_config", "launch_gluon_gemm",
-           "shared_memory_bytes", "uses_tma_epilogue"]
+__all__ = ["GPU_CONFIG", "LOADER_REGS", "SMEM_LIMIT_SM90", "aot_signature", "check_preconditions",
+           "compile_for_sm90", "epilogue_plan", "gluon_gemm_spec", "gluon_unavailable_reason", "gluon_ws_gemm_kernel",
+           "kernel_config", "launch_gluon_gemm", "reference", "shared_memory_bytes", "unavailable_reason",
+           "uses_tma_epilogue"]
 
 SMEM_LIMIT_SM90 = 232448
 """sm_90's opt-in shared memory per block (227 KB)."""
@@ -169,7 +172,8 @@ if _GLUON_ERROR is None:
     def _mma_epilogue_partition(c_desc, c_ptr, stride_cm, a_ring, b_ring, ready, empty, M, N, K,
                                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                                 GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr,
-                                WARPS_M: gl.constexpr, WARPS_N: gl.constexpr, EPILOGUE_TMA: gl.constexpr):
+                                WARPS_M: gl.constexpr, WARPS_N: gl.constexpr, EPILOGUE_TMA: gl.constexpr,
+                                EPI_SPLIT: gl.constexpr, EPI_BUFS: gl.constexpr):
         """Default partition (WARPS_M * WARPS_N warps): wgmma over the ring, then store the tile."""
         # wgmma accumulator layout: warps tile the block WARPS_M x WARPS_N, instruction 16 x n x 16
         # (k = 256 bits of the 16-bit inputs), n = this warp column's share of BLOCK_N (<= 256)
@@ -180,7 +184,7 @@ if _GLUON_ERROR is None:
         num_pid_n = gl.cdiv(N, BLOCK_N)
         k_tiles = gl.cdiv(K, BLOCK_K)
         if EPILOGUE_TMA:
-            c_smem = gl.allocate_shared_memory(out_dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
+            c_smem = gl.allocate_shared_memory(out_dtype, [EPI_BUFS, BLOCK_M, BLOCK_N // EPI_SPLIT], c_desc.layout)
         acc = gl.zeros((BLOCK_M, BLOCK_N), gl.float32, acc_layout)
         it = 0
         for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
@@ -203,10 +207,17 @@ if _GLUON_ERROR is None:
             mbarrier.arrive(empty.index((it + NUM_STAGES - 1) % NUM_STAGES), pred=k_tiles > 0)
             out = acc.to(out_dtype)
             if EPILOGUE_TMA:
-                _stage_output(c_smem, out)
-                fence_async_shared()                      # generic-proxy writes before the TMA read
-                _cta_barrier()                            # every warp's part of the tile is written
-                _tma_store(c_desc, [off_m, off_n], c_smem)  # clipped to (M, N) by the descriptor
+                parts = _split_columns(out, EPI_SPLIT)
+                for i in gl.static_range(EPI_SPLIT):
+                    staging = c_smem.index(i % EPI_BUFS)
+                    # the TMA store that last read this staging buffer has finished reading it
+                    # (stores complete in order; EPI_BUFS - 1 newer ones may still be in flight)
+                    tma.store_wait(EPI_BUFS - 1)
+                    _cta_barrier()                        # only the issuing thread tracked that store
+                    staging.store(parts[i])
+                    fence_async_shared()                  # generic-proxy writes before the TMA read
+                    _cta_barrier()                        # every warp's part of the chunk is written
+                    _tma_store(c_desc, [off_m, off_n + i * (BLOCK_N // EPI_SPLIT)], staging)  # clipped to (M, N)
             else:
                 rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_layout))
                 cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
@@ -216,18 +227,27 @@ if _GLUON_ERROR is None:
             tma.store_wait(0)
 
     @gluon.jit
-    def _stage_output(c_smem, out):
-        """Wait until the previous tile's TMA store has read the staging tile, then overwrite it."""
-        tma.store_wait(0)
-        _cta_barrier()                                    # only the issuing thread tracked that store
-        c_smem.store(out)
+    def _split_columns(x, PARTS: gl.constexpr):
+        """``x`` cut into PARTS equal column blocks, left to right (PARTS a power of two).
+
+        Each halving reshapes (M, N) to (M, 2, N / 2), moves the 2 last and splits it; in the wgmma
+        accumulator layout the highest column bits are register bits, so no data changes threads.
+        """
+        xs = (x,)
+        for _ in gl.static_range(PARTS.bit_length() - 1):
+            halves = ()
+            for j in gl.static_range(len(xs)):
+                y = xs[j]
+                halves += y.reshape(y.shape[0], 2, y.shape[1] // 2).permute(0, 2, 1).split()
+            xs = halves  # type: ignore[assignment]  # a tuple that doubles each round
+        return xs
 
     @gluon.jit
     def gluon_ws_gemm_kernel(a_desc, b_desc, c_desc, c_ptr, M, N, K, stride_cm,
                              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                              GROUP_M: gl.constexpr, NUM_STAGES: gl.constexpr,
                              WARPS_M: gl.constexpr, WARPS_N: gl.constexpr, EPILOGUE_TMA: gl.constexpr,
-                             LOADER_REGS: gl.constexpr):
+                             EPI_SPLIT: gl.constexpr, EPI_BUFS: gl.constexpr, LOADER_REGS: gl.constexpr):
         """Persistent warp-specialized GEMM; launch with num_warps = WARPS_M * WARPS_N, one program per SM."""
         dtype: gl.constexpr = a_desc.dtype
         a_ring = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
@@ -243,7 +263,7 @@ if _GLUON_ERROR is None:
             [
                 (_mma_epilogue_partition, (c_desc, c_ptr, stride_cm, a_ring, b_ring, ready, empty, M, N, K,
                                            BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES,
-                                           WARPS_M, WARPS_N, EPILOGUE_TMA)),
+                                           WARPS_M, WARPS_N, EPILOGUE_TMA, EPI_SPLIT, EPI_BUFS)),
                 (_loader_partition, (a_desc, b_desc, a_ring, b_ring, ready, empty, M, N, K,
                                      BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, NUM_STAGES)),
             ],
@@ -287,25 +307,56 @@ def kernel_config(*, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, consumer_warps: i
 
 
 def shared_memory_bytes(*, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, stages: int, itemsize: int = 2,
-                        epilogue_tma: bool) -> int:
-    """Shared memory the kernel allocates: the A/B ring, its barriers and, with a TMA epilogue, C's staging tile."""
+                        epilogue_tma: bool, epi_split: int = 1, epi_bufs: int = 1) -> int:
+    """Shared memory the kernel allocates: the A/B ring, its barriers and, with a TMA epilogue, the
+    ``epi_bufs`` staging buffers of one ``BLOCK_M x BLOCK_N / epi_split`` column chunk of C each."""
     ring = stages * (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * itemsize
     barriers = 2 * stages * _BARRIER_BYTES
-    staging = BLOCK_M * BLOCK_N * itemsize if epilogue_tma else 0
+    staging = epi_bufs * BLOCK_M * (BLOCK_N // epi_split) * itemsize if epilogue_tma else 0
     return ring + barriers + staging
 
 
-def uses_tma_epilogue(c: Any, *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, stages: int) -> bool:
-    """Whether the launcher stores C through TMA: its rows end on 16-byte boundaries and the staging tile fits.
+EpiloguePlan = tuple[bool, int, int]
+"""(TMA store or masked stores, column chunks per tile, staging buffers)."""
 
-    A TMA store writes whole 16-byte chunks of a row, so a row of ``N * itemsize`` bytes that ends
-    inside a chunk would be overrun; and the BLOCK_M x BLOCK_N staging tile must fit in shared memory
-    next to the ring. Otherwise the epilogue uses masked stores from registers.
+_MASKED: EpiloguePlan = (False, 1, 1)
+
+
+def epilogue_plan(n_cols: int, itemsize: int, *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, stages: int,
+                  tma: bool | None = None, split: int | None = None, bufs: int | None = None) -> EpiloguePlan:
+    """How the epilogue stores a tile of C with ``n_cols`` columns: ``(tma, split, bufs)``.
+
+    A TMA store writes whole 16-byte chunks of a row, so it is used only when a row of C
+    (``n_cols * itemsize`` bytes) ends on a 16-byte boundary; otherwise, or with ``tma=False``,
+    masked stores from registers. The tile goes out in ``split`` column chunks through ``bufs``
+    staging buffers in shared memory (two let one chunk's store overlap the next chunk's writes).
+    Unless given, the plan is the first of whole tile / 2 chunks double-buffered / 4 / 8 chunks
+    (then single-buffered) whose staging fits in shared memory next to the ring. ValueError for a
+    given split or bufs that cannot work; masked stores when nothing fits and nothing was forced.
     """
-    item = int(c.element_size())
-    fits = shared_memory_bytes(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, stages=stages, itemsize=item,
-                               epilogue_tma=True) <= SMEM_LIMIT_SM90
-    return fits and (int(c.shape[-1]) * item) % 16 == 0
+    if split is not None and (split not in (1, 2, 4, 8) or BLOCK_N % split or (BLOCK_N // split) * itemsize < 16):
+        raise ValueError(f"epilogue split must be 1, 2, 4 or 8 and leave chunks of at least 16 bytes of "
+                         f"BLOCK_N={BLOCK_N}; got {split}")
+    if bufs is not None and bufs not in (1, 2):
+        raise ValueError(f"epilogue staging buffers must be 1 or 2; got {bufs}")
+    if tma is False or (n_cols * itemsize) % 16:
+        return _MASKED
+    plans = [(sp, bf) for sp in ((split,) if split else (1, 2, 4, 8)) for bf in ((bufs,) if bufs else (2, 1))
+             if not (sp == 1 and bf == 2 and bufs is None) and BLOCK_N % sp == 0 and (BLOCK_N // sp) * itemsize >= 16]
+    for sp, bf in plans:
+        if shared_memory_bytes(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, stages=stages, itemsize=itemsize,
+                               epilogue_tma=True, epi_split=sp, epi_bufs=bf) <= SMEM_LIMIT_SM90:
+            return (True, sp, bf)
+    if tma or split or bufs:
+        raise ValueError(f"no TMA epilogue with split={split} bufs={bufs} fits in shared memory next to {stages} "
+                         f"stages of {BLOCK_M}x{BLOCK_K} + {BLOCK_K}x{BLOCK_N} tiles")
+    return _MASKED
+
+
+def uses_tma_epilogue(c: Any, *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, stages: int) -> bool:
+    """Whether the launcher's default plan (:func:`epilogue_plan`) stores this C through TMA."""
+    return epilogue_plan(int(c.shape[-1]), int(c.element_size()), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                         BLOCK_K=BLOCK_K, stages=stages)[0]
 
 
 def _dtype_name(t: Any) -> str:
@@ -359,14 +410,18 @@ def _shared_layout(block: list[int], dtype_name: str) -> Any:
 
 def launch_gluon_gemm(a: Any, b: Any, c: Any, *, BLOCK_M: int = 128, BLOCK_N: int = 256, BLOCK_K: int = 64,
                       stages: int = 4, consumer_warps: int = 8, GROUP_M: int = 8,
-                      num_programs: int | None = None) -> Any:
-    """C = A @ B with the persistent warp-specialized Gluon kernel; returns ``c``.
+                      num_programs: int | None = None, epilogue_tma: bool | None = None,
+                      epi_split: int | None = None, epi_bufs: int | None = None, return_kernel: bool = False) -> Any:
+    """C = A @ B with the persistent warp-specialized Gluon kernel; returns ``c`` (with ``return_kernel``,
+    Triton's compiled kernel instead, which is what ``pipecheck.check_sass`` inspects; None when no
+    kernel ran because C is empty or K is 0).
 
     ``a`` (M, K), ``b`` (K, N), ``c`` (M, N) are torch CUDA tensors (see :func:`check_preconditions`;
     ValueError names what is wrong). ``consumer_warps`` (4 or 8) is the default partition's size; the
     loader adds one warp. ``num_programs`` defaults to the device's SM count (never more than the
-    number of tiles). The epilogue stores through TMA when C's rows end on 16-byte boundaries and the
-    staging tile fits in shared memory next to the ring, else with masked stores.
+    number of tiles). The epilogue stores through TMA when C's rows end on 16-byte boundaries and a
+    staging buffer fits in shared memory next to the ring, else with masked stores; ``epilogue_tma``
+    (False forces masked stores), ``epi_split`` and ``epi_bufs`` override :func:`epilogue_plan`.
     """
     check_preconditions(a, b, c)
     reason = gluon_unavailable_reason()
@@ -384,56 +439,116 @@ def launch_gluon_gemm(a: Any, b: Any, c: Any, *, BLOCK_M: int = 128, BLOCK_N: in
     m, k = a.shape
     n = b.shape[1]
     if m == 0 or n == 0:
-        return c
+        return None if return_kernel else c
     if k == 0:
-        return c.zero_()
-    epilogue_tma = uses_tma_epilogue(c, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, stages=stages)
+        c.zero_()
+        return None if return_kernel else c
+    tma_store, split, bufs = epilogue_plan(n, item, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                                           stages=stages, tma=epilogue_tma, split=epi_split, bufs=epi_bufs)
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     dt = _dtype_name(a)
     a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K], _shared_layout([BLOCK_M, BLOCK_K], dt))
     b_desc = TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N], _shared_layout([BLOCK_K, BLOCK_N], dt))
-    c_desc = TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N], _shared_layout([BLOCK_M, BLOCK_N], dt))
+    c_block = [BLOCK_M, BLOCK_N // split]
+    c_desc = TensorDescriptor.from_tensor(c, c_block, _shared_layout(c_block, dt))
     if num_programs is None:
         import torch
 
         num_programs = torch.cuda.get_device_properties(a.device).multi_processor_count
     tiles = -(-m // BLOCK_M) * -(-n // BLOCK_N)
     grid = (max(1, min(int(num_programs), tiles)),)
-    gluon_ws_gemm_kernel[grid](a_desc, b_desc, c_desc, c, m, n, k, c.stride(0),
+    compiled = gluon_ws_gemm_kernel[grid](a_desc, b_desc, c_desc, c, m, n, k, c.stride(0),
                                BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-                               NUM_STAGES=stages, EPILOGUE_TMA=epilogue_tma, LOADER_REGS=LOADER_REGS,
+                               NUM_STAGES=stages, EPILOGUE_TMA=tma_store, EPI_SPLIT=split, EPI_BUFS=bufs,
+                               LOADER_REGS=LOADER_REGS,
                                num_warps=consumer_warps, **warps)
-    return c
+    return compiled if return_kernel else c
+
+
+GPU_CONFIG: dict[str, int] = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 4, "consumer_warps": 8,
+                              "GROUP_M": 8}
+"""The spec's and the launcher's default configuration."""
+
+
+def unavailable_reason(device: str) -> str | None:
+    """Why the kernel cannot run on ``device`` here (None when it can): the CPU tier, an older Triton, not sm_90."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "the Triton interpreter (CPU tier) cannot run Gluon kernels; tests/unit/test_gluon_gemm.py checks its sm_90 build"
+    if not str(device).startswith("cuda"):
+        return "needs an sm_90 CUDA GPU (wgmma and TMA)"
+    reason = gluon_unavailable_reason()
+    if reason is not None:
+        return reason
+    import torch
+
+    cap = tuple(torch.cuda.get_device_capability())
+    if cap != (9, 0):
+        return f"the Gluon wgmma/TMA kernel targets sm_90 only; this GPU is sm_{cap[0]}{cap[1]}"
+    return None
+
+
+def reference(arrays: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:
+    """fp64 A @ B."""
+    return {"c": arrays["a"].double() @ arrays["b"].double()}
+
+
+def gluon_gemm_spec(dtype: str = "float16", config: Mapping[str, int] | None = None) -> Any:
+    """The pipecheck spec of the kernel (GPU only: call :func:`unavailable_reason` first).
+
+    pipecheck's guarded allocations pad rows to 16 elements and align base pointers, which TMA needs;
+    a stage sweep re-launches with ``stages`` overridden.
+    """
+    from pytest_pipecheck.spec import KernelSpec, Tensor
+
+    cfg: dict[str, Any] = {**GPU_CONFIG, **(config or {})}
+
+    def run(arrays: Mapping[str, Any], dims: Mapping[str, int], stages: int | None = None) -> None:
+        launch_gluon_gemm(arrays["a"], arrays["b"], arrays["c"], **{**cfg, **({"stages": stages} if stages else {})})
+
+    return KernelSpec(
+        name=f"gluon_ws_gemm_{dtype}",
+        launch=run,
+        reference=reference,
+        tensors=(Tensor("a", ("M", "K"), dtype), Tensor("b", ("K", "N"), dtype),
+                 Tensor("c", ("M", "N"), dtype, role="output")),
+        tiles={"M": cfg["BLOCK_M"], "N": cfg["BLOCK_N"], "K": cfg["BLOCK_K"]},
+        loop_dim="K",
+        stages=cfg["stages"],
+        flops=lambda d: 2.0 * d["M"] * d["N"] * d["K"],
+        bytes_moved=lambda d: 2.0 * (d["M"] * d["K"] + d["K"] * d["N"] + d["M"] * d["N"]),
+        description="persistent warp-specialized Gluon GEMM: 1-warp TMA loader, wgmma consumers, mbarrier ring",
+    )
 
 
 def aot_signature(*, dtype: str = "float16", BLOCK_M: int = 128, BLOCK_N: int = 256, BLOCK_K: int = 64,
-                  stages: int = 4, consumer_warps: int = 8, GROUP_M: int = 8,
-                  epilogue_tma: bool | None = None) -> tuple[dict[str, str], dict[str, Any], dict[Any, Any]]:
+                  stages: int = 4, consumer_warps: int = 8, GROUP_M: int = 8, epilogue_tma: bool | None = None,
+                  epi_split: int | None = None, epi_bufs: int | None = None,
+                  ) -> tuple[dict[str, str], dict[str, Any], dict[Any, Any]]:
     """(signature, constexprs, attrs) for ``triton.compile`` of the kernel, as the JIT derives them.
 
     The JIT's view of a launch with 16-byte aligned C and M, N, K and C's row stride divisible by 16:
     those arguments get ``tt.divisibility`` 16, and each host Gluon ``TensorDescriptor`` becomes
-    ``tensordesc<fp16[128, 64],NVMMASharedLayout(...)>`` (block shape and shared layout). ``epilogue_tma``
-    None picks what the launcher picks for such a C: the TMA store when its staging tile fits next to
-    the ring. Raises ValueError for a config :func:`kernel_config` rejects.
+    ``tensordesc<fp16[128, 64],NVMMASharedLayout(...)>`` (block shape and shared layout). The epilogue
+    is what :func:`epilogue_plan` picks for such a C with the same overrides as the launcher's.
+    Raises ValueError for a config :func:`kernel_config` or :func:`epilogue_plan` rejects.
     """
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be float16 or bfloat16; got {dtype}")
     warps = kernel_config(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, consumer_warps=consumer_warps)
-    if epilogue_tma is None:
-        epilogue_tma = shared_memory_bytes(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, stages=stages,
-                                           epilogue_tma=True) <= SMEM_LIMIT_SM90
+    tma_store, split, bufs = epilogue_plan(BLOCK_N, 2, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                                           stages=stages, tma=epilogue_tma, split=epi_split, bufs=epi_bufs)
     ty = _DTYPES[dtype]
 
     def desc(block: list[int]) -> str:
         return f"tensordesc<{ty}[{', '.join(map(str, block))}],{_shared_layout(block, dtype)!r}>"
 
     runtime = {"a_desc": desc([BLOCK_M, BLOCK_K]), "b_desc": desc([BLOCK_K, BLOCK_N]),
-               "c_desc": desc([BLOCK_M, BLOCK_N]), "c_ptr": f"*{ty}", "M": "i32", "N": "i32", "K": "i32",
+               "c_desc": desc([BLOCK_M, BLOCK_N // split]), "c_ptr": f"*{ty}", "M": "i32", "N": "i32", "K": "i32",
                "stride_cm": "i32"}
     constexprs: dict[str, Any] = {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K, "GROUP_M": GROUP_M,
-                                  "NUM_STAGES": stages, "EPILOGUE_TMA": bool(epilogue_tma),
+                                  "NUM_STAGES": stages, "EPILOGUE_TMA": tma_store, "EPI_SPLIT": split,
+                                  "EPI_BUFS": bufs,
                                   "LOADER_REGS": LOADER_REGS, **warps}
     names = list(gluon_ws_gemm_kernel.arg_names)
     if set(names) != set(runtime) | set(constexprs):
@@ -445,7 +560,8 @@ def aot_signature(*, dtype: str = "float16", BLOCK_M: int = 128, BLOCK_N: int = 
 
 def compile_for_sm90(*, dtype: str = "float16", BLOCK_M: int = 128, BLOCK_N: int = 256, BLOCK_K: int = 64,
                      stages: int = 4, consumer_warps: int = 8, GROUP_M: int = 8,
-                     epilogue_tma: bool | None = None, arch: int = 90) -> Any:
+                     epilogue_tma: bool | None = None, epi_split: int | None = None, epi_bufs: int | None = None,
+                     arch: int = 90) -> Any:
     """Compile the kernel ahead of time for ``sm_{arch}`` (no GPU needed); return Triton's CompiledKernel.
 
     Specialized as :func:`aot_signature` describes (the JIT's view of an aligned launch); its
@@ -461,7 +577,8 @@ def compile_for_sm90(*, dtype: str = "float16", BLOCK_M: int = 128, BLOCK_N: int
 
     signature, constexprs, attrs = aot_signature(dtype=dtype, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
                                                  stages=stages, consumer_warps=consumer_warps, GROUP_M=GROUP_M,
-                                                 epilogue_tma=epilogue_tma)
+                                                 epilogue_tma=epilogue_tma, epi_split=epi_split,
+                                                 epi_bufs=epi_bufs)
     source = GluonASTSource(gluon_ws_gemm_kernel, signature, constexprs, attrs)
     return triton_compile(source, target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": consumer_warps, "num_stages": 1})

@@ -67,6 +67,28 @@ def test_persistent_ws_gemm(pipecheck):
     pipecheck.check_sass(compiled, expect={"async_copies": "TMA", "mma": "HGMMA", "spills": False})
 
 
+def test_gluon_ws_gemm(pipecheck):
+    """The Gluon warp-specialized GEMM (hand-written TMA loader + wgmma consumers + mbarrier ring) under
+    every check at its generated shapes, then what it compiled to: TMA loads feeding HGMMA, no spills."""
+    from reference_kernels.triton import gluon_gemm as gg
+
+    reason = gg.unavailable_reason(pipecheck.device)
+    if reason:
+        pipecheck.skip_check("coverage", reason, kernel="gluon_ws_gemm")
+        pytest.skip(reason)
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for dtype in ("float16", "bfloat16"):
+        spec = gg.gluon_gemm_spec(dtype)
+        for shape in shape_gen.generate(spec, level=pipecheck.config.shape_level, sm_count=sms):
+            pipecheck.check_kernel(spec, shape)
+    a, b = (torch.randn((512, 512), device="cuda", dtype=torch.float16) for _ in range(2))
+    compiled = gg.launch_gluon_gemm(a, b, torch.empty_like(a), return_kernel=True)
+    torch.cuda.synchronize()
+    pipecheck.check_sass(compiled, expect={"async_copies": "TMA", "mma": "HGMMA", "spills": False})
+
+
 def _launch_ws_512(ws, sms):  # type: ignore[no-untyped-def]
     import torch
 

@@ -3,6 +3,7 @@
 Usage (on the GPU machine, from the repository root):
 
     python3 scripts/gpu/triton_gemm_perf.py OUT_DIR [--size 4096] [--dtype float16] [--rep 200] [--budget 150]
+        [--only KERNEL,...]
 
 One run decides the sm_90 default of reference_kernels/triton/gemm.py. It times torch.matmul, then
 every load path of the reference kernel (``tma``: device-side tensor descriptors; ``even_k``: pointer
@@ -22,7 +23,8 @@ flushes L2 between repetitions). A case that fails to compile, runs out of resou
 wrong result is recorded as a row with its error and the sweep goes on (an error that breaks the
 CUDA context, such as an illegal address, makes the following rows fail too; their errors say so).
 When the sweep has run for ``--budget`` seconds the remaining cases are recorded as skipped, which
-keeps a run (about 30 compiles) under ~3 minutes on an H200.
+keeps a run (about 30 compiles) under ~3 minutes on an H200. ``--only`` limits the sweep to some
+kernels (torch.matmul and the launcher default are always timed).
 
 Writes OUT_DIR/triton_gemm_perf.json and .md with the GPU name, date, command and versions at the
 top, the table, the launcher default's number and fraction of torch.matmul, and a final line saying
@@ -81,14 +83,33 @@ def persistent_configs() -> list[dict[str, Any]]:
     ]
 
 
-def gluon_configs() -> list[dict[str, int]]:
-    """Configs of the Gluon warp-specialized GEMM (``warps`` = consumer warps; the loader adds one)."""
+def gluon_configs() -> list[dict[str, Any]]:
+    """Configs of the Gluon warp-specialized GEMM (``warps`` = consumer warps; the loader adds one).
+
+    ``epilogue`` overrides the launcher's epilogue plan (gluon_gemm.epilogue_plan): absent, the plan
+    it picks; ``masked``, masked stores; ``SxB``, S column chunks through B staging buffers.
+    """
     wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "warps": 8, "GROUP_M": 8}
     return [
-        {**wide, "stages": 3},   # the TMA-store epilogue's staging tile fits next to 3 stages
-        {**wide, "stages": 4},   # 4 stages leave no room for it: masked stores
+        {**wide, "stages": 3},                      # the whole 64 KB staging tile fits next to 3 stages
+        {**wide, "stages": 4},                      # 4 stages: the plan stores two 128x128 chunks
+        {**wide, "stages": 4, "epilogue": "4x2"},   # four 128x64 chunks, double-buffered
+        {**wide, "stages": 4, "epilogue": "masked"},
+        {**wide, "stages": 4, "epilogue": "4x2", "GROUP_M": 16},
+        {**wide, "BLOCK_M": 256, "BLOCK_N": 128, "stages": 3},
         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 4, "warps": 4, "GROUP_M": 8},
     ]
+
+
+def gluon_epilogue_options(gcfg: dict[str, Any]) -> dict[str, Any]:
+    """launch_gluon_gemm's epilogue arguments for a gluon_configs() entry."""
+    epi = gcfg.get("epilogue")
+    if epi is None:
+        return {}
+    if epi == "masked":
+        return {"epilogue_tma": False}
+    split, bufs = (int(x) for x in epi.split("x"))
+    return {"epilogue_tma": True, "epi_split": split, "epi_bufs": bufs}
 
 
 def config_label(cfg: dict[str, Any]) -> str:
@@ -111,7 +132,15 @@ def main() -> int:
     parser.add_argument("--rep", type=int, default=200, help="do_bench rep (ms)")
     parser.add_argument("--budget", type=float, default=150.0,
                         help="seconds of sweep after which the remaining cases are skipped (default 150)")
+    parser.add_argument("--only", default="", help=(
+        "comma-separated kernels to time besides torch.matmul and the launcher default: triton_gemm, "
+        "triton_gemm_persistent, triton_persistent_ws_gemm, gluon_ws_gemm (default: all)"))
     args = parser.parse_args()
+    kernels = ("triton_gemm", "triton_gemm_persistent", "triton_persistent_ws_gemm", "gluon_ws_gemm")
+    only = {k for k in args.only.split(",") if k}
+    if only - set(kernels):
+        parser.error(f"--only: unknown kernel(s) {sorted(only - set(kernels))}; choose from {', '.join(kernels)}")
+    wanted = only or set(kernels)
     os.makedirs(args.out_dir, exist_ok=True)
     started = time.monotonic()
 
@@ -199,6 +228,8 @@ def main() -> int:
     cases = [(path, cfg) for path in ref.PATHS for cfg in configs]
     order = sorted(range(len(cases)), key=lambda i: cases[i] != (default_path, default_cfg))
     gemm_rows: dict[int, dict[str, Any]] = {}
+    if "triton_gemm" not in wanted:   # the launcher default alone
+        order = order[:1]
     for i in order:
         path, cfg = cases[i]
         row: dict[str, Any] = {"name": "triton_gemm", "path": path, "config": cfg, "ms": None, "tflops": None,
@@ -209,11 +240,11 @@ def main() -> int:
             may_skip=cases[i] != (default_path, default_cfg))
         shown = f"{row['tflops']:.0f} TFLOP/s" if row["tflops"] else row["error"]
         print(f"[{time.monotonic() - started:6.1f}s] {path:6s} {config_label(cfg):22s} {shown}", flush=True)
-    rows.extend(gemm_rows[i] for i in range(len(cases)))
+    rows.extend(gemm_rows[i] for i in range(len(cases)) if i in gemm_rows)
 
     # the persistent descriptor kernel (gemm_persistent_kernel: one program per SM, GROUP_M tile order,
     # tile and K loops flattened into one pipeline or not, TMA or masked store, split epilogue)
-    for pcfg in persistent_configs():
+    for pcfg in persistent_configs() if "triton_gemm_persistent" in wanted else []:
         cfg = {k: v for k, v in pcfg.items() if k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages", "warps", "GROUP_M")}
         opts = {k: v for k, v in pcfg.items() if k not in cfg}
         label = "persistent " + " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in opts.items())
@@ -227,7 +258,7 @@ def main() -> int:
         rows.append(row)
 
     reason = ws.unavailable_reason("cuda")
-    for warps in (4, 8):
+    for warps in (4, 8) if "triton_persistent_ws_gemm" in wanted else ():
         cfg = {**ws.GPU_CONFIG, "warps": warps}
         row = {"name": "triton_persistent_ws_gemm", "path": "tma (persistent, not counted)", "config": cfg,
                "ms": None, "tflops": None, "error": reason}
@@ -246,16 +277,20 @@ def main() -> int:
         gg, gluon_reason = gluon_gemm, gluon_gemm.gluon_unavailable_reason()
     except Exception as exc:  # an import error must not end the sweep either
         gluon_reason = f"cannot import reference_kernels.triton.gluon_gemm: {_error_text(exc)}"
-    for gcfg in gluon_configs():
+    for gcfg in gluon_configs() if "gluon_ws_gemm" in wanted else []:
         path = "gluon ws (1-warp TMA loader)"
         row = {"name": "gluon_ws_gemm", "path": path, "config": gcfg, "ms": None, "tflops": None,
                "error": gluon_reason}
 
         def gluon_run(c: Any, row: dict[str, Any] = row, gcfg: dict[str, int] = gcfg) -> Callable[[], Any]:
             tile = {k: gcfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages")}
-            row["path"] += ", TMA store" if gg.uses_tma_epilogue(c, **tile) else ", masked store"
+            epi = gluon_epilogue_options(gcfg)
+            tma_store, split, bufs = gg.epilogue_plan(
+                int(c.shape[1]), int(c.element_size()), **tile, tma=epi.get("epilogue_tma"),
+                split=epi.get("epi_split"), bufs=epi.get("epi_bufs"))
+            row["path"] += (f", TMA store {split} chunk(s) x {bufs} buffer(s)" if tma_store else ", masked store")
             return functools.partial(gg.launch_gluon_gemm, a, b, c, **tile, consumer_warps=gcfg["warps"],
-                                     GROUP_M=gcfg["GROUP_M"], num_programs=props.multi_processor_count)
+                                     GROUP_M=gcfg["GROUP_M"], num_programs=props.multi_processor_count, **epi)
 
         measure(row, gluon_run)
         shown = f"{row['tflops']:.0f} TFLOP/s" if row["tflops"] else row["error"]

@@ -21,12 +21,14 @@ GLUON_REASON = gg.gluon_unavailable_reason()
 needs_gluon = pytest.mark.skipif(GLUON_REASON is not None, reason=str(GLUON_REASON))
 
 DEFAULT: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 4, "consumer_warps": 8}
-# (config, dtype, whether C goes out through a TMA store)
-CONFIGS: list[tuple[dict[str, Any], str, bool]] = [
-    (DEFAULT, "float16", False),   # 4 x 48 KB ring: the 64 KB staging tile would not fit, masked stores
-    ({**DEFAULT, "stages": 3}, "float16", True),
-    ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 4, "consumer_warps": 4}, "float16", True),
-    (DEFAULT, "bfloat16", False),
+# (config, dtype, (TMA store, column chunks, staging buffers) of the epilogue)
+CONFIGS: list[tuple[dict[str, Any], str, tuple[bool, int, int]]] = [
+    (DEFAULT, "float16", (True, 2, 1)),   # 4 x 48 KB ring: a 64 KB staging tile would not fit, two 32 KB halves do
+    ({**DEFAULT, "stages": 3}, "float16", (True, 1, 1)),
+    ({**DEFAULT, "epi_split": 4, "epi_bufs": 2}, "float16", (True, 4, 2)),
+    ({**DEFAULT, "epilogue_tma": False}, "float16", (False, 1, 1)),
+    ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 4, "consumer_warps": 4}, "float16", (True, 1, 1)),
+    (DEFAULT, "bfloat16", (True, 2, 1)),
 ]
 
 _COMPILED: dict[str, Any] = {}
@@ -39,10 +41,10 @@ def _compiled(cfg: dict[str, Any], dtype: str) -> Any:
     return _COMPILED[key]
 
 
-def _ids(case: tuple[dict[str, Any], str, bool]) -> str:
-    cfg, dtype, _ = case
+def _ids(case: tuple[dict[str, Any], str, tuple[bool, int, int]]) -> str:
+    cfg, dtype, (tma_store, split, bufs) = case
     return (f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']}-s{cfg['stages']}-w{cfg['consumer_warps']}-"
-            f"{dtype}")
+            f"{f'tma{split}x{bufs}' if tma_store else 'masked'}-{dtype}")
 
 
 @needs_gluon
@@ -67,7 +69,7 @@ def test_ttgir_has_one_warp_specialize_region_with_a_1_warp_loader(case):
 @needs_gluon
 @pytest.mark.parametrize("case", CONFIGS, ids=_ids)
 def test_ptx_has_async_wgmma_tma_loads_and_mbarrier_waits(case):
-    cfg, dtype, tma_store = case
+    cfg, dtype, (tma_store, split, _) = case
     ptx = _compiled(cfg, dtype).asm["ptx"]
     ty = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     n_per_warp_col = cfg["BLOCK_N"] // gg.kernel_config(
@@ -84,20 +86,47 @@ def test_ptx_has_async_wgmma_tma_loads_and_mbarrier_waits(case):
     assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) >= 2, "the loader waits on empty, the consumer on ready"
     assert re.search(r"mbarrier\.arrive\.shared(::cta)?\.b64", ptx), "the consumer releases slots on empty"
     assert "setmaxnreg" in ptx, "the partitions rebalance registers"
-    store = re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx) is not None
-    assert store is tma_store, f"epilogue: expected {'a TMA store' if tma_store else 'masked stores'}"
+    stores = len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", ptx))
+    assert stores == (split if tma_store else 0), (
+        f"epilogue: expected {f'{split} TMA store(s), one per column chunk' if tma_store else 'masked stores'}, "
+        f"found {stores} TMA stores")
     assert ("st.global" in ptx) is not tma_store
 
 
 @needs_gluon
 @pytest.mark.parametrize("case", CONFIGS, ids=_ids)
 def test_shared_memory_fits_sm90_and_holds_the_ring(case):
-    cfg, dtype, tma_store = case
+    cfg, dtype, (tma_store, split, bufs) = case
     shared = _compiled(cfg, dtype).metadata.shared
     assert shared <= gg.SMEM_LIMIT_SM90 == 232448
     need = gg.shared_memory_bytes(BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
-                                  stages=cfg["stages"], epilogue_tma=tma_store)
-    assert need <= shared < need + 1024, f"metadata.shared {shared} vs the ring (+ staging tile) {need}"
+                                  stages=cfg["stages"], epilogue_tma=tma_store, epi_split=split, epi_bufs=bufs)
+    assert need <= shared < need + 1024, f"metadata.shared {shared} vs the ring (+ staging buffers) {need}"
+
+
+def test_epilogue_plan_picks_the_largest_staging_that_fits_and_masks_ragged_rows():
+    wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}
+    assert gg.epilogue_plan(4096, 2, **wide, stages=3) == (True, 1, 1)
+    assert gg.epilogue_plan(4096, 2, **wide, stages=4) == (True, 2, 1)
+    # a row of 65 fp16 elements (130 bytes) ends inside a 16-byte chunk: a TMA store would overrun it
+    assert gg.epilogue_plan(65, 2, **wide, stages=3) == (False, 1, 1)
+    assert gg.epilogue_plan(72, 2, **wide, stages=3) == (True, 1, 1)
+    assert gg.epilogue_plan(4096, 2, **wide, stages=4, tma=False) == (False, 1, 1)
+    assert gg.epilogue_plan(4096, 2, **wide, stages=4, split=4, bufs=2) == (True, 4, 2)
+    assert gg.epilogue_plan(4096, 2, **wide, stages=4, split=4) == (True, 4, 2)
+    for plan in ((True, 1, 1), (True, 2, 1), (True, 4, 2)):
+        assert gg.shared_memory_bytes(**wide, stages=4 if plan[1] > 1 else 3, epilogue_tma=True, epi_split=plan[1],
+                                      epi_bufs=plan[2]) <= gg.SMEM_LIMIT_SM90
+
+
+def test_epilogue_plan_names_overrides_that_cannot_work():
+    wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 4}
+    with pytest.raises(ValueError, match=r"epilogue split must be 1, 2, 4 or 8.*got 3"):
+        gg.epilogue_plan(4096, 2, **wide, split=3)
+    with pytest.raises(ValueError, match=r"staging buffers must be 1 or 2; got 3"):
+        gg.epilogue_plan(4096, 2, **wide, bufs=3)
+    with pytest.raises(ValueError, match=r"no TMA epilogue with split=1 bufs=None fits.*4 stages of 128x64"):
+        gg.epilogue_plan(4096, 2, **wide, split=1)
 
 
 @needs_gluon
@@ -115,7 +144,7 @@ def test_aot_signature_is_what_the_jit_derives_from_host_descriptors():
     m = n = k = 512
     a, b, c = (torch.empty(s, dtype=torch.float16) for s in ((m, k), (k, n), (m, n)))
     descs = [TensorDescriptor.from_tensor(t, blk, gg._shared_layout(blk, "float16"))
-             for t, blk in ((a, [128, 64]), (b, [64, 256]), (c, [128, 256]))]
+             for t, blk in ((a, [128, 64]), (b, [64, 256]), (c, [128, 128]))]
     jf = gg.gluon_ws_gemm_kernel
     binder = create_function_from_signature(jf.signature, jf.params, make_backend(GPUTarget("cuda", 90, 32)))
     _, specialization, _ = binder(*descs, c, m, n, k, c.stride(0), **constexprs, num_warps=8)
