@@ -3,16 +3,21 @@
 Usage (on the GPU machine, from the repository root):
 
     python3 scripts/gpu/gluon_gemm_tune.py OUT_DIR [--size 4096] [--dtype float16] [--rep 200] [--rounds 7]
-        [--budget 150] [--top 3]
+        [--budget 150] [--top 3] [--cooldown 1.0] [--quick]
 
 Stage 1 times every configuration of :func:`grid` once (tile, stages, GROUP_M, epilogue plan,
 programs); each first runs into a NaN-filled C and is checked against torch.matmul (max abs error
 <= 1% of max |C| and relative Frobenius error <= 2e-3), and a configuration that fails to compile,
 does not fit or is wrong is recorded with its error. Stage 2 re-times the ``--top`` fastest and the
-launcher default in ``--rounds`` rounds that alternate torch.matmul and each candidate, so that the
-ratio to torch.matmul compares timings taken a moment apart (clock and power drift cancel); the
-reported ratio is the median over rounds of (torch ms / kernel ms). Timing: triton.testing.do_bench,
-median, L2 flushed between repetitions.
+launcher default, with the reference Triton GEMM's launcher default (reference_kernels/triton/gemm.py)
+for context, in ``--rounds`` rounds that alternate torch.matmul and each candidate: every timing
+starts after ``--cooldown`` seconds idle, and the order rotates from round to round, so no entry
+always runs on a GPU its predecessor heated; the GPU's temperature, SM clock and power before each
+timing are recorded (nvidia-smi). The reported ratio is the median over rounds of (torch ms / kernel
+ms). Stage 1 times torch.matmul once, first, on a GPU that is still cool, so its ratios lean against
+the kernels; stage 2's are the ones to quote. ``--quick`` replaces stage 1's grid by
+:func:`quick_grid` and sends all of it to stage 2. Timing: triton.testing.do_bench, median, L2
+flushed between repetitions.
 
 Writes OUT_DIR/gluon_gemm_tune.json and .md (GPU, date, command, versions, both tables, and a last
 line saying whether the best configuration reaches 95% of torch.matmul).
@@ -29,6 +34,7 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -55,6 +61,28 @@ def grid() -> list[dict[str, Any]]:
         out.append({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 3, "consumer_warps": 8,
                     "GROUP_M": 16, "epilogue": None, "num_programs": programs})
     return out
+
+
+def quick_grid() -> list[dict[str, Any]]:
+    """The finalists of the first full tuning run (H200, 2026-11-23), for ``--quick``."""
+    wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "consumer_warps": 8}
+    return [{**wide, "stages": 3, "GROUP_M": 16, "epilogue": None},
+            {**wide, "stages": 3, "GROUP_M": 16, "epilogue": None, "num_programs": 128},
+            {**wide, "stages": 3, "GROUP_M": 4, "epilogue": "2x2"},
+            {**wide, "stages": 4, "GROUP_M": 16, "epilogue": None}]
+
+
+def gpu_state() -> dict[str, float] | None:
+    """Temperature (C), SM clock (MHz) and power (W) of GPU 0 now, from nvidia-smi; None where it cannot tell."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=temperature.gpu,clocks.sm,power.draw",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10).stdout
+        temp, clock, power = (float(x) for x in out.strip().split(","))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return {"temp_c": temp, "sm_mhz": clock, "power_w": power}
 
 
 def launch_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -86,6 +114,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7, help="stage 2 rounds (torch, candidate, ...)")
     parser.add_argument("--top", type=int, default=3, help="stage 1's fastest configurations re-timed in stage 2")
     parser.add_argument("--budget", type=float, default=150.0, help="seconds of stage 1 before the rest is skipped")
+    parser.add_argument("--cooldown", type=float, default=1.0, help="idle seconds before each stage 2 timing")
+    parser.add_argument("--quick", action="store_true", help="stage 1 = quick_grid(), all of it to stage 2")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     started = time.monotonic()
@@ -133,7 +163,7 @@ def main() -> int:
     torch_ms = bench(lambda: torch.matmul(a, b))
     rows: list[dict[str, Any]] = []
     default_cfg = {**gg.GPU_CONFIG, "epilogue": None}
-    configs = grid()
+    configs = quick_grid() if args.quick else grid()
     if default_cfg not in configs:
         configs.insert(0, default_cfg)
     for cfg in configs:
@@ -154,39 +184,59 @@ def main() -> int:
         rows.append(row)
 
     timed = sorted((r for r in rows if r["tflops"]), key=lambda r: -r["tflops"])
-    finalists = timed[:args.top]
+    finalists = timed if args.quick else timed[:args.top]
     default_row = next((r for r in rows if r["config"] == default_cfg), None)
     if default_row is not None and default_row["tflops"] and default_row not in finalists:
         finalists.append(default_row)
-    runs = {r["label"]: prepare(r["config"]) for r in finalists}
+    runs: dict[str, Callable[[], Any]] = {"torch.matmul": lambda: torch.matmul(a, b)}
+    runs.update({r["label"]: prepare(r["config"]) for r in finalists})
+    from reference_kernels.triton import gemm as ref
+
+    ref_cfg: dict[str, Any] = dict(ref.gpu_config((props.major, props.minor)))
+    ref_path, _ = ref.select_path(a, b, **ref_cfg, kernel=ref.gemm_kernel)
+    ref_label = f"context: reference Triton GEMM launcher default (path {ref_path})"
+    try:
+        c_ref = torch.empty((n, n), device="cuda", dtype=dtype)
+        runs[ref_label] = lambda: ref.launch_gemm(ref.gemm_kernel, a, b, c_ref, **ref_cfg)
+        runs[ref_label]()
+    except Exception as exc:  # context only: its failure must not end the tuning run
+        print(f"reference Triton GEMM not timed: {type(exc).__name__}: {exc}")
+        runs.pop(ref_label, None)
+    names = list(runs)
     rounds: list[dict[str, float]] = []
-    for _ in range(args.rounds):
-        one = {"torch.matmul": bench(lambda: torch.matmul(a, b))}
-        for name, run in runs.items():
-            one[name] = bench(run)
+    states: list[dict[str, Any]] = []
+    for i in range(args.rounds):
+        one: dict[str, float] = {}
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            time.sleep(args.cooldown)
+            states.append({"round": i, "entry": name, "before": gpu_state()})
+            one[name] = bench(runs[name])
         rounds.append(one)
     final = []
-    for r in finalists:
+    others = [{"label": name, "config": {}} for name in names if name == ref_label]
+    for r in finalists + others:
         ratios = [rd["torch.matmul"] / rd[r["label"]] for rd in rounds]
         kernel_ms = statistics.median(rd[r["label"]] for rd in rounds)
         final.append({"label": r["label"], "config": r["config"], "median_ms": kernel_ms,
                       "tflops": tflops(kernel_ms), "vs_torch_median": statistics.median(ratios),
                       "vs_torch_min": min(ratios), "vs_torch_max": max(ratios)})
-    final.sort(key=lambda f: -f["vs_torch_median"])
+    final.sort(key=lambda f: (f["label"] == ref_label, -f["vs_torch_median"]))
     torch_med = statistics.median(rd["torch.matmul"] for rd in rounds) if rounds else torch_ms
-    best = final[0] if final else None
+    best = next((f for f in final if f["label"] != ref_label), None)
+    temps = [s["before"]["temp_c"] for s in states if s["before"]]
 
     meta = {"gpu": props.name, "sm_count": props.multi_processor_count, "capability": f"{props.major}.{props.minor}",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join([sys.executable, *sys.argv]), "torch": torch.__version__,
             "triton": triton.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "size": n, "dtype": args.dtype, "timing": f"triton.testing.do_bench median, rep={args.rep} ms",
-            "rounds": args.rounds, "torch_ms_stage1": torch_ms, "torch_ms_stage2_median": torch_med,
+            "rounds": args.rounds, "cooldown_s": args.cooldown,
+            "temp_c_range": [min(temps), max(temps)] if temps else None, "torch_ms_stage1": torch_ms, "torch_ms_stage2_median": torch_med,
             "seconds": round(time.monotonic() - started, 1),
             "goal": f"median over rounds of torch ms / kernel ms >= {GOAL}",
             "goal_met": bool(best and best["vs_torch_median"] >= GOAL), "best": best}
     with open(os.path.join(args.out_dir, "gluon_gemm_tune.json"), "w") as out:
-        json.dump({"meta": meta, "stage1": rows, "stage2": final, "rounds": rounds}, out, indent=2)
+        json.dump({"meta": meta, "stage1": rows, "stage2": final, "rounds": rounds, "gpu_states": states}, out, indent=2)
 
     lines = [f"# Gluon warp-specialized GEMM tuning, {n}^3 {args.dtype}", "",
              f"GPU {meta['gpu']} ({meta['sm_count']} SMs), {meta['date']}, torch {meta['torch']}, triton "
@@ -200,8 +250,11 @@ def main() -> int:
     for r in rows:
         lines.append(f"| {r['label']} | {fmt(r['ms'], '.4f')} | {fmt(r['tflops'], '.0f')} | "
                      f"{fmt(r.get('vs_torch'), '.1f', 100, '%')} | {r['error'] or ''} |")
-    lines += ["", f"## Stage 2: {args.rounds} rounds alternating torch.matmul and each finalist "
-              f"(torch.matmul median {tflops(torch_med):.0f} TFLOP/s)", "",
+    temp_text = (f"; GPU {meta['temp_c_range'][0]:.0f}-{meta['temp_c_range'][1]:.0f} C before the timings"
+                 if meta["temp_c_range"] else "")
+    lines += ["", f"## Stage 2: {args.rounds} rounds alternating torch.matmul and each finalist, order rotating, "
+              f"{args.cooldown:g} s idle before each timing (torch.matmul median {tflops(torch_med):.0f} TFLOP/s"
+              f"{temp_text})", "",
               "| configuration | median ms | TFLOP/s | torch/kernel median | min | max |", "|---|---|---|---|---|---|"]
     for f in final:
         lines.append(f"| {f['label']} | {f['median_ms']:.4f} | {f['tflops']:.0f} | {100 * f['vs_torch_median']:.1f}% | "
