@@ -68,9 +68,8 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
         rc, out = p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired as exc:
-        rc, out = None, f"TIMEOUT after {timeout} s\n{exc.stdout or ''}{exc.stderr or ''}"
-    if isinstance(out, bytes):
-        out = out.decode(errors="replace")
+        parts = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
+        rc, out = None, f"TIMEOUT after {timeout} s\n" + "".join(parts)
     result = next((json.loads(ln[7:]) for ln in out.splitlines() if ln.startswith("RESULT ")), None)
     return {"rc": rc, "seconds": round(time.monotonic() - t0, 1), "result": result, "output": out}
 
@@ -103,7 +102,7 @@ def main() -> int:
     os.makedirs(out_dir, exist_ok=True)
     sanitizer = next((p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), "compute-sanitizer")
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, (name, kw, shape) in enumerate(VARIANTS):
         args = [json.dumps(kw), json.dumps(list(shape))]
         rc_run = _run([sanitizer, "--tool", "racecheck", "--racecheck-report", "hazard", "--print-limit", "200",
