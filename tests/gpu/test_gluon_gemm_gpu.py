@@ -2,11 +2,13 @@
 
 Run on the GPU machine: ``python3 -m pytest tests/gpu/test_gluon_gemm_gpu.py -v -p no:cacheprovider``.
 
-The kernel has not run on a GPU before these tests: a mistake in its barrier phases shows up as a
-hang, not an exception. So every case runs in a child Python process with a time limit, and a child
-that does not finish is this test's failure ("hung"), not a stuck test run. Each case compares with
-torch.matmul (fp32 accumulate on both sides) at ragged and aligned shapes, for every configuration
-the perf script times.
+A mistake in the kernel's barrier phases shows up as a hang, not an exception. So every case runs in
+a child Python process with a time limit, and a child that does not finish is this test's failure
+("hung"), not a stuck test run. Each case compares with torch.matmul (fp32 accumulate on both sides)
+at ragged and aligned shapes, for each tile shape and epilogue plan the perf scripts time (whole-tile,
+two-chunk and four-chunk double-buffered TMA stores, masked stores). pipecheck's own checks of the
+default configuration at its generated shapes are in reference_kernels/triton/test_reference_triton.py.
+First run: H200, 2026-11-23, 7 passed (benchmarks/results/2026-11-23-h200-session6/run-a).
 """
 
 from __future__ import annotations
