@@ -340,9 +340,10 @@ def epilogue_plan(n_cols: int, itemsize: int, *, BLOCK_M: int, BLOCK_N: int, BLO
     (``n_cols * itemsize`` bytes) ends on a 16-byte boundary; otherwise, or with ``tma=False``,
     masked stores from registers. The tile goes out in ``split`` column chunks through ``bufs``
     staging buffers in shared memory (two let one chunk's store overlap the next chunk's writes).
-    Unless given, the plan is the first of whole tile / 2 chunks double-buffered / 4 / 8 chunks
-    (then single-buffered) whose staging fits in shared memory next to the ring. ValueError for a
-    given split or bufs that cannot work; masked stores when nothing fits and nothing was forced.
+    Unless given, the plan is the first whose staging fits in shared memory next to the ring, in the
+    order: the whole tile in one buffer, then 2, 4 and 8 column chunks, each tried with two buffers
+    before one. ValueError for a given split or bufs that cannot work or does not fit; masked stores
+    when nothing fits and nothing was forced.
     """
     if split is not None and (split not in (1, 2, 4, 8) or BLOCK_N % split or (BLOCK_N // split) * itemsize < 16):
         raise ValueError(f"epilogue split must be 1, 2, 4 or 8 and leave chunks of at least 16 bytes of "
