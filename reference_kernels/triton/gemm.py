@@ -512,6 +512,16 @@ def make_spec(name: str, kernel: Any, device: str = "cpu", dtype: str = "float16
             run["stages"] = stages
         launch_gemm(kernel, arrays["a"], arrays["b"], arrays["c"], **run, path=path)
 
+    return gemm_kernel_spec(name, launch, cfg, dtype=dtype,
+                            description=description or "pipelined Triton GEMM, fp32 accumulate, correct for any M, N, K",
+                            **spec_kw)
+
+
+def gemm_kernel_spec(name: str, launch: Any, cfg: Mapping[str, Any], *, dtype: str, description: str,
+                     **spec_kw: Any) -> KernelSpec:
+    """The spec of any C[M, N] = A[M, K] @ B[K, N] kernel: ``launch(arrays, dims, stages=None)`` runs it,
+    ``cfg`` gives its tiles (BLOCK_M, BLOCK_N, BLOCK_K) and stage count, the K loop is the pipelined one,
+    and :func:`reference` is the fp64 reference. The Triton, persistent and Gluon GEMMs share it."""
     return KernelSpec(
         name=name,
         launch=launch,
@@ -523,7 +533,7 @@ def make_spec(name: str, kernel: Any, device: str = "cpu", dtype: str = "float16
         stages=cfg["stages"],
         flops=lambda d: 2.0 * d["M"] * d["N"] * d["K"],
         bytes_moved=lambda d: 2.0 * (d["M"] * d["K"] + d["K"] * d["N"] + d["M"] * d["N"]),
-        description=description or "pipelined Triton GEMM, fp32 accumulate, correct for any M, N, K",
+        description=description,
         **spec_kw,
     )
 

@@ -74,7 +74,7 @@ from typing import Any
 
 __all__ = ["GPU_CONFIG", "LOADER_REGS", "SMEM_LIMIT_SM90", "aot_signature", "check_preconditions",
            "compile_for_sm90", "epilogue_plan", "gluon_gemm_spec", "gluon_unavailable_reason", "gluon_ws_gemm_kernel",
-           "kernel_config", "launch_gluon_gemm", "reference", "shared_memory_bytes", "unavailable_reason",
+           "kernel_config", "launch_gluon_gemm", "shared_memory_bytes", "unavailable_reason",
            "uses_tma_epilogue"]
 
 SMEM_LIMIT_SM90 = 232448
@@ -499,37 +499,22 @@ def unavailable_reason(device: str) -> str | None:
     return None
 
 
-def reference(arrays: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:
-    """fp64 A @ B."""
-    return {"c": arrays["a"].double() @ arrays["b"].double()}
-
-
 def gluon_gemm_spec(dtype: str = "float16", config: Mapping[str, int] | None = None) -> Any:
     """The pipecheck spec of the kernel (GPU only: call :func:`unavailable_reason` first).
 
     pipecheck's guarded allocations pad rows to 16 elements and align base pointers, which TMA needs;
     a stage sweep re-launches with ``stages`` overridden.
     """
-    from pytest_pipecheck.spec import KernelSpec, Tensor
+    from reference_kernels.triton.gemm import gemm_kernel_spec
 
     cfg: dict[str, Any] = {**GPU_CONFIG, **(config or {})}
 
     def run(arrays: Mapping[str, Any], dims: Mapping[str, int], stages: int | None = None) -> None:
         launch_gluon_gemm(arrays["a"], arrays["b"], arrays["c"], **{**cfg, **({"stages": stages} if stages else {})})
 
-    return KernelSpec(
-        name=f"gluon_ws_gemm_{dtype}",
-        launch=run,
-        reference=reference,
-        tensors=(Tensor("a", ("M", "K"), dtype), Tensor("b", ("K", "N"), dtype),
-                 Tensor("c", ("M", "N"), dtype, role="output")),
-        tiles={"M": cfg["BLOCK_M"], "N": cfg["BLOCK_N"], "K": cfg["BLOCK_K"]},
-        loop_dim="K",
-        stages=cfg["stages"],
-        flops=lambda d: 2.0 * d["M"] * d["N"] * d["K"],
-        bytes_moved=lambda d: 2.0 * (d["M"] * d["K"] + d["K"] * d["N"] + d["M"] * d["N"]),
-        description="persistent warp-specialized Gluon GEMM: 1-warp TMA loader, wgmma consumers, mbarrier ring",
-    )
+    return gemm_kernel_spec(
+        f"gluon_ws_gemm_{dtype}", run, cfg, dtype=dtype,
+        description="persistent warp-specialized Gluon GEMM: 1-warp TMA loader, wgmma consumers, mbarrier ring")
 
 
 def aot_signature(*, dtype: str = "float16", BLOCK_M: int = 128, BLOCK_N: int = 256, BLOCK_K: int = 64,

@@ -41,7 +41,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from pytest_pipecheck.spec import KernelSpec, Tensor
+from pytest_pipecheck.spec import KernelSpec
+from reference_kernels.triton.gemm import gemm_kernel_spec
 
 __all__ = ["GPU_CONFIG", "launch", "persistent_ws_gemm_spec", "tma_store_is_exact", "unavailable_reason",
            "ws_gemm_kernel"]
@@ -142,11 +143,6 @@ def launch(arrays: Mapping[str, Any], cfg: Mapping[str, Any], num_sms: int) -> A
                          WS_OUTER=cfg.get("ws_loop", "inner") == "outer", num_warps=cfg["warps"])
 
 
-def reference(arrays: Mapping[str, Any], dims: Mapping[str, int]) -> dict[str, Any]:
-    """fp64 A @ B."""
-    return {"c": arrays["a"].double() @ arrays["b"].double()}
-
-
 def persistent_ws_gemm_spec(device: str = "cuda", dtype: str = "float16",
                             config: Mapping[str, Any] | None = None, num_sms: int | None = None) -> KernelSpec:
     """The spec (GPU only: call :func:`unavailable_reason` first). ``num_sms`` defaults to the device's."""
@@ -160,16 +156,5 @@ def persistent_ws_gemm_spec(device: str = "cuda", dtype: str = "float16",
     def run(arrays: Mapping[str, Any], dims: Mapping[str, int], stages: int | None = None) -> None:
         launch(arrays, {**cfg, **({"stages": stages} if stages else {})}, sms)
 
-    return KernelSpec(
-        name=f"triton_persistent_ws_gemm_{dtype}",
-        launch=run,
-        reference=reference,
-        tensors=(Tensor("a", ("M", "K"), dtype), Tensor("b", ("K", "N"), dtype),
-                 Tensor("c", ("M", "N"), dtype, role="output")),
-        tiles={"M": cfg["BLOCK_M"], "N": cfg["BLOCK_N"], "K": cfg["BLOCK_K"]},
-        loop_dim="K",
-        stages=cfg["stages"],
-        flops=lambda d: 2.0 * d["M"] * d["N"] * d["K"],
-        bytes_moved=lambda d: 2.0 * (d["M"] * d["K"] + d["K"] * d["N"] + d["M"] * d["N"]),
-        description="persistent TMA GEMM, warp-specialized K loop",
-    )
+    return gemm_kernel_spec(f"triton_persistent_ws_gemm_{dtype}", run, cfg, dtype=dtype,
+                            description="persistent TMA GEMM, warp-specialized K loop")
