@@ -129,14 +129,17 @@ def _split(raw: Any) -> list[str]:
 def _subset_parser(choices: tuple[str, ...], *, allow_none: bool, allow_all: bool) -> Callable[[Any], tuple[str, ...]]:
     def parse(raw: Any) -> tuple[str, ...]:
         if raw is None and allow_none:
-            return ()
+            return ()  # a marker's explicit None
         names = [n.lower() for n in _split(raw)]
-        if allow_none and names in (["none"], []):
+        if allow_none and names == ["none"]:
             return ()
         if allow_all and names == ["all"]:
             return choices
         if not names:
-            raise _Invalid(f"must name at least one of {', '.join(choices)}")
+            # An empty list is what an unset shell variable or a stray comma produces; reading it as
+            # "none" would switch a check off without anyone having asked for that.
+            off = " or `none` to turn it off" if allow_none else ""
+            raise _Invalid(f"is empty: name at least one of {', '.join(choices)}{off}")
         unknown = [n for n in names if n not in choices]
         if unknown:
             hint = difflib.get_close_matches(unknown[0], choices, n=1)
@@ -220,6 +223,29 @@ def _parse_spec(raw: Any) -> Any:
     if not all(hasattr(raw, a) for a in ("name", "tiles", "tensors", "launch", "reference")):
         raise _Invalid("must be a pytest_pipecheck.KernelSpec")
     return raw
+
+
+def _parse_expect(raw: Any) -> bool | tuple[str, ...]:
+    """``expect_failures``: a boolean, or the checks that must each catch the bug (names or groups)."""
+    from .contract import REGISTRY, is_registered
+
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return _parse_bool(raw)
+    try:
+        names = _split(raw)
+    except _Invalid:
+        raise _Invalid("must be a boolean or the names of the checks that must catch the bug") from None
+    if not names:
+        raise _Invalid("is empty: give True or name the checks that must catch the bug")
+    known = sorted({k.name for k in REGISTRY} | {k.selection for k in REGISTRY if k.selection})
+    for name in names:
+        if not is_registered(name):
+            hint = difflib.get_close_matches(name, known, n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise _Invalid(f"names unknown check {name!r}{extra}; known: {', '.join(known)}")
+    return tuple(dict.fromkeys(names))
 
 
 def _parse_optional_seed(raw: Any) -> int | None:
@@ -326,9 +352,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spec", _parse_spec, None,
             "the KernelSpec this test checks: parametrizes a `shape` argument with its generated shapes",
             metavar="KernelSpec", cli=False, ini=False),
-    Setting("expect_failures", _parse_bool, False,
-            "the test provokes check failures on purpose (mutants): they are reported as caught",
-            metavar="BOOL", cli=False, ini=False),
+    Setting("expect_failures", _parse_expect, False,
+            "the test provokes check failures on purpose (a mutant): they are reported as caught, and the "
+            "test fails if none is (True), or if a named check does not catch it (e.g. 'tile_probe' or "
+            "['coverage', 'sanitizer:racecheck'])",
+            metavar="BOOL|CHECKS", cli=False, ini=False),
     Setting("kernel", _parse_optional_str, None,
             "kernel name shown in the summary", metavar="NAME", cli=False, ini=False),
     Setting("json", _parse_optional_path(False), None, "write the results as JSON to this path",
@@ -382,7 +410,7 @@ class PipecheckConfig:
     atol: float | None = None
     stages: int | None = None
     spec: Any = None
-    expect_failures: bool = False
+    expect_failures: bool | tuple[str, ...] = False
     kernel: str | None = None
     json: str | None = None
     html: str | None = None
@@ -427,14 +455,29 @@ def resolve(ini: Mapping[str, Any], cli: Mapping[str, Any], *, ini_file: str = "
     sources: dict[str, str] = {}
     for setting in SETTINGS:
         raw = ini.get(setting.name)
-        if setting.ini and raw not in (None, ""):
+        if setting.ini and raw is not None:
             values[setting.name] = parse_value(setting, raw, f"ini file ({ini_file})")
             sources[setting.name] = "ini"
         raw = cli.get(setting.name)
         if setting.cli and raw is not None and raw is not False:
             values[setting.name] = parse_value(setting, raw, "command line")
             sources[setting.name] = "command line"
-    return PipecheckConfig(**values, sources=sources)
+    config = PipecheckConfig(**values, sources=sources)
+    _check_conflicts(config)
+    return config
+
+
+def _check_conflicts(config: PipecheckConfig, where: str | None = None) -> None:
+    """Reject settings that contradict each other, so that nothing silently does not run."""
+    chose_checks = "checks" in config.sources and config.checks != CHECKS
+    if chose_checks and "sanitizer" in config.checks and not config.sanitizer and "sanitizer" in config.sources:
+        checks_from = where if config.sources["checks"] == "marker" and where else config.sources["checks"]
+        tools_from = where if config.sources["sanitizer"] == "marker" and where else config.sources["sanitizer"]
+        raise ConfigError(
+            f"checks={','.join(config.checks)} (from {checks_from}) selects the sanitizer, but sanitizer=none "
+            f"(from {tools_from}) runs no tool: name the tools (racecheck, synccheck, memcheck, initcheck) or "
+            f"drop sanitizer from the checks"
+        )
 
 
 def apply_marker(base: PipecheckConfig, kwargs: Mapping[str, Any], nodeid: str,
@@ -455,7 +498,9 @@ def apply_marker(base: PipecheckConfig, kwargs: Mapping[str, Any], nodeid: str,
         return base
     sources = dict(base.sources)
     sources.update(dict.fromkeys(values, "marker"))
-    return dataclasses.replace(base, **values, sources=sources)
+    config = dataclasses.replace(base, **values, sources=sources)
+    _check_conflicts(config, where)
+    return config
 
 
 def marker_signature() -> str:

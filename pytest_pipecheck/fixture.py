@@ -9,7 +9,6 @@ so a test that only asks for occupancy never imports torch.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -19,7 +18,7 @@ import pytest
 
 from .config import PipecheckConfig
 from .device import TierInfo
-from .results import CheckResult, Verdict
+from .results import CheckResult, PipecheckFailure, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spec import KernelSpec
@@ -86,21 +85,17 @@ class Pipecheck:
     def record(self, result: CheckResult) -> CheckResult:
         """Record a check's result for the summary and reports; returns it.
 
-        Fills in the test's node id, the marker's kernel name and, on the GPU tier, which GPU
-        ran it (under xdist each worker has its own).
+        Every result goes through :func:`pytest_pipecheck.contract.finalize`, as the sanitizer's
+        verdicts do: the test's node id, the marker's kernel name, whether the failure was expected
+        (a mutant caught) and, on the GPU tier, which GPU ran it (under xdist each worker has its own).
+        A failing or erroring result fails its test even when the test body goes on (the plugin checks
+        this when the test ends).
         """
-        changes: dict[str, Any] = {}
-        if not result.nodeid:
-            changes["nodeid"] = self.nodeid
-        if result.kernel is None and self.config.kernel:
-            changes["kernel"] = self.config.kernel
-        if self._expecting and result.verdict == Verdict.FAIL and not result.expected:
-            changes["expected"] = True
+        from .contract import finalize
+
         dev = self.tier.device
-        if dev is not None and "gpu" not in result.details:
-            changes["details"] = {**result.details, "gpu": f"{dev.name} (index {dev.index}, {dev.uuid})"}
-        if changes:
-            result = dataclasses.replace(result, **changes)
+        result = finalize(result, nodeid=self.nodeid, kernel=self.config.kernel, expecting=bool(self._expecting),
+                          gpu=f"{dev.name} (index {dev.index}, {dev.uuid})" if dev is not None else None)
         self.results.append(result)
         return result
 
@@ -109,14 +104,33 @@ class Pipecheck:
         """Inside this block, check failures are expected (a mutant being caught).
 
         They are still raised and recorded, but the summary counts them as *caught* rather than
-        as failures of the code under test. The marker keyword ``expect_failures=True`` does the
-        same for a whole test.
+        as failures of the code under test. A block in which no check failed raises
+        :class:`PipecheckFailure` on exit, as ``pytest.raises`` does: a mutant that nothing caught
+        must not pass. The marker keyword ``expect_failures=True`` does the same for a whole test.
         """
+        __tracebackhide__ = True
+        from .contract import unmet_expectation
+
         previous, self._expecting = self._expecting, True
+        start = len(self.results)
         try:
             yield
         finally:
             self._expecting = previous
+        unmet = unmet_expectation(self.results[start:], True, "an expecting_failures() block")
+        if unmet:
+            raise PipecheckFailure(unmet)
+
+    def selected(self, check: str, kernel: str | None = None) -> CheckResult | None:
+        """None when ``check`` is selected; otherwise the recorded skip saying why it is not.
+
+        Every ``check_*`` method asks this first, so ``--pipecheck-checks`` (or ``checks=`` in the
+        marker) deselects each check the same way, with the reason in the summary.
+        """
+        from .contract import deselection
+
+        why = deselection(check, self.config)
+        return None if why is None else self.skip_check(check, why, kernel=kernel)
 
     def skip_check(self, check: str, reason: str, kernel: str | None = None) -> CheckResult:
         """Record that ``check`` did not run, and why; the test itself goes on."""
@@ -144,6 +158,9 @@ class Pipecheck:
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Poisoned outputs, guard bands and comparison against the reference at one shape."""
         __tracebackhide__ = True
+        skipped = self.selected("coverage", kernel=getattr(spec, "name", None))
+        if skipped is not None:
+            return skipped
         from .checks import coverage
 
         return coverage.check_coverage(self, spec, shape, **kwargs)
@@ -151,6 +168,9 @@ class Pipecheck:
     def check_tile_probe(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Run once per loop tile with inputs zero elsewhere; each tile must count exactly once."""
         __tracebackhide__ = True
+        skipped = self.selected("tile_probe", kernel=getattr(spec, "name", None))
+        if skipped is not None:
+            return skipped
         from .checks import coverage
 
         return coverage.check_tile_probe(self, spec, shape, **kwargs)
@@ -158,6 +178,9 @@ class Pipecheck:
     def check_determinism(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Repeated runs on the same inputs must be bitwise equal."""
         __tracebackhide__ = True
+        skipped = self.selected("determinism", kernel=getattr(spec, "name", None))
+        if skipped is not None:
+            return skipped
         from .checks import coverage
 
         return coverage.check_determinism(self, spec, shape, **kwargs)
@@ -165,13 +188,18 @@ class Pipecheck:
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
         """Every selected correctness check for ``spec`` at ``shape``."""
         __tracebackhide__ = True
+        skipped = [r for r in (self.selected(c, kernel=getattr(spec, "name", None))
+                               for c in ("coverage", "tile_probe", "determinism")) if r is not None]
         from .checks import coverage
 
-        return coverage.check_all(self, spec, shape, **kwargs)
+        return skipped + coverage.check_all(self, spec, shape, **kwargs)
 
     def check_occupancy(self, *args: Any, **kwargs: Any) -> CheckResult:
         """Assert a kernel reaches the blocks/SM floor on every target architecture."""
         __tracebackhide__ = True
+        skipped = self.selected("occupancy", kernel=kwargs.get("kernel"))
+        if skipped is not None:
+            return skipped
         from .checks import occupancy_check
 
         return occupancy_check.check_occupancy(self, *args, **kwargs)
@@ -179,6 +207,9 @@ class Pipecheck:
     def check_sass(self, *args: Any, **kwargs: Any) -> CheckResult:
         """Assert what the compiled code contains (async copies, overlap, MMA kind, no spills)."""
         __tracebackhide__ = True
+        skipped = self.selected("inspect", kernel=kwargs.get("kernel"))
+        if skipped is not None:
+            return skipped
         from .checks import inspect_check
 
         return inspect_check.check_sass(self, *args, **kwargs)
@@ -186,7 +217,7 @@ class Pipecheck:
     def check_perf(self, *args: Any, **kwargs: Any) -> CheckResult:
         """Time a kernel on the device and gate it against its stored baseline."""
         __tracebackhide__ = True
-        from .perf import gate
+        from .perf import gate  # applies the selection itself: a deselected check must still free `benchmark`
 
         return gate.check_perf(self, *args, **kwargs)
 
@@ -202,7 +233,7 @@ class Pipecheck:
         ``arch``), ``timer`` (replaces the device timing, for tests) and the timing keywords.
         """
         __tracebackhide__ = True
-        from .checks import stage_sweep
+        from .checks import stage_sweep  # applies the selection itself (with its stage list in the details)
 
         return stage_sweep.check_stage_sweep(self, run, stages, chosen=chosen, max_loss=max_loss, kernel=kernel,
                                              flops=flops, load_only=load_only, compute_only=compute_only,

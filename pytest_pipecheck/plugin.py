@@ -65,14 +65,55 @@ def _ini_file(config: pytest.Config) -> str:
     return os.path.basename(str(path)) if path else "ini file"
 
 
+def _ini_values(config: pytest.Config) -> dict[str, Any] | None:
+    """The ini file's raw key/value pairs (with ``-o`` overrides), or None where pytest hides them."""
+    raw = getattr(config, "_inicfg", None)  # pytest >= 9
+    if raw is None:
+        raw = getattr(config, "inicfg", None)
+    if raw is None:
+        return None
+    out: dict[str, Any] = {}
+    for key in list(raw.keys()):
+        value = raw[key]
+        out[str(key)] = getattr(value, "value", value)
+    return out
+
+
+def _check_ini_keys(config: pytest.Config, raw: dict[str, Any] | None) -> None:
+    """A misspelt pipecheck key in the ini file is an error, as an unknown marker keyword is.
+
+    pytest only warns about unknown ini keys, and a warning scrolls past: ``pipecheck_min_block = 2``
+    would leave the floor at its default while the author believes it is 2.
+    """
+    import difflib
+
+    if not raw:
+        return
+    known = [s.ini_name for s in SETTINGS if s.ini]
+    for key in raw:
+        if key.lower().startswith("pipecheck") and key not in known:
+            hint = difflib.get_close_matches(key, known, n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise pytest.UsageError(
+                f"pipecheck: unknown key `{key}` in the {_ini_file(config)}{extra} (pipecheck's keys: "
+                f"{', '.join(known)})"
+            )
+
+
 def _read_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any]]:
     ini: dict[str, Any] = {}
     cli: dict[str, Any] = {}
+    raw = _ini_values(config)
+    _check_ini_keys(config, raw)
     for s in SETTINGS:
         if s.ini:
             value = config.getini(s.ini_name)
             if value not in (None, "", []):
                 ini[s.name] = value
+            elif raw is not None and s.ini_name in raw:
+                # present but empty: parsed like any value, so that `pipecheck_sanitizer =` is an
+                # error rather than a silent default
+                ini[s.name] = ""
         if s.cli:
             value = config.getoption(s.dest, default=None)
             if value is not None:
@@ -280,10 +321,43 @@ def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
 # ----------------------------------------------------------------------------- reporting
 
 
+def _uses_pipecheck(item: pytest.Item) -> bool:
+    return "pipecheck" in getattr(item, "fixturenames", ()) or item.get_closest_marker("pipecheck") is not None
+
+
+def _verdicts_that_fail_a_passing_test(item: pytest.Item, results: list[CheckResult]) -> str | None:
+    """Why a test whose body passed must still fail: a check it recorded did not pass, or the
+    failures it declared (``expect_failures``) did not happen. None when its verdict stands."""
+    from .contract import unmet_expectation
+    from .report.terminal import status
+
+    # sanitizer verdicts are enforced by the sanitizer plugin itself: a finding fails the call, an
+    # inconclusive run errors the teardown
+    bad = [r for r in results if status(r) in ("fail", "error") and not r.check.startswith("sanitizer:")]
+    if bad:
+        lines = [f"pipecheck: {len(bad)} check result(s) did not pass, but the test body did not fail:"]
+        lines += [f"  {r.verdict.value.upper()} {r.check}: {r.summary}" for r in bad]
+        lines.append("(a failing check fails its test; a test that provokes failures on purpose declares "
+                     "expect_failures in its pipecheck marker)")
+        return "\n".join(lines)
+    cfg = item_config(item)
+    # a sanitizer child only runs the test for the tool; whether the mutant was caught is decided in
+    # the parent, where the tool's verdicts are
+    if cfg.expect_failures and not item.config.getoption("pipecheck_child", default=None):
+        where = "the pipecheck marker" if cfg.sources.get("expect_failures") == "marker" else "the configuration"
+        return unmet_expectation(results, cfg.expect_failures, f"{where} on {item_nodeid(item)}")
+    return None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     results = item_results(item)
+    if report.when == "call" and report.passed and _uses_pipecheck(item) and not hasattr(report, "wasxfail"):
+        why = _verdicts_that_fail_a_passing_test(item, results)
+        if why:
+            report.outcome = "failed"
+            report.longrepr = why
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed") or (
         report.when == "teardown" and results and not getattr(item, "_pipecheck_reported", False)
     ):

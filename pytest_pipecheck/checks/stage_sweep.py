@@ -39,6 +39,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..contract import deselection
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -372,8 +373,9 @@ def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | No
         return pc.record(CheckResult(CHECK, Verdict.SKIP, reason, kernel=name,
                                      details={"reason": reason, "stages": stage_list, "chosen": chosen}))
 
-    if not pc.config.wants("perf"):
-        return skip("perf is not among the selected checks (--pipecheck-checks)")
+    deselected = deselection(CHECK, pc.config)
+    if deselected is not None:
+        return skip(deselected)
     from ..perf.timing import sanitizer_child_tool
 
     child = sanitizer_child_tool()

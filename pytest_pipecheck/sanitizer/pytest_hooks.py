@@ -49,6 +49,30 @@ def _selected(item: pytest.Item) -> bool:
     return "pipecheck" in getattr(item, "fixturenames", ()) or item.get_closest_marker("pipecheck") is not None
 
 
+def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str, TestOutcome]) -> list[CheckResult]:
+    """Record each tool's verdict on ``item`` through the one result contract (contract.finalize):
+    the marker's kernel name and ``expect_failures`` apply to sanitizer verdicts as to every check.
+    Returns the recorded results, in the order of ``outcomes``."""
+    from ..contract import finalize
+
+    cfg = _plugin.item_config(item)
+    dev = config.stash[_plugin.TIER].device  # the child ran on this process's GPU (under xdist: the worker's)
+    gpu = f"{dev.name} (index {dev.index}, {dev.uuid})" if dev is not None else None
+    results = _plugin.item_results(item)
+    recorded = []
+    for tool, out in outcomes.items():
+        details = out.details()
+        found_kernel = next((f.kernel for f in out.findings if f.kernel), None)
+        if found_kernel is not None:
+            details["finding_kernel"] = found_kernel
+        result = finalize(CheckResult(f"sanitizer:{tool}", out.verdict, out.summary, details=details),
+                          nodeid=_plugin.item_nodeid(item), kernel=cfg.kernel or found_kernel,
+                          expecting=bool(cfg.expect_failures), gpu=gpu)
+        results.append(result)
+        recorded.append(result)
+    return recorded
+
+
 class SanitizerPlugin:
     """Parent side: batches, runs and reports. Inert inside a sanitizer child."""
 
@@ -217,19 +241,11 @@ class SanitizerPlugin:
             item.stash[BODY_FAILED] = True
             raise
         finally:
-            results = _plugin.item_results(item)
-            dev = self.config.stash[_plugin.TIER].device
-            for tool, out in outcomes.items():
-                details = out.details()
-                if dev is not None:  # the child ran on this process's GPU (under xdist: the worker's)
-                    details["gpu"] = f"{dev.name} (index {dev.index}, {dev.uuid})"
-                results.append(CheckResult(f"sanitizer:{tool}", out.verdict, out.summary,
-                                           kernel=next((f.kernel for f in out.findings if f.kernel), None),
-                                           details=details, nodeid=_plugin.item_nodeid(item)))
-        failed = [o for o in outcomes.values() if o.verdict == Verdict.FAIL]
+            recorded = record_outcomes(self.config, item, outcomes)
+        failed = [r for r in recorded if r.verdict == Verdict.FAIL and not r.expected]
         if failed:
-            message = "\n\n".join(format_failure(o) for o in failed)
-            raise PipecheckFailure(message, results[-1] if results else None)
+            message = "\n\n".join(format_failure(outcomes[r.check.split(":", 1)[1]]) for r in failed)
+            raise PipecheckFailure(message, failed[-1])
         return res
 
     @pytest.hookimpl(trylast=True)

@@ -18,7 +18,7 @@ def _marks(name: str) -> list[pytest.MarkDecorator]:
     if not excluded:
         return []
     tools = [t for t in ("racecheck", "synccheck") if t not in excluded and t in SANITIZER_TOOLS]
-    return [pytest.mark.pipecheck(sanitizer=",".join(tools))]
+    return [pytest.mark.pipecheck(sanitizer=",".join(tools) or "none")]
 
 
 def _record_exclusions(pipecheck, name: str) -> None:  # type: ignore[no-untyped-def]

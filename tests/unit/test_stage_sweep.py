@@ -334,7 +334,7 @@ def test_cpu_tier_skips_with_the_reason() -> None:
 
 def test_not_selected_skips() -> None:
     r = _sweep(_pc(checks=("coverage",)), chosen=3)
-    assert r.verdict is Verdict.SKIP and "perf is not among the selected checks" in r.summary
+    assert r.verdict is Verdict.SKIP and r.summary == "not selected: checks=coverage from the configuration does not include perf"
 
 
 def test_gpu_tier_times_with_perf_timing_measure(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,152 @@
+"""One path for every result: what every check goes through before its verdict counts.
+
+Every check pipecheck has is registered here (:data:`REGISTRY`): the name its results carry, the
+``--pipecheck-checks`` entry that selects it, and one line on what it catches. Every result, whether a
+check called from a test body or a sanitizer verdict decided in a child process, goes through
+:func:`finalize`, which applies the same rules to all of them:
+
+* the test's node id, the GPU that ran it, and the kernel name the test gave (``kernel=`` in the
+  marker) where the check did not name one;
+* ``expect_failures``: a failure the test provokes on purpose (a mutant) is *caught*, not failed;
+* nothing else: a verdict is never upgraded here.
+
+:func:`deselection` decides whether a check may run under the test's configuration, and
+:func:`unmet_expectation` whether a test that expected failures got the ones it expected (as
+``xfail(strict=True)`` does for a whole test). A new check is one module plus one row in
+:data:`REGISTRY`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .results import CheckResult, Verdict
+
+__all__ = [
+    "REGISTRY",
+    "CheckKind",
+    "deselection",
+    "expected_checks",
+    "finalize",
+    "is_registered",
+    "selection_of",
+    "unmet_expectation",
+]
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    """A registered check: the name its results carry and the selection entry that turns it on."""
+
+    name: str
+    selection: str | None  # entry of --pipecheck-checks; None: always on (not a check one can deselect)
+    catches: str
+
+
+REGISTRY: tuple[CheckKind, ...] = (
+    CheckKind("coverage", "coverage", "unwritten elements, writes past an edge, mismatches against the reference"),
+    CheckKind("tile_probe", "tile_probe", "a loop tile dropped or counted twice (prologue, epilogue, tail)"),
+    CheckKind("determinism", "determinism", "results that differ between runs on the same inputs"),
+    CheckKind("occupancy", "occupancy", "blocks per SM below the floor on a target architecture"),
+    CheckKind("inspect", "inspect", "compiled code without the async copies, overlap or MMA it should have"),
+    CheckKind("perf", "perf", "a slowdown against the stored baseline"),
+    CheckKind("perf:stage_sweep", "perf", "a stage count slower than the best one"),
+    CheckKind("sanitizer:racecheck", "sanitizer", "shared-memory races, async-copy hazards"),
+    CheckKind("sanitizer:synccheck", "sanitizer", "divergent or invalid barriers"),
+    CheckKind("sanitizer:memcheck", "sanitizer", "out-of-bounds and misaligned accesses"),
+    CheckKind("sanitizer:initcheck", "sanitizer", "reads of uninitialized memory"),
+    CheckKind("fault", None, "a kernel fault that left the CUDA context unusable"),
+)
+_BY_NAME: dict[str, CheckKind] = {k.name: k for k in REGISTRY}
+
+
+def is_registered(check: str) -> bool:
+    """Whether ``check`` names a registered check, or a selection group of them (``sanitizer``)."""
+    return check in _BY_NAME or any(k.selection == check for k in REGISTRY)
+
+
+def selection_of(check: str) -> str | None:
+    """The ``--pipecheck-checks`` entry that selects results named ``check`` (None: always on)."""
+    kind = _BY_NAME.get(check)
+    if kind is not None:
+        return kind.selection
+    # an unregistered name of the form "group:part" belongs to its group
+    return check.split(":", 1)[0]
+
+
+def _selection_source(config: Any) -> str:
+    where = getattr(config, "sources", {}).get("checks")
+    return {"marker": "the pipecheck marker", "ini": "the ini file", "command line": "the command line"}.get(
+        where or "", "the configuration")
+
+
+def deselection(check: str, config: Any) -> str | None:
+    """Why ``check`` does not run under ``config`` (it is not selected), or None when it runs."""
+    group = selection_of(check)
+    if group is None or config.wants(group):
+        return None
+    return (f"not selected: checks={','.join(config.checks)} from {_selection_source(config)} "
+            f"does not include {group}")
+
+
+def finalize(result: CheckResult, *, nodeid: str, kernel: str | None, expecting: bool,
+             gpu: str | None) -> CheckResult:
+    """``result`` as it is recorded: with its test, kernel name, GPU and expected-failure status."""
+    changes: dict[str, Any] = {}
+    if not result.nodeid:
+        changes["nodeid"] = nodeid
+    if result.kernel is None and kernel:
+        changes["kernel"] = kernel
+    if expecting and result.verdict == Verdict.FAIL and not result.expected:
+        changes["expected"] = True
+    if gpu is not None and "gpu" not in result.details:
+        changes["details"] = {**result.details, "gpu": gpu}
+    return dataclasses.replace(result, **changes) if changes else result
+
+
+def expected_checks(expect: Any) -> tuple[str, ...]:
+    """The checks an ``expect_failures`` value names (empty for plain True/False)."""
+    return tuple(expect) if isinstance(expect, tuple) else ()
+
+
+def _caught_by(results: Iterable[CheckResult], name: str) -> bool:
+    return any(r.expected and r.verdict == Verdict.FAIL
+               and (r.check == name or selection_of(r.check) == name) for r in results)
+
+
+def unmet_expectation(results: Iterable[CheckResult], expect: Any, source: str) -> str | None:
+    """Why a test that expected failures did not get them, or None when it did.
+
+    ``expect`` is the test's ``expect_failures``: True (at least one check must catch the bug) or the
+    names of the checks that each must. ``source`` names where the expectation came from.
+    """
+    if not expect:
+        return None
+    results = list(results)
+    names = expected_checks(expect)
+    if names:
+        missing = [n for n in names if not _caught_by(results, n)]
+    else:
+        missing = [] if any(r.expected and r.verdict == Verdict.FAIL for r in results) else ["any check"]
+    if not missing:
+        return None
+    seen = _verdict_list(results)
+    if names:
+        what = f"expected {', '.join(names)} to catch a bug, but {', '.join(missing)} did not"
+    else:
+        what = "expected at least one check to catch a bug, but none did"
+    return f"pipecheck: expect_failures from {source} {what} (the mutant was missed). Verdicts: {seen}"
+
+
+def _verdict_list(results: list[CheckResult]) -> str:
+    if not results:
+        return "no check ran"
+    parts = []
+    for r in results:
+        state = "caught" if r.expected and r.verdict == Verdict.FAIL else r.verdict.value
+        parts.append(f"{r.check} {state} ({r.summary})" if r.summary else f"{r.check} {state}")
+    return "; ".join(parts)
+
