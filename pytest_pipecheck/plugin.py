@@ -33,6 +33,7 @@ ITEM_CONFIG = pytest.StashKey[PipecheckConfig]()
 ITEM_CONFIG_ERROR = pytest.StashKey[str]()
 ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
 ITEM_NODEID = pytest.StashKey[str]()
+ATTACHED = pytest.StashKey[int]()  # how many of the item's results went out on its reports
 
 MARKER_DOC = (
     "{sig}: configure pipecheck for this test; every keyword overrides the --pipecheck-* option / "
@@ -58,6 +59,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # Internal: set by the sanitizer runner on the child pytest it starts.
     group.addoption("--pipecheck-child", action="store", default=None, dest="pipecheck_child",
                     metavar="TOOL", help="(internal) this pytest is a sanitizer child running under TOOL")
+    # Internal: set on the fresh pytest that runs the tests after a kernel fault (containment.py).
+    group.addoption("--pipecheck-relay", action="store", default=None, dest="pipecheck_relay",
+                    metavar="FILE", help="(internal) this pytest runs tests for a parent whose CUDA context died; "
+                    "its reports go to FILE")
 
 
 def _ini_file(config: pytest.Config) -> str:
@@ -160,12 +165,17 @@ def pytest_configure(config: pytest.Config) -> None:
         # when a kernel is decorated, so it must be set before test modules are imported.
         os.environ["TRITON_INTERPRET"] = "1"
 
-    if run_config.enabled and run_config.wants("sanitizer") and run_config.sanitizer:
+    child = config.getoption("pipecheck_child", default=None)
+    relay = config.getoption("pipecheck_relay", default=None)
+    # A relay child runs tests whose sanitizer verdicts its parent already has.
+    if run_config.enabled and run_config.wants("sanitizer") and run_config.sanitizer and not relay:
         _register_feature(config, "pytest_pipecheck.sanitizer.pytest_hooks", "SanitizerPlugin",
                           "pipecheck-sanitizer")
-    if config.getoption("pipecheck_child", default=None):
+    if child:
         _register_feature(config, "pytest_pipecheck.sanitizer.pytest_hooks", "ChildPlugin",
                           "pipecheck-sanitizer-child")
+    elif run_config.enabled or relay:
+        _register_feature(config, "pytest_pipecheck.containment", "ContainmentPlugin", "pipecheck-containment")
 
 
 def _register_feature(config: pytest.Config, module: str, cls: str, name: str) -> None:
@@ -358,22 +368,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if why:
             report.outcome = "failed"
             report.longrepr = why
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed") or (
-        report.when == "teardown" and results and not getattr(item, "_pipecheck_reported", False)
-    ):
-        if results:
-            report.pipecheck_results = [r.to_json() for r in results]
-            for r in results:
+    if not (report.when == "setup" and report.passed):
+        # each result travels once, on the first report after it was recorded (a kernel fault found
+        # at teardown adds one after the call's report went out)
+        attached = item.stash.get(ATTACHED, 0)
+        if len(results) > attached:
+            fresh = results[attached:]
+            report.pipecheck_results = [r.to_json() for r in fresh]
+            for r in fresh:
                 # junitxml writes the properties of the teardown report, which copies the item's
                 prop = (f"pipecheck.{r.check}", f"{r.verdict.value}: {r.summary}")
                 report.user_properties.append(prop)
                 item.user_properties.append(prop)
-            item._pipecheck_reported = True  # type: ignore[attr-defined]
-        if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
-            seed = item.config.stash[RUN_SEED]
-            report.sections.append(
-                ("pipecheck: reproduce", f"pytest '{item_nodeid(item)}' --pipecheck-seed={seed}")
-            )
+            item.stash[ATTACHED] = len(results)
+    if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
+        seed = item.config.stash[RUN_SEED]
+        report.sections.append(("pipecheck: reproduce", f"pytest '{item_nodeid(item)}' --pipecheck-seed={seed}"))
     return report
 
 

@@ -24,6 +24,9 @@ from ..results import CheckResult, PipecheckFailure, Verdict
 from .costs import assign_shares, load_costs, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer
 from .parse import BEGIN, END, FAILURE
+
+#: printed by a child after the test that left its CUDA context unusable (sticky fault)
+POISONED = "PIPECHECK-POISONED "
 from .runner import BatchSpec, SanitizerRunner, TestOutcome, canary_nodeid, default_child_env, format_failure
 from .suppressions import SuppressionError, load_suppressions
 
@@ -47,6 +50,22 @@ def shares_for(config: pytest.Config, nodeids: list[str], shares: int) -> list[i
 
 def _selected(item: pytest.Item) -> bool:
     return "pipecheck" in getattr(item, "fixturenames", ()) or item.get_closest_marker("pipecheck") is not None
+
+
+def child_args(config: pytest.Config) -> list[str]:
+    """The command line of a child pytest that runs some of this session's tests under the sanitizer."""
+    args = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
+            f"--pipecheck-seed={config.stash[_plugin.RUN_SEED]}"]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        # the entry point is not loaded in the child; load pipecheck's plugin explicitly
+        args += ["-p", "pytest_pipecheck.plugin"]
+    inipath = getattr(config, "inipath", None)
+    if inipath:
+        args += ["-c", str(inipath)]
+    args += [f"--rootdir={config.rootpath}"]
+    if config.pluginmanager.has_plugin("xdist"):
+        args += ["-n", "0"]  # markers need one process printing in order
+    return args
 
 
 def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str, TestOutcome]) -> list[CheckResult]:
@@ -107,18 +126,7 @@ class SanitizerPlugin:
             tr.write_line(f"pipecheck sanitizer: {msg}")
 
     def _child_args(self) -> list[str]:
-        args = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
-                f"--pipecheck-seed={self.config.stash[_plugin.RUN_SEED]}"]
-        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-            # the entry point is not loaded in the child; load pipecheck's plugin explicitly
-            args += ["-p", "pytest_pipecheck.plugin"]
-        inipath = getattr(self.config, "inipath", None)
-        if inipath:
-            args += ["-c", str(inipath)]
-        args += [f"--rootdir={self.config.rootpath}"]
-        if self.config.pluginmanager.has_plugin("xdist"):
-            args += ["-n", "0"]  # markers need one process printing in order
-        return args
+        return child_args(self.config)
 
     # ------------------------------------------------------------------ hooks
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -248,6 +256,29 @@ class SanitizerPlugin:
             raise PipecheckFailure(message, failed[-1])
         return res
 
+    def relayed_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """Apply this test's sanitizer verdicts to a report replayed from a relay child (a test run in a
+        fresh process after a kernel fault here, containment.py): the child ran no sanitizer, the verdicts
+        were decided before the fault. Same rules as a test run here: a finding fails it, an inconclusive
+        verdict does not let it pass."""
+        outcomes = item.stash.get(OUTCOMES, {})
+        if not outcomes:
+            return
+        recorded = record_outcomes(self.config, item, outcomes)
+        data = list(getattr(report, "pipecheck_results", None) or [])
+        report.pipecheck_results = data + [r.to_json() for r in recorded]  # type: ignore[attr-defined]
+        for r in recorded:
+            report.user_properties.append((f"pipecheck.{r.check}", f"{r.verdict.value}: {r.summary}"))
+        bad = [r for r in recorded if (r.verdict == Verdict.FAIL and not r.expected) or r.verdict == Verdict.ERROR]
+        if not bad:
+            return
+        text = "\n\n".join(format_failure(outcomes[r.check.split(":", 1)[1]]) for r in bad)
+        if report.passed:
+            report.outcome = "failed"
+            report.longrepr = text
+        else:
+            report.sections.append(("pipecheck: sanitizer", text))
+
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         errors = [o for o in item.stash.get(OUTCOMES, {}).values() if o.verdict == Verdict.ERROR]
@@ -322,9 +353,15 @@ class ChildPlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.reports.setdefault(report.nodeid, []).append(report)
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
     def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
         reports = self.reports.pop(nodeid, [])
         sync_error = _synchronize()
+        from ..containment import probe_context
+
+        dead = probe_context()
         outcome = "passed"
         text = ""
         for r in reports:
@@ -338,6 +375,13 @@ class ChildPlugin:
         if text:
             _emit(FAILURE + nodeid + " " + json.dumps(text[-4000:]))
         _emit(f"{END}{nodeid} {outcome}")
+        if dead is not None:
+            # every later test here would fail at its first CUDA call: stop, and let the runner give
+            # the rest a fresh child
+            _emit(POISONED + nodeid + " " + json.dumps(dead))
+            session = getattr(self, "session", None)
+            if session is not None:
+                session.shouldstop = f"pipecheck: CUDA context unusable after {nodeid}"
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:

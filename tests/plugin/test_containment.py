@@ -1,0 +1,223 @@
+"""A kernel fault must not take the session down (containment.py), through real pytest runs.
+
+No GPU here, so a fake stands in for the CUDA context: a test "faults" by creating a flag file named
+after its process, after which every "CUDA call" in that process raises as a sticky error does, and the
+context probe reports the process's context as dead. A fresh process has a live context again, which
+is what the relay children rely on. The real thing ran on an H100 (docs/validation/).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_pipecheck.containment import relay_args
+
+from .test_sanitizer_runner import GPU_CONFTEST, _fake
+
+FAKE_CUDA = '''
+import os
+import pytest
+import pytest_pipecheck.containment as _containment
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FLAG = os.path.join(HERE, f"dead-context-{os.getpid()}")
+STICKY = "CUDA error: misaligned address"
+
+
+def _probe():
+    return f"torch: RuntimeError: {STICKY}" if os.path.exists(FLAG) else None
+
+
+_containment.probe_context = _probe
+
+
+def pytest_configure(config):
+    with open(os.path.join(HERE, "processes.log"), "a") as fh:
+        fh.write(f"{os.getpid()} {bool(config.getoption('pipecheck_relay', default=None))}\\n")
+
+
+@pytest.fixture
+def gpu():
+    """A stand-in for a CUDA device: calls fail once the context of this process is dead."""
+    class Gpu:
+        def run(self):
+            if os.path.exists(FLAG):
+                raise RuntimeError(STICKY)
+
+        def fault(self, raise_now=True):
+            open(FLAG, "w").close()
+            if raise_now:
+                raise RuntimeError(STICKY)
+    return Gpu()
+'''
+
+SUITE = '''
+import pytest
+from pytest_pipecheck.results import CheckResult, Verdict
+
+
+def test_before(pipecheck, gpu):
+    gpu.run()
+
+
+def test_faults(pipecheck, gpu):
+    gpu.fault()
+
+
+def test_after_one(pipecheck, gpu):
+    gpu.run()
+    pipecheck.record(CheckResult("coverage", Verdict.PASS, "max rel err 1.0e-04"))
+
+
+def test_after_own_failure(pipecheck, gpu):
+    gpu.run()
+    assert False, "fails for a reason of its own"
+
+
+@pytest.mark.skip(reason="skipped on purpose")
+def test_after_skipped(pipecheck, gpu):
+    gpu.run()
+
+
+def test_after_two(pipecheck, gpu):
+    gpu.run()
+'''
+
+
+def _outcomes(stdout: str) -> dict[str, str]:
+    out = {}
+    for line in stdout.splitlines():
+        m = re.match(r"^(PASSED|FAILED|SKIPPED|ERROR) (?:\[\d+\] )?\S*?::(\w+)", line)
+        if m:
+            out[m.group(2)] = m.group(1)
+    return out
+
+
+def test_fault_fails_its_test_and_later_tests_get_their_own_verdicts(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(FAKE_CUDA)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                           "-rA", "--pipecheck-json=r.json")
+    out = result.stdout.str()
+    assert _outcomes(out) == {"test_before": "PASSED", "test_faults": "FAILED", "test_after_one": "PASSED",
+                              "test_after_own_failure": "FAILED", "test_after_two": "PASSED"}, out
+    result.assert_outcomes(passed=3, failed=2, skipped=1)
+    assert "SKIPPED [1] test_suite.py:23: skipped on purpose" in out
+    # the faulting test says that it faulted, and why the later tests moved to a fresh process
+    assert "the CUDA context of this process is unusable after the call of this test" in out
+    assert "torch: RuntimeError: CUDA error: misaligned address" in out
+    assert "triage: not run: no GPU" in out
+    # the later failure is its own, not the sticky error
+    assert "fails for a reason of its own" in out
+    assert "FAILED test_suite.py::test_after_own_failure - AssertionError: fails for a re" in out
+    processes = (pytester.path / "processes.log").read_text().split("\n")
+    assert [p.split()[1] for p in processes if p] == ["False", "True"], "one parent, one relay child"
+    doc = json.loads((pytester.path / "r.json").read_text())
+    by = {(r["nodeid"].rsplit("::", 1)[1], r["check"]): r for r in doc["results"]}
+    assert by[("test_faults", "fault")]["verdict"] == "fail"
+    assert by[("test_after_one", "coverage")]["verdict"] == "pass", "results of relayed tests reach the reports"
+
+
+def test_a_relay_child_that_faults_hands_the_rest_to_the_next(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(FAKE_CUDA)
+    pytester.makepyfile(test_chain='''
+        def test_a(pipecheck, gpu):
+            gpu.fault()
+
+        def test_b(pipecheck, gpu):
+            gpu.run()
+
+        def test_c(pipecheck, gpu):
+            gpu.fault(raise_now=False)   # passes, but leaves the context dead
+
+        def test_d(pipecheck, gpu):
+            gpu.run()
+
+        def test_e(pipecheck, gpu):
+            gpu.run()
+    ''')
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                           "-rA")
+    out = result.stdout.str()
+    assert _outcomes(out) == {"test_a": "FAILED", "test_b": "PASSED", "test_c": "FAILED", "test_d": "PASSED",
+                              "test_e": "PASSED"}, out
+    # a test whose body passed but left the context dead fails, saying so
+    assert "unusable after the call of this test" in out
+    relays = [p for p in (pytester.path / "processes.log").read_text().splitlines() if p.endswith("True")]
+    assert len(relays) == 2
+
+
+def test_a_relay_child_that_dies_fails_the_test_it_was_running(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(FAKE_CUDA)
+    pytester.makepyfile(test_die='''
+        import os
+
+        def test_a(pipecheck, gpu):
+            gpu.fault()
+
+        def test_b(pipecheck, gpu):
+            os._exit(3)          # the child dies here
+
+        def test_c(pipecheck, gpu):
+            gpu.run()
+    ''')
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                           "-rA")
+    out = result.stdout.str()
+    assert _outcomes(out) == {"test_a": "FAILED", "test_b": "FAILED", "test_c": "PASSED"}, out
+    assert "died while running this test (exit status 3)" in out
+
+
+def test_triage_names_the_faulting_line(pytester: pytest.Pytester, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the GPU tier the faulting test is re-run alone under memcheck and memcheck's finding is attached."""
+    _fake(tmp_path, monkeypatch, {"memcheck": {"inject": {"test_faults": "memcheck_oob_x.txt"}}})
+    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=True) + FAKE_CUDA)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                           "-rA", "--pipecheck-json=r.json")
+    out = result.stdout.str()
+    assert _outcomes(out)["test_faults"] == "FAILED" and _outcomes(out)["test_after_two"] == "PASSED", out
+    assert "triage (this test alone under memcheck):" in out
+    assert re.search(r"invalid __global__ read \(error\) in tail_oob at \S+\.cu:21", out), out
+    doc = json.loads((pytester.path / "r.json").read_text())
+    fault = next(r for r in doc["results"] if r["check"] == "fault")
+    assert "memcheck:" in fault["summary"] and fault["details"]["triage"]["findings"]
+
+
+def test_relay_args_keep_what_changes_how_tests_run() -> None:
+    args = ["--pipecheck", "tests/x.py", "--pipecheck-json", "r.json", "--pipecheck-html=r.html",
+            "--pipecheck-arch", "sm_90", "-p", "myplugin", "-o", "k=v", "-Werror", "-x",
+            "--pipecheck-sanitizer=memcheck", "tests/y.py::t", "--import-mode=importlib", "-k", "expr"]
+    assert relay_args(args) == ["--pipecheck", "--pipecheck-arch", "sm_90", "-p", "myplugin", "-o", "k=v",
+                                "-Werror", "--pipecheck-sanitizer=memcheck", "--import-mode=importlib"]
+
+
+def test_probe_never_creates_a_context() -> None:
+    """The probe asks only frameworks already imported, and only when they hold a context."""
+    from pytest_pipecheck.containment import probe_context
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        assert not torch.cuda.is_initialized()
+    assert probe_context() is None
+    if torch is not None:
+        assert not torch.cuda.is_initialized()
+
+
+def test_under_xdist_a_faulting_worker_relays_the_rest(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makeconftest(FAKE_CUDA)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--pipecheck", "--pipecheck-sanitizer=none",
+                                           "-p", "no:cacheprovider", "-rA")
+    out = result.stdout.str()
+    assert _outcomes(out) == {"test_before": "PASSED", "test_faults": "FAILED", "test_after_one": "PASSED",
+                              "test_after_own_failure": "FAILED", "test_after_two": "PASSED"}, out
+    result.assert_outcomes(passed=3, failed=2, skipped=1)
+    assert "unusable after the call of this test" in out
