@@ -23,8 +23,16 @@ step_timeout=${STEP_TIMEOUT:-420}
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
   python3 --version
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-  git rev-parse HEAD 2>/dev/null || true
+  # the tree that was sent, not the commit it started from (uncommitted changes travel too)
+  if git rev-parse --git-dir > /dev/null 2>&1; then
+    echo "commit: $(git rev-parse HEAD) (changes against it: $(git status --porcelain | wc -l) files)"
+    files=$(git ls-files -co --exclude-standard)
+  else
+    files=$(find . -type f -not -path './.git/*' -not -path '*/__pycache__/*' -not -path './.whl/*' | sort)
+  fi
+  echo "tree sha256: $(printf '%s\n' "$files" | LC_ALL=C sort | xargs -d '\n' sha256sum 2>/dev/null | sha256sum | cut -c1-16)"
 } > "$out/environment.txt" 2>&1
+export PIPECHECK_EVIDENCE_DIR="$out/evidence"
 
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 \
   || { echo "install failed"; cat "$out/install.log"; exit 1; }
