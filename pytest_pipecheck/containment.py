@@ -52,16 +52,39 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+#: words of the errors a dead CUDA context raises (torch's AcceleratorError/RuntimeError, CuPy's
+#: CUDARuntimeError/CUDADriverError); any other exception from a probe is not taken as a fault
+_CUDA_ERROR_WORDS = ("cuda", "illegal", "misaligned", "launch failure", "unspecified launch",
+                     "device-side assert", "trap", "hardware exception", "ecc")
+
+
+def _is_cuda_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error CUDA raised, not one of a stand-in module (a test's fake ``torch``)."""
+    name = type(exc).__name__
+    if name in ("CUDARuntimeError", "CUDADriverError", "AcceleratorError"):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(word in text for word in _CUDA_ERROR_WORDS)
+
+
+def _installed(module: Any) -> bool:
+    """A framework really imported from disk (tests replace ``sys.modules['torch']`` with fakes)."""
+    return isinstance(getattr(module, "__file__", None), str)
+
+
 def probe_context() -> str | None:
     """The error a trivial CUDA operation raises in this process, or None when it succeeds.
 
     Only frameworks the tests already imported are asked, and only when they already created a CUDA
     context: the probe never initializes CUDA (the parent of a sanitizer child must not hold one it did
     not need). A sticky error (illegal address, launch failure, trap) makes every call fail, so one
-    synchronize plus one tiny kernel and copy back tell a dead context from a live one.
+    synchronize plus one tiny kernel and copy back tell a dead context from a live one. Only an error
+    that CUDA raised counts: a test that swapped ``torch`` for a stand-in (an AttributeError from a fake
+    ``torch.cuda``) has not faulted. A missed fault cannot pass anything: the later tests then fail on
+    the same sticky error.
     """
     torch = sys.modules.get("torch")
-    if torch is not None:
+    if torch is not None and _installed(torch):
         try:
             if torch.cuda.is_initialized():
                 torch.cuda.synchronize()
@@ -69,16 +92,18 @@ def probe_context() -> str | None:
                 if float(probe.item()) != 2.0:
                     return "torch: a one-element kernel returned a wrong value"
         except Exception as exc:
-            return "torch: " + _first_line(exc)
+            if _is_cuda_error(exc):
+                return "torch: " + _first_line(exc)
     cupy = sys.modules.get("cupy")
-    if cupy is not None:
+    if cupy is not None and _installed(cupy):
         try:
             if int(cupy.cuda.driver.ctxGetCurrent() or 0):
                 cupy.cuda.runtime.deviceSynchronize()
                 if float((cupy.ones(1) + 1).get()[0]) != 2.0:
                     return "cupy: a one-element kernel returned a wrong value"
         except Exception as exc:
-            return "cupy: " + _first_line(exc)
+            if _is_cuda_error(exc):
+                return "cupy: " + _first_line(exc)
     return None
 
 

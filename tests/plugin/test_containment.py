@@ -210,6 +210,34 @@ def test_probe_never_creates_a_context() -> None:
         assert not torch.cuda.is_initialized()
 
 
+def test_probe_ignores_stand_ins_and_errors_cuda_did_not_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that swaps ``torch`` for a fake (perf timing tests do) has not faulted; an error CUDA
+    raised from a real module has."""
+    import types
+
+    from pytest_pipecheck import containment
+
+    fake = types.ModuleType("torch")  # no __file__: not an installed framework
+    fake.cuda = types.SimpleNamespace()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert containment.probe_context() is None
+
+    def dead() -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def broken() -> bool:
+        raise AttributeError("'SimpleNamespace' object has no attribute 'is_initialized'")
+
+    real = types.ModuleType("torch")
+    real.__file__ = "/site-packages/torch/__init__.py"
+    real.cuda = types.SimpleNamespace(is_initialized=lambda: True, synchronize=dead)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", real)
+    assert containment.probe_context() == "torch: RuntimeError: CUDA error: an illegal memory access was encountered"
+    real.cuda = types.SimpleNamespace(is_initialized=broken)  # type: ignore[attr-defined]
+    assert containment.probe_context() is None
+
+
 def test_under_xdist_a_faulting_worker_relays_the_rest(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makeconftest(FAKE_CUDA)
