@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._atomic import describe_non_regular
 from ..results import PipecheckError
 from .stats import Samples, StatsError
 
@@ -143,6 +144,7 @@ class BaselineFile:
 
 def _read(path: str) -> BaselineFile:
     """Parse ``path``; any problem is a :class:`BaselineError` that names the file and what is wrong."""
+    _refuse_non_regular(path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -179,7 +181,37 @@ def _read(path: str) -> BaselineFile:
     for nodeid, cases in tests.items():
         if not isinstance(cases, dict) or not all(isinstance(e, dict) for e in cases.values()):
             raise BaselineError(f"baseline file {path} is malformed: entry {nodeid!r} must map case ids to objects")
+        for case, entry in cases.items():
+            _check_entry(path, nodeid, case, entry)
     return BaselineFile(path, key, _migrate(tests, version), version)
+
+
+def _finite_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and value == value and value not in (float("inf"), float("-inf")))
+
+
+def _check_entry(path: str, nodeid: str, case: str, entry: Mapping[str, Any]) -> None:
+    """The parts of an entry that are used as they are read (history, medians); the samples are
+    validated where they are turned into :class:`Samples`. Errors name the file, test and case."""
+    where = f"baseline file {path} is malformed: entry {nodeid!r} [case {case!r}]"
+    if "median_us" in entry and not _finite_number(entry["median_us"]):
+        raise BaselineError(f"{where}: 'median_us' is {entry['median_us']!r}; it must be a finite number")
+    if "history" not in entry:
+        return
+    history = entry["history"]
+    if not isinstance(history, list):
+        raise BaselineError(f"{where}: 'history' is {type(history).__name__} {history!r:.60}; it must be a list "
+                            "of {\"label\", \"median_us\"} objects")
+    for i, h in enumerate(history):
+        if not isinstance(h, dict):
+            raise BaselineError(f"{where}: 'history' item {i} is {h!r:.60}; it must be an object with "
+                                "\"label\" and \"median_us\"")
+        if not _finite_number(h.get("median_us")):
+            raise BaselineError(f"{where}: 'history' item {i} has median_us {h.get('median_us')!r}; it must be "
+                                "a finite number")
+        if "label" in h and not isinstance(h["label"], str):
+            raise BaselineError(f"{where}: 'history' item {i} has label {h['label']!r}; it must be a string")
 
 
 def _migrate(tests: dict[str, dict[str, dict[str, Any]]], version: int) -> dict[str, dict[str, dict[str, Any]]]:
@@ -207,6 +239,7 @@ class Lookup:
     path: str
     entry: dict[str, Any] | None = None
     version: int = SCHEMA_VERSION  # schema version of the file the baseline came from
+    missing_dir: bool = False  # the baseline directory itself is missing or not a directory
 
 
 class BaselineStore:
@@ -238,7 +271,7 @@ class BaselineStore:
     def load(self, key: EnvKey) -> BaselineFile | None:
         """The file for ``key``, None when absent. Raises :class:`BaselineError` if it is unusable."""
         path = self.path_for(key)
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             return None
         bf = _read(path)
         if bf.env != key:
@@ -260,7 +293,8 @@ class BaselineStore:
         save_hint = "run with --pipecheck-baseline-save to record one"
         if not os.path.isdir(self.directory):
             what = "is not a directory" if os.path.exists(self.directory) else "does not exist"
-            return Lookup(None, f"no baseline: directory {self.directory} ({self.source}) {what}; {save_hint}", path)
+            return Lookup(None, f"no baseline: directory {self.directory} ({self.source}) {what}; {save_hint}", path,
+                          missing_dir=True)
         bf = self.load(key)
         if bf is None:
             others = []
@@ -339,10 +373,22 @@ def history_of(previous: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return [dict(h) for h in history[-HISTORY_LENGTH:]]
 
 
+def _refuse_non_regular(path: str) -> None:
+    """A baseline file is a regular file: a symlink, FIFO or device at its path is an error, never
+    replaced (a symlink would be swapped for a file, a FIFO would block the reader)."""
+    found = describe_non_regular(path)
+    if found is not None:
+        raise BaselineError(
+            f"baseline file {path} is {found}; pipecheck reads and writes regular baseline files only and "
+            "left it untouched: replace it with a regular file (or remove it)"
+        )
+
+
 def _atomic_write_json(path: str, data: Any) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a torn one."""
     directory = os.path.dirname(os.path.abspath(path))
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    _refuse_non_regular(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     except OSError as exc:
@@ -352,13 +398,14 @@ def _atomic_write_json(path: str, data: Any) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        if os.path.exists(path):
+        if os.path.lexists(path):
             # keep the permissions the repository gave the file
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+            os.chmod(tmp, os.stat(path, follow_symlinks=False).st_mode & 0o7777)
         else:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
+        _refuse_non_regular(path)  # again: something may have appeared at the path meanwhile
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):

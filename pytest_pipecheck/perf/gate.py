@@ -255,6 +255,16 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
             pc.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel,
                                   details={"case": case_id, "env": dict(key.values)}))
             raise
+        if found.missing_dir and pc.tier.has_gpu and not (save and not os.path.exists(directory or "")):
+            # On the GPU tier the gate is meant to run: a directory that is not there (a typo, a
+            # checkout without it, CI in another working directory) must not turn every perf check
+            # into a skip and the run green. Saving creates a missing directory, so that is allowed.
+            message = (f"perf gate cannot run: {found.reason.removeprefix('no baseline: ')}. On the GPU tier a "
+                       "missing baseline directory is an error, not a skip: fix the path, record baselines "
+                       "with --pipecheck-baseline-save, or turn the gate off with baseline_dir = none")
+            pc.record(CheckResult("perf", Verdict.ERROR, message, kernel=kernel,
+                                  details={"case": case_id, "baseline_dir": directory, "source": where}))
+            raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {message}")
     base_samples = found.samples if found is not None else None
 
     ceilings = None

@@ -226,14 +226,14 @@ class Samples:
             "q1_us": self.q1,
             "q3_us": self.q3,
             "min_us": self.min,
-            "samples_us": [round(t, 4) for t in self.times_us],
+            "samples_us": list(self.times_us),  # full precision: json writes repr(float)
             "meta": dict(self.meta),
         }
         if self.anchor_us is not None:
             out["anchor"] = {
                 "definition": dict(self.anchor or {}),
                 "median_us": self.anchor_median,
-                "samples_us": [round(t, 4) for t in self.anchor_us],
+                "samples_us": list(self.anchor_us),
             }
         return out
 
@@ -283,7 +283,7 @@ class Samples:
             raise StatsError(f"pooled(): the runs carry different anchors ({anchor_label(runs[0].anchor)}, ...)")
         times = tuple(t for r in runs for t in r.times_us)
         anchor_us = tuple(t for r in runs for t in (r.anchor_us or ())) if True in anchored else None
-        meta = {**runs[0].meta, "runs": len(runs), "run_medians_us": [round(r.median, 4) for r in runs]}
+        meta = {**runs[0].meta, "runs": len(runs), "run_medians_us": [r.median for r in runs]}
         return cls(times, meta, anchor_us, runs[0].anchor if anchor_us is not None else None)
 
     @property

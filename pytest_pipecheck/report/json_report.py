@@ -23,11 +23,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from typing import Any
 
+from .._atomic import atomic_write_text
 from ..device import TierInfo
 from ..results import CheckResult
 
@@ -61,29 +60,13 @@ def build(results: Iterable[CheckResult], tier: TierInfo, seed: int) -> dict[str
     }
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically; raises OSError with the path on failure."""
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{path} is a directory")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".pipecheck-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp creates 0600; a report is for everyone who can read the directory
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def write_atomic(path: str, text: str, what: str = "report") -> None:
+    """Write ``text`` to ``path`` atomically, as a regular file; raises OSError naming the path.
+
+    A symlink, FIFO, device node or directory at ``path`` is an error
+    (:class:`~pytest_pipecheck._atomic.UnsafePathError`), never replaced or written through.
+    """
+    atomic_write_text(path, text, what)
 
 
 def write(path: str, results: Iterable[CheckResult], tier: TierInfo, seed: int) -> None:

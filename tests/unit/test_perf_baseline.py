@@ -322,3 +322,84 @@ def test_each_save_keeps_the_replaced_baselines_median_as_history(tmp_path) -> N
     for i in range(30):
         store.save(key, "t.py::test_k", "default", {"median_us": float(i), "samples_us": [1.0] * 8})
     assert len(store.load(key).entry("t.py::test_k", "default")["history"]) == bl.HISTORY_LENGTH
+
+
+# issue 17, item 18: baseline files are regular files; anything else at the path is refused, untouched
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks and FIFOs")
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "dangling"])
+def test_non_regular_baseline_file_is_refused_and_left_alone(tmp_path, kind: str) -> None:
+    store = BaselineStore(str(tmp_path / "bl"))
+    os.makedirs(store.directory)
+    path = store.path_for(H100)
+    target = tmp_path / "elsewhere.json"
+    if kind == "symlink":
+        # a valid baseline file elsewhere: the link would be replaced by a regular file on save
+        BaselineStore(str(tmp_path / "other")).save(H100, NODE, "default", _entry())
+        target.write_text(open(BaselineStore(str(tmp_path / "other")).path_for(H100)).read())
+        os.symlink(target, path)
+    elif kind == "dangling":
+        os.symlink(target, path)
+    else:
+        os.mkfifo(path)  # reading it would block the run forever
+    with pytest.raises(BaselineError, match=rf"{path} is a (symbolic link|FIFO).*regular"):
+        store.lookup(H100, NODE, "default")
+    with pytest.raises(BaselineError, match=rf"{path} is a (symbolic link|FIFO).*left it untouched"):
+        store.save(H100, NODE, "default", _entry())
+    assert os.path.islink(path) if kind != "fifo" else stat.S_ISFIFO(os.lstat(path).st_mode)
+    assert not target.exists() or json.loads(target.read_text())["schema"] == bl.SCHEMA
+    # the listing reports it as unusable instead of opening it
+    assert [type(x) for _, x in store.files()] == [BaselineError]
+
+
+def test_replace_refuses_what_appears_at_the_path_while_writing(tmp_path, monkeypatch) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.path_for(H100)
+    real_chmod = os.chmod
+
+    def chmod_then_link(p, mode, *a, **k):  # type: ignore[no-untyped-def]
+        real_chmod(p, mode, *a, **k)
+        if not os.path.lexists(path):
+            os.symlink(tmp_path / "x", path)
+
+    monkeypatch.setattr(bl.os, "chmod", chmod_then_link)
+    with pytest.raises(BaselineError, match="symbolic link"):
+        store.save(H100, NODE, "default", _entry())
+    assert os.path.islink(path)
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]  # no temporary file left
+
+
+# issue 17, item 19: tiny samples keep their value (they were rounded to 0.0, then refused on read)
+def test_samples_below_the_old_rounding_survive_a_round_trip(tmp_path) -> None:
+    tiny = [3e-5 + 1e-7 * i for i in range(20)]
+    store = BaselineStore(str(tmp_path))
+    store.save(H100, NODE, "default", Samples.of(tiny, anchor_us=[2e-5] * 20).to_json())
+    found = store.lookup(H100, NODE, "default")
+    assert found.samples is not None
+    assert found.samples.times_us == tuple(tiny)  # bit for bit
+    assert found.samples.anchor_us == (2e-5,) * 20
+
+
+# issue 17, item 20: a malformed entry is a BaselineError naming the file, the test and the key
+@pytest.mark.parametrize(("history", "what"), [
+    (5, r"'history' is int 5"),
+    ("abc", r"'history' is str"),
+    ([{"label": "x", "median_us": "slow"}], r"'history' item 0 has median_us 'slow'"),
+    ([3.0], r"'history' item 0 is 3.0"),
+    ([{"label": 7, "median_us": 1.0}], r"'history' item 0 has label 7"),
+    ([{"median_us": float("nan")}], r"'history' item 0 has median_us nan"),
+])
+def test_malformed_history_names_file_and_key(tmp_path, history: object, what: str) -> None:
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry())
+    data = json.load(open(path))
+    data["tests"][NODE]["default"]["history"] = history
+    with open(path, "w") as fh:
+        json.dump(data, fh)
+    before = open(path).read()
+    pattern = rf"{path} is malformed: entry '{NODE}' \[case 'default'\]: {what}"
+    pattern = pattern.replace("[fp16]", r"\[fp16\]")
+    with pytest.raises(BaselineError, match=pattern):
+        store.lookup(H100, NODE, "default")
+    with pytest.raises(BaselineError, match=pattern):
+        store.save(H100, NODE, "default", _entry(70))
+    assert open(path).read() == before

@@ -477,3 +477,30 @@ def test_sanitizer_child_runs_the_kernel_once_and_does_not_time(tmp_path, monkey
     # a callable that takes an input index gets index 0
     check_perf(_pc(tmp_path, tier=GPU), lambda i: calls.append(i), flops=1e9, env=ENV, case="rotated", n_inputs=4)
     assert calls[-1] == 0 and fake.calls == []
+
+
+# issue 17, item 15: on the GPU tier a missing baseline directory is an error, never a skip
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_gpu_tier_missing_baseline_dir_is_an_error_naming_it(tmp_path, kind: str) -> None:
+    where = tmp_path / "baselines"
+    if kind == "file":
+        where.write_text("not a directory")
+    config = PipecheckConfig(baseline_dir=str(where), sources={"baseline_dir": "command line"})
+    pc = Pipecheck(NODE, config, GPU, run_seed=1)
+    what = "does not exist" if kind == "missing" else "is not a directory"
+    with pytest.raises(PipecheckError, match=rf"directory {re.escape(str(where))} \(baseline_dir from the "
+                                             rf"command line\) {what}.*GPU tier.*error, not a skip"):
+        check_perf(pc, samples=_run(1), env=ENV)
+    assert [r.verdict for r in pc.results] == [Verdict.ERROR]
+    assert pc.results[0].details["baseline_dir"] == str(where)
+
+
+def test_gpu_tier_save_creates_a_missing_baseline_dir(tmp_path) -> None:
+    pc = _pc(tmp_path, tier=GPU, baseline_save=True)
+    assert check_perf(pc, samples=_run(1), env=ENV).verdict is Verdict.PASS
+    assert len(os.listdir(tmp_path / "baselines")) == 1
+
+
+def test_cpu_tier_missing_baseline_dir_stays_a_skip_with_the_reason(tmp_path) -> None:
+    r = check_perf(_pc(tmp_path), samples=_run(1), env=ENV)
+    assert r.verdict is Verdict.SKIP and "does not exist" in r.summary
