@@ -29,8 +29,8 @@ def describe_non_regular(path: str) -> str | None:
     """
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # nothing there (what is wrong with its directory is the writer's error)
     except OSError as exc:
         return f"not accessible ({exc.strerror or exc})"
     mode = st.st_mode

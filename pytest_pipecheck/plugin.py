@@ -23,12 +23,14 @@ from .config import (
 )
 from .device import TierInfo, arch_table_note, detect_tier, list_devices
 from .fixture import Pipecheck
+from .report.outcomes import TestOutcomes
 from .results import CheckResult, Verdict
 
 RUN_CONFIG = pytest.StashKey[PipecheckConfig]()
 RUN_SEED = pytest.StashKey[int]()
 TIER = pytest.StashKey[TierInfo]()
 SESSION_RESULTS = pytest.StashKey[list[CheckResult]]()
+SESSION_OUTCOMES = pytest.StashKey["TestOutcomes"]()  # the tests' own outcomes, for the reports
 ITEM_CONFIG = pytest.StashKey[PipecheckConfig]()
 ITEM_CONFIG_ERROR = pytest.StashKey[str]()
 ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
@@ -150,7 +152,9 @@ def pytest_configure(config: pytest.Config) -> None:
             seed = int.from_bytes(os.urandom(4), "little")
     config.stash[RUN_SEED] = seed
     config.stash[SESSION_RESULTS] = []
+    config.stash[SESSION_OUTCOMES] = TestOutcomes()
     config.pluginmanager.register(_ResultCollector(config), "pipecheck-results")
+    _check_report_paths(config, run_config)
 
     workerinput = getattr(config, "workerinput", None)
     if workerinput and workerinput.get("pipecheck_gpu"):
@@ -176,6 +180,51 @@ def pytest_configure(config: pytest.Config) -> None:
                           "pipecheck-sanitizer-child")
     elif run_config.enabled or relay:
         _register_feature(config, "pytest_pipecheck.containment", "ContainmentPlugin", "pipecheck-containment")
+
+
+#: the exit status of a run whose report (--pipecheck-json / --pipecheck-html) could not be written at
+#: the end, when it would otherwise have been 0: pytest's "usage error", as for a bad report path
+#: caught at start-up. A run that already failed keeps its own status.
+REPORT_WRITE_FAILED = int(pytest.ExitCode.USAGE_ERROR)
+
+
+def _report_option(run_config: PipecheckConfig, name: str, value: str | None = None) -> str:
+    """Where a report path came from (``--pipecheck-json`` or the ini key), with its value if given."""
+    if run_config.sources.get(name, "") == "ini":
+        return f"pipecheck_{name} = {value} in the ini file" if value is not None else f"pipecheck_{name} (ini file)"
+    return f"--pipecheck-{name}={value}" if value is not None else f"--pipecheck-{name}"
+
+
+def _check_report_paths(config: pytest.Config, run_config: PipecheckConfig) -> None:
+    """A report path that cannot be written is a usage error now, not a line after the results.
+
+    Checked on the process that writes the reports (not on an xdist worker, a sanitizer child or
+    a relay child): the path must not be a directory, a symlink, a FIFO or a device (reports are
+    written as regular files only), and its nearest existing parent must be a writable directory.
+    """
+    if (getattr(config, "workerinput", None) is not None or config.getoption("pipecheck_child", default=None)
+            or config.getoption("pipecheck_relay", default=None)):
+        return
+    from ._atomic import describe_non_regular
+
+    for name in ("json", "html"):
+        path = getattr(run_config, name)
+        if not path:
+            continue
+        option = _report_option(run_config, name, path)
+        target = os.path.abspath(path)
+        found = describe_non_regular(target)
+        problem = f"the path is {found}; reports are written as regular files only" if found else None
+        if problem is None:
+            parent = os.path.dirname(target)
+            while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
+                parent = os.path.dirname(parent)
+            if not os.path.isdir(parent):
+                problem = f"{parent!r} is not a directory"
+            elif not os.access(parent, os.W_OK | os.X_OK):
+                problem = f"the directory {parent!r} is not writable"
+        if problem is not None:
+            raise pytest.UsageError(f"pipecheck: {option}: the report cannot be written there: {problem}")
 
 
 def _register_feature(config: pytest.Config, module: str, cls: str, name: str) -> None:
@@ -394,9 +443,24 @@ class _ResultCollector:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.config.stash[SESSION_OUTCOMES].add(report)
         data = getattr(report, "pipecheck_results", None)
         if data:
             self.config.stash[SESSION_RESULTS].extend(CheckResult.from_json(d) for d in data)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.config.stash[SESSION_OUTCOMES].add(report)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not session.config.option.collectonly:
+            self.config.stash[SESSION_OUTCOMES].expect(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # the controller of pytest-xdist collects nothing itself: each worker sends its node ids
+        if not self.config.option.collectonly:
+            self.config.stash[SESSION_OUTCOMES].expect(ids)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -419,24 +483,41 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if run_config is None:
         return
     results = config.stash.get(SESSION_RESULTS, [])
+    outcomes = config.stash.get(SESSION_OUTCOMES, None) or TestOutcomes()
+    status = int(exitstatus)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    failed: list[str] = []
     if run_config.json:
         from .report import json_report
 
         try:
-            json_report.write(run_config.json, results, config.stash[TIER], config.stash[RUN_SEED])
-        except OSError as exc:
-            tr = config.pluginmanager.get_plugin("terminalreporter")
-            if tr is not None:
-                tr.write_line(f"pipecheck: could not write JSON report {run_config.json!r}: {exc}", red=True)
+            json_report.write(run_config.json, results, config.stash[TIER], config.stash[RUN_SEED], outcomes, status)
+        except Exception as exc:  # a bug in the report must not hide the results: it fails the run instead
+            reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            failed.append(f"pipecheck: could not write the JSON report to {run_config.json!r} "
+                          f"({_report_option(run_config, 'json')}): {reason}")
     if run_config.html:
         from .report import html as html_report
 
-        # never raises: a bad path or a plotting bug becomes one red line, results stay as they are
+        # never raises: a bad path or a plotting bug becomes a red line and a failed run
         written, line = html_report.write_html_for_run(run_config.html, results, config.stash[TIER],
-                                                       config.stash[RUN_SEED], run_config)
-        tr = config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None:
-            tr.write_line(line, red=not written)
+                                                       config.stash[RUN_SEED], run_config, outcomes=outcomes,
+                                                       exitstatus=status, source_roots=[str(config.rootpath)])
+        if written:
+            if tr is not None:
+                tr.write_line(line)
+        else:
+            failed.append(f"{line} ({_report_option(run_config, 'html')})")
+    if failed:
+        for line in failed:
+            if tr is not None:
+                tr.write_line(line, red=True)
+        if session.exitstatus == 0:
+            # a report that CI relies on is missing: the run must not read as a success
+            session.exitstatus = REPORT_WRITE_FAILED
+            if tr is not None:
+                tr.write_line(f"pipecheck: exit status {REPORT_WRITE_FAILED}: a requested report could not be "
+                              "written", red=True)
 
 
 __all__ = ["Verdict", "pipecheck"]

@@ -52,6 +52,7 @@ from ..device import TierInfo
 from ..results import CheckResult, PipecheckError, Verdict
 from . import plots
 from .json_report import write_atomic
+from .outcomes import TestOutcomes
 from .terminal import status
 
 __all__ = ["HtmlReportError", "render", "write_html", "write_html_for_run"]
@@ -218,14 +219,28 @@ def _findings(details: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [f for f in raw if isinstance(f, Mapping)]
 
 
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _source_line(path: Any, line: Any, roots: Sequence[str]) -> str | None:
-    """The text of ``path:line`` when the file can be found here (absolute, or under a root)."""
+    """The text of ``path:line`` when the file lies under one of ``roots`` (the session's rootdir).
+
+    A finding names whatever file the tool says; the page embeds a line of it only when the file,
+    with every symlink resolved, is inside a root: a report must not carry a line of ``/etc/shadow``
+    or of a file a symlink in the checkout points at.
+    """
     lineno = _int(line)
-    if not isinstance(path, str) or not path or lineno is None or lineno < 1:
+    if not isinstance(path, str) or not path or "\0" in path or lineno is None or lineno < 1:
         return None
-    candidates = [path] if os.path.isabs(path) else [os.path.join(root, path) for root in roots]
+    real_roots = [os.path.realpath(root) for root in roots]
+    candidates = [path] if os.path.isabs(path) else [os.path.join(root, path) for root in real_roots]
     for candidate in candidates:
-        if os.path.isfile(candidate):
+        real = os.path.realpath(candidate)
+        if not any(_under(real, root) for root in real_roots):
+            continue
+        if os.path.isfile(real):
+            candidate = real
             text = linecache.getline(candidate, lineno).rstrip("\n")
             if text:
                 return text.strip()[:_MAX_SOURCE_CHARS]
@@ -275,7 +290,7 @@ section.kernel { margin-bottom: 30px; }
 
 
 def _header(results: Sequence[CheckResult], tier: TierInfo, seed: int, run_config: PipecheckConfig | None,
-            created: str) -> str:
+            created: str, outcomes: TestOutcomes | None = None) -> str:
     from .. import __version__
 
     if tier.device is not None:
@@ -324,11 +339,38 @@ def _header(results: Sequence[CheckResult], tier: TierInfo, seed: int, run_confi
             f'<div class="meta" style="margin-top:8px"><span><b>totals</b> {badges}</span>'
             f"<span>{len(results)} check results, "
             f"{len({_kernel_of(r) for r in results})} kernels, {len({r.nodeid for r in results})} tests</span>"
-            "</div></header>")
+            "</div>" + _test_totals_line(outcomes) + "</header>")
 
 
-def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int) -> str:
+_TEST_BADGE = {"passed": "pass", "failed": "fail", "error": "error", "crashed": "error", "not run": "error",
+               "skipped": "skip", "xfailed": "caught", "xpassed": "pass"}
+
+
+def _test_totals_line(outcomes: TestOutcomes | None) -> str:
+    if outcomes is None:
+        return ('<div class="meta" style="margin-top:4px" id="test-totals"><span><b>tests</b> '
+                "outcomes not given to this report</span></div>")
+    totals = outcomes.totals()
+    badges = " ".join(_badge(_TEST_BADGE[o], f"{n} {o}") for o, n in totals.items()
+                      if n or o in ("passed", "failed"))
+    return (f'<div class="meta" style="margin-top:4px" id="test-totals"><span><b>tests</b> {badges}</span>'
+            f"<span>{sum(totals.values())} tests (their own outcomes, checks and all)</span></div>")
+
+
+def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int, outcomes: TestOutcomes | None = None,
+             exitstatus: int | None = None) -> str:
     out = []
+    # the tests' own outcomes first: a test can pass every check and fail after them
+    tests_bad = outcomes.bad() if outcomes is not None else []
+    if tests_bad:
+        kinds = Counter(t.outcome for t in tests_bad)
+        what = ", ".join(f"{n} {o}" for o, n in sorted(kinds.items()))
+        out.append(f'<div class="banner bad" id="tests-not-passed"><b>{len(tests_bad)} '
+                   f'test{"s" if len(tests_bad) != 1 else ""} did not pass</b> ({_e(what)}); see '
+                   '<a href="#tests-failed">Tests that did not pass</a>.</div>')
+    elif exitstatus not in (None, 0):
+        out.append(f'<div class="banner bad" id="exit-status"><b>The run exited with status {_e(exitstatus)}</b> '
+                   "(not 0): it did not pass.</div>")
     if not results:
         out.append('<div class="banner warn" id="no-results"><b>No pipecheck checks ran.</b> No test recorded '
                    "a check result: did a test use the <code>pipecheck</code> fixture, and was "
@@ -342,8 +384,24 @@ def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int) -> str:
         out.append(f'<div class="banner bad"><b>{bad} check result{"s" if bad != 1 else ""} did not pass.</b> '
                    f"Reproduce any of them with the run seed <code>--pipecheck-seed={seed}</code>.</div>")
     elif all(status(r) in ("pass", "caught") for r in results):
-        out.append('<div class="banner good"><b>Every check passed.</b></div>')
+        if outcomes is None:
+            out.append('<div class="banner warn" id="checks-passed"><b>Every check passed</b>, but the tests\' '
+                       "own outcomes were not given to this report: it cannot say whether the tests passed.</div>")
+        elif not tests_bad and exitstatus in (None, 0) and outcomes.ok(exitstatus):
+            out.append('<div class="banner good" id="all-passed"><b>Every test and every check passed.</b></div>')
     return "".join(out)
+
+
+def _tests_section(outcomes: TestOutcomes | None) -> str:
+    if outcomes is None:
+        return ""
+    bad = outcomes.bad()
+    if not bad:
+        return ""
+    rows = "".join(f'<tr><td><code>{_e(t.nodeid)}</code></td><td class="v-{_TEST_BADGE[t.outcome]}">'
+                   f"{_e(t.outcome)}</td><td>{_e(t.when)}</td><td>{_e(t.message)}</td></tr>" for t in bad)
+    return (f'<h2 id="tests-failed">Tests that did not pass ({len(bad)})</h2>'
+            "<table><tr><th>test</th><th>outcome</th><th>phase</th><th>message</th></tr>" + rows + "</table>")
 
 
 def _details_block(details: Mapping[str, Any], label: str = "details") -> str:
@@ -665,12 +723,16 @@ def _kernel_sections(results: Sequence[CheckResult], missing: str | None, roots:
 
 
 def render(results: Iterable[CheckResult], tier: TierInfo, seed: int, run_config: PipecheckConfig | None = None,
-           *, created: str | None = None, source_roots: Sequence[str] | None = None) -> str:
+           *, created: str | None = None, source_roots: Sequence[str] | None = None,
+           outcomes: TestOutcomes | None = None, exitstatus: int | None = None) -> str:
     """The report page for ``results`` as one HTML string (no external resources).
 
     ``created`` overrides the timestamp (for reproducible output); ``source_roots`` are the
-    directories relative sanitizer file names are looked up in (default: the working directory).
-    Plots are drawn when matplotlib is importable; otherwise the page says so.
+    directories sanitizer file names are looked up in, and the only ones a source line is embedded
+    from (default: the working directory; the plugin gives the session's rootdir). ``outcomes``
+    (the tests' own outcomes) and ``exitstatus`` decide the headline with the check results: the
+    page says "every test and every check passed" only when both say so. Plots are drawn when
+    matplotlib is importable; otherwise the page says so.
     """
     results = list(results)
     created = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -680,10 +742,11 @@ def render(results: Iterable[CheckResult], tier: TierInfo, seed: int, run_config
         _arch_points(r.details) or _stage_rows(r.details) or _history_rows(r.details)
         or (r.check == "perf" and "median_us" in r.details) for r in results) else ""
     body = (
-        _header(results, tier, seed, run_config, created)
+        _header(results, tier, seed, run_config, created, outcomes)
         + "<main>"
-        + _banners(results, tier, seed)
+        + _banners(results, tier, seed, outcomes, exitstatus)
         + note
+        + _tests_section(outcomes)
         + _failures(results, seed)
         + _skips(results)
         + _kernel_sections(results, missing, roots)
@@ -691,22 +754,28 @@ def render(results: Iterable[CheckResult], tier: TierInfo, seed: int, run_config
     )
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>pipecheck report: {_e(_title_counts(results))}</title><style>{_CSS}</style></head>"
+            f"<title>pipecheck report: {_e(_title_counts(results, outcomes))}</title><style>{_CSS}</style></head>"
             f"<body>{body}</body></html>\n")
 
 
-def _title_counts(results: Sequence[CheckResult]) -> str:
+def _title_counts(results: Sequence[CheckResult], outcomes: TestOutcomes | None = None) -> str:
     totals = Counter(status(r) for r in results)
-    return ", ".join(f"{totals.get(v, 0)} {v}" for v in ("pass", "fail", "skip", "error"))
+    checks = ", ".join(f"{totals.get(v, 0)} {v}" for v in ("pass", "fail", "skip", "error"))
+    if outcomes is None:
+        return checks
+    bad = len(outcomes.bad())
+    return (f"{bad} test{'s' if bad != 1 else ''} not passed; " if bad else "") + checks
 
 
 def write_html(path: str | os.PathLike[str], results: Iterable[CheckResult], tier: TierInfo, seed: int,
-               run_config: PipecheckConfig | None = None) -> None:
+               run_config: PipecheckConfig | None = None, *, outcomes: TestOutcomes | None = None,
+               exitstatus: int | None = None, source_roots: Sequence[str] | None = None) -> None:
     """Write the self-contained HTML report to ``path``, atomically.
 
     An empty ``results`` still writes a page, which says that no checks ran. Raises
     :class:`HtmlReportError` (an ``OSError``) naming the path when it is a directory or cannot be
-    written; nothing is left half-written.
+    written, or names a symlink, FIFO, device or anything but a regular file; nothing is left
+    half-written. ``outcomes``, ``exitstatus`` and ``source_roots`` are passed to :func:`render`.
     """
     target = os.fspath(path)
     if not target.strip():
@@ -714,7 +783,8 @@ def write_html(path: str | os.PathLike[str], results: Iterable[CheckResult], tie
     if os.path.isdir(target):
         raise HtmlReportError(f"cannot write the HTML report to {target!r}: it is a directory; give a file "
                               "name such as report.html")
-    page = render(results, tier, seed, run_config)
+    page = render(results, tier, seed, run_config, outcomes=outcomes, exitstatus=exitstatus,
+                  source_roots=source_roots)
     try:
         write_atomic(target, page)
     except OSError as exc:
@@ -746,16 +816,20 @@ def _umask() -> int:
 
 
 def write_html_for_run(path: str | os.PathLike[str], results: Iterable[CheckResult], tier: TierInfo, seed: int,
-                       run_config: PipecheckConfig | None = None) -> tuple[bool, str]:
+                       run_config: PipecheckConfig | None = None, *, outcomes: TestOutcomes | None = None,
+                       exitstatus: int | None = None,
+                       source_roots: Sequence[str] | None = None) -> tuple[bool, str]:
     """Write the report at the end of a run; never raises. Returns (written, the line to show).
 
     The plugin calls this from ``pytest_sessionfinish``: a report that cannot be written (or a bug
-    in drawing it) is one red line after the results, never a traceback that hides them.
+    in drawing it) is one red line after the results, never a traceback that hides them; the
+    plugin then makes the run's exit status non-zero.
     """
     results = list(results)
     target = os.fspath(path)
     try:
-        write_html(target, results, tier, seed, run_config)
+        write_html(target, results, tier, seed, run_config, outcomes=outcomes, exitstatus=exitstatus,
+                   source_roots=source_roots)
     except HtmlReportError as exc:
         return False, f"pipecheck: {exc}"
     except Exception as exc:  # a bug in the report must not cost the run its results

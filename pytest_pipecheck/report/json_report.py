@@ -1,21 +1,38 @@
 """Machine-readable results: ``--pipecheck-json PATH``.
 
-Schema (version 1)::
+Schema (version 2)::
 
     {
-      "schema": "pytest-pipecheck/results", "version": 1,
+      "schema": "pytest-pipecheck/results", "version": 2,
       "created": "2026-11-22T02:00:00+00:00", "seed": 1234,
+      "ok": false, "exitstatus": 1,
       "tier": {"tier": "gpu", "reason": "", "device": {...} | null, "backends": {...}},
+      "test_totals": {"passed": 9, "failed": 1, "error": 0, "crashed": 0, "not run": 0,
+                      "skipped": 2, "xfailed": 0, "xpassed": 0},
+      "tests": [{"nodeid": ..., "outcome": "failed", "when": "call", "message": "AssertionError: ..."}],
       "totals": {"pass": 10, "fail": 1, "caught": 2, "skip": 3, "error": 0},
       "results": [{"nodeid": ..., "kernel": ..., "check": ..., "verdict": ..., "expected": false,
                    "summary": ..., "details": {...}}]
-
-"caught" counts failures the test provoked on purpose (``expected`` true: a mutant caught by its
-check); "fail" counts only the others.
     }
 
+``ok`` is the run's verdict: true only when the exit status is 0, at least one test ran, no test
+failed, errored, crashed its worker or was left unrun, and no check result is a fail or an error.
+It is null only when the tests' outcomes were not given (:func:`build` called as a library).
+``tests`` and ``test_totals`` are the tests' own outcomes (:mod:`.outcomes`): a test can pass all
+its checks and still fail. ``totals`` and ``results`` are the check results. "caught" counts
+failures the test provoked on purpose (``expected`` true: a mutant caught by its check); "fail"
+counts only the others.
+
+Version 1 had no ``ok``, ``exitstatus``, ``tests`` or ``test_totals``: a reader of version 1 that
+looked only at ``totals`` saw ``fail: 0`` for a run whose tests failed after their checks.
+
+The file is strict JSON (RFC 8259): a non-finite number in a result's details (a NaN tolerance,
+an infinite error) is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as
+the bare tokens Python's json module would emit and strict parsers reject.
+
 The file is written atomically (temporary file in the same directory, then renamed), so a crash
-never leaves a half-written report where a previous one was.
+never leaves a half-written report where a previous one was, and only as a regular file: a
+symlink, FIFO or device at the path is an error, never replaced.
 """
 
 from __future__ import annotations
@@ -23,41 +40,85 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._atomic import atomic_write_text
 from ..device import TierInfo
 from ..results import CheckResult
+from .outcomes import TestOutcomes
 
 SCHEMA = "pytest-pipecheck/results"
-VERSION = 1
+VERSION = 2
 
-__all__ = ["SCHEMA", "VERSION", "build", "write", "write_atomic"]
+__all__ = ["SCHEMA", "VERSION", "build", "dumps", "strict", "write", "write_atomic"]
 
 
-def build(results: Iterable[CheckResult], tier: TierInfo, seed: int) -> dict[str, Any]:
-    """The JSON document for ``results``."""
+def build(results: Iterable[CheckResult], tier: TierInfo, seed: int, outcomes: TestOutcomes | None = None,
+          exitstatus: int | None = None) -> dict[str, Any]:
+    """The JSON document for ``results`` and the tests' ``outcomes`` (see the module's schema)."""
     results = list(results)
     from .terminal import STATUSES, status
 
     totals = dict.fromkeys(STATUSES, 0)
     for r in results:
         totals[status(r)] += 1
+    checks_ok = totals["fail"] == 0 and totals["error"] == 0
     return {
         "schema": SCHEMA,
         "version": VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "seed": seed,
+        "ok": None if outcomes is None else (checks_ok and outcomes.ok(exitstatus)),
+        "exitstatus": exitstatus,
         "tier": {
             "tier": tier.tier,
             "reason": tier.reason,
             "device": dataclasses.asdict(tier.device) if tier.device else None,
             "backends": dict(tier.backends),
         },
+        "test_totals": outcomes.totals() if outcomes is not None else None,
+        "tests": outcomes.to_json() if outcomes is not None else [],
         "totals": totals,
         "results": [r.to_json() for r in results],
     }
+
+
+def strict(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``,
+    mappings as dicts and sequences as lists, so ``json.dumps(..., allow_nan=False)`` accepts it."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, Mapping):
+        return {(k if isinstance(k, str) else str(strict(k))): strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
+def dumps(document: Any) -> str:
+    """Strict JSON text of ``document`` (see :func:`strict`); objects json cannot encode become strings."""
+    return json.dumps(strict(document), indent=2, sort_keys=True, default=lambda o: strict(_plain(o)),
+                      allow_nan=False) + "\n"
+
+
+def _plain(obj: Any) -> Any:
+    # numpy scalars and arrays (a check's details may carry them) as numbers and lists; the rest as text
+    for attr in ("tolist", "item"):
+        fn = getattr(obj, attr, None)
+        if callable(fn):
+            try:
+                out = fn()
+            except Exception:  # a foreign object: fall back to its text
+                break
+            if isinstance(out, (int, float, str, bool, list, tuple, type(None))):
+                return out
+    return str(obj)
 
 
 def write_atomic(path: str, text: str, what: str = "report") -> None:
@@ -69,6 +130,7 @@ def write_atomic(path: str, text: str, what: str = "report") -> None:
     atomic_write_text(path, text, what)
 
 
-def write(path: str, results: Iterable[CheckResult], tier: TierInfo, seed: int) -> None:
-    """Write the JSON report to ``path``."""
-    write_atomic(path, json.dumps(build(results, tier, seed), indent=2, sort_keys=True, default=str) + "\n")
+def write(path: str, results: Iterable[CheckResult], tier: TierInfo, seed: int,
+          outcomes: TestOutcomes | None = None, exitstatus: int | None = None) -> None:
+    """Write the JSON report to ``path`` (strict JSON, atomically, as a regular file)."""
+    write_atomic(path, dumps(build(results, tier, seed, outcomes, exitstatus)), "JSON report")

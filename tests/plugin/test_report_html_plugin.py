@@ -52,26 +52,45 @@ def test_html_report_path_from_ini(pytester: pytest.Pytester) -> None:
     assert "gemm_cpasync" in (pytester.path / "from_ini.html").read_text(encoding="utf-8")
 
 
-def test_a_directory_as_report_path_is_one_clear_line_and_results_stand(pytester: pytest.Pytester) -> None:
+# issue 17, item 17: a report path that cannot be written is a usage error at start-up, naming the option
+def test_a_directory_as_report_path_is_a_usage_error_naming_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     (pytester.path / "outdir").mkdir()
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-html=outdir")
-    result.assert_outcomes(passed=3, failed=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "pipecheck: cannot write the HTML report to 'outdir': it is a directory; give a file name*",
-        "*pipecheck checks: 2 pass, 1 fail, 1 skip, 0 error*",
-    ])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pipecheck: --pipecheck-html=outdir: the report cannot be written there: "
+                                 "the path is a directory*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-def test_an_unwritable_report_path_does_not_change_the_exit_status(pytester: pytest.Pytester) -> None:
+def test_a_report_path_under_a_file_is_a_usage_error_naming_the_ini_key(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_ok(pipecheck): pass")
+    pytester.makeini("[pytest]\npipecheck_html = blocker/r.html\n")
     (pytester.path / "blocker").write_text("a file, not a directory")
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-html=blocker/r.html")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pipecheck: pipecheck_html = blocker/r.html in the ini file: the report cannot be "
+                                 "written there: *blocker' is not a directory*"])
+
+
+LATE_FAILURE = """
+import os
+
+def test_ok(pipecheck):
+    # the report path was fine at start-up; by the end something else is there
+    os.mkdir("late.html")
+"""
+
+
+def test_a_report_that_cannot_be_written_at_the_end_fails_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(LATE_FAILURE)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-html=late.html")
     result.assert_outcomes(passed=1)
-    assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["pipecheck: cannot write the HTML report to 'blocker/r.html': *"])
+    assert result.ret == 4  # documented: a report that could not be written makes a passing run exit 4
+    result.stdout.fnmatch_lines([
+        "pipecheck: cannot write the HTML report to 'late.html': it is a directory* (--pipecheck-html)",
+        "pipecheck: exit status 4: a requested report could not be written",
+    ])
 
 
 def test_no_checks_ran_still_writes_a_page_that_says_so(pytester: pytest.Pytester) -> None:

@@ -61,20 +61,22 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester) -> None:
                                 "--junitxml=junit.xml", "--pipecheck-seed=5")
     result.assert_outcomes(passed=3, failed=1)
     doc = json.loads((pytester.path / "out" / "r.json").read_text())
-    assert doc["schema"] == "pytest-pipecheck/results" and doc["version"] == 1 and doc["seed"] == 5
+    assert doc["schema"] == "pytest-pipecheck/results" and doc["version"] == 2 and doc["seed"] == 5
     assert doc["totals"] == {"pass": 2, "fail": 1, "caught": 0, "skip": 1, "error": 0}
+    assert doc["ok"] is False and doc["exitstatus"] == 1
+    assert doc["test_totals"]["passed"] == 3 and doc["test_totals"]["failed"] == 1
     checks = sorted((r["nodeid"].split("::")[1], r["check"], r["verdict"]) for r in doc["results"])
     assert checks[0] == ("test_bad", "occupancy", "fail")
     junit = (pytester.path / "junit.xml").read_text()
     assert 'name="pipecheck.occupancy" value="fail: sm_86 1 block/SM (floor 2)"' in junit
 
 
-def test_json_to_a_directory_is_reported_not_fatal(pytester: pytest.Pytester) -> None:
+def test_json_to_a_directory_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     (pytester.path / "adir").mkdir()
     result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=adir")
-    result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines(["*pipecheck: could not write JSON report 'adir'*is a directory*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--pipecheck-json=adir: the report cannot be written there: the path is a directory*"])
 
 
 CAUGHT = """

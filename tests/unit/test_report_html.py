@@ -19,6 +19,7 @@ from pytest_pipecheck.device import DeviceInfo, TierInfo
 from pytest_pipecheck.report import html as html_report
 from pytest_pipecheck.report import plots
 from pytest_pipecheck.report.html import HtmlReportError, render, write_html
+from pytest_pipecheck.report.outcomes import TestOutcomes
 from pytest_pipecheck.results import CheckResult, Verdict
 
 GPU = TierInfo("gpu", DeviceInfo(0, "NVIDIA H100 80GB HBM3", "9.0", 132, 81559, "580.65"), "",
@@ -445,3 +446,63 @@ def test_header_names_each_gpu_that_ran_tests() -> None:
     page = render(rs, GPU, 1, None)
     assert "ran on" in page
     assert "NVIDIA H200 (index 0, GPU-0): 3 tests" in page and "NVIDIA H200 (index 1, GPU-1): 2 tests" in page
+
+
+# issue 17, item 22: a finding's file is embedded only when it lies under the session's rootdir
+@pytest.mark.skipif(os.name == "nt", reason="symlinks")
+def test_source_lines_come_only_from_files_under_the_rootdir(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "k").mkdir(parents=True)
+    (root / "k" / "gemm.cu").write_text("inside line one\n")
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("TOP SECRET outside the rootdir\n")
+    (root / "k" / "link.cu").symlink_to(secret)  # a symlink in the checkout pointing out of it
+    findings = [
+        {"kind": "race", "kernel": "g", "file": "k/gemm.cu", "line": 1},
+        {"kind": "oob", "kernel": "g", "file": str(secret), "line": 1},  # absolute, outside
+        {"kind": "oob2", "kernel": "g", "file": "../outside/secret.txt", "line": 1},  # relative escape
+        {"kind": "oob3", "kernel": "g", "file": "k/link.cu", "line": 1},  # symlink out
+        {"kind": "oob4", "kernel": "g", "file": "/etc/passwd", "line": 1},  # a system file
+    ]
+    r = CheckResult("sanitizer:memcheck", Verdict.FAIL, "5", "g", {"tool": "memcheck", "findings": findings},
+                    "t.py::test_a")
+    page = _page([r], source_roots=[str(root)])
+    assert "<pre>inside line one</pre>" in page
+    assert "TOP SECRET" not in page
+    assert "root:" not in page  # the first line of /etc/passwd
+    assert page.count("source not found here") == 4
+
+
+# issue 17, item 16: the headline comes from the tests' own outcomes too
+def _outcomes(*specs: tuple[str, str, bool]) -> TestOutcomes:
+    from types import SimpleNamespace
+
+    out = TestOutcomes()
+    for nodeid, when, failed in specs:
+        out.add(SimpleNamespace(nodeid=nodeid, when=when, failed=failed, skipped=False, passed=not failed,
+                                longrepr="AssertionError: after the checks" if failed else None))
+    return out
+
+
+def test_a_test_failing_after_its_checks_is_the_headline_not_every_check_passed() -> None:
+    checks = [CheckResult("coverage", Verdict.PASS, "max rel err 1e-04", kernel="k", nodeid="t.py::test_a")]
+    outcomes = _outcomes(("t.py::test_a", "setup", False), ("t.py::test_a", "call", True),
+                         ("t.py::test_a", "teardown", False))
+    page = _page(checks, outcomes=outcomes, exitstatus=1)
+    assert 'id="all-passed"' not in page and "Every check passed" not in page
+    assert 'id="tests-not-passed"' in page and "1 test did not pass" in page
+    assert 'id="tests-failed"' in page and "AssertionError: after the checks" in page
+    assert "1 failed" in page and "<title>pipecheck report: 1 test not passed;" in page
+
+
+def test_every_test_and_check_passed_only_when_both_did() -> None:
+    checks = [CheckResult("coverage", Verdict.PASS, "max rel err 1e-04", kernel="k", nodeid="t.py::test_a")]
+    good = _outcomes(("t.py::test_a", "setup", False), ("t.py::test_a", "call", False))
+    assert 'id="all-passed"' in _page(checks, outcomes=good, exitstatus=0)
+    # the same outcomes with a non-zero exit (a worker crash, an internal error): not a pass
+    page = _page(checks, outcomes=good, exitstatus=3)
+    assert 'id="all-passed"' not in page and 'id="exit-status"' in page
+    # no outcomes given (a library call): the page says it cannot tell
+    page = _page(checks)
+    assert 'id="all-passed"' not in page and "own outcomes were not given" in page
