@@ -195,6 +195,13 @@ def _report_option(run_config: PipecheckConfig, name: str, value: str | None = N
     return f"--pipecheck-{name}={value}" if value is not None else f"--pipecheck-{name}"
 
 
+def _not_the_report_writer(config: pytest.Config) -> bool:
+    # an xdist worker, a sanitizer child or a relay child: their parent has every result and
+    # writes the reports (a child started with the ini file would otherwise write them too)
+    return bool(getattr(config, "workerinput", None) is not None or config.getoption("pipecheck_child", default=None)
+                or config.getoption("pipecheck_relay", default=None))
+
+
 def _check_report_paths(config: pytest.Config, run_config: PipecheckConfig) -> None:
     """A report path that cannot be written is a usage error now, not a line after the results.
 
@@ -202,8 +209,7 @@ def _check_report_paths(config: pytest.Config, run_config: PipecheckConfig) -> N
     a relay child): the path must not be a directory, a symlink, a FIFO or a device (reports are
     written as regular files only), and its nearest existing parent must be a writable directory.
     """
-    if (getattr(config, "workerinput", None) is not None or config.getoption("pipecheck_child", default=None)
-            or config.getoption("pipecheck_relay", default=None)):
+    if _not_the_report_writer(config):
         return
     from ._atomic import describe_non_regular
 
@@ -477,7 +483,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    if getattr(config, "workerinput", None) is not None:
+    if _not_the_report_writer(config):
         return
     run_config = config.stash.get(RUN_CONFIG, None)
     if run_config is None:

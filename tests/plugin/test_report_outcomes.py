@@ -119,3 +119,13 @@ def test_a_symlink_as_report_path_is_a_usage_error(pytester: pytest.Pytester) ->
     result.stderr.fnmatch_lines(["*--pipecheck-html=r.html: the report cannot be written there: the path is a "
                                  "symbolic link (to 'precious.txt')*"])
     assert (pytester.path / "precious.txt").read_text() == "keep me"
+
+
+def test_a_relay_child_does_not_write_the_parents_reports(pytester: pytest.Pytester) -> None:
+    # a child started with the parent's ini file sees its report keys; only the parent writes them
+    pytester.makepyfile("def test_ok(pipecheck):\n    pass\n")
+    pytester.makeini("[pytest]\npipecheck_json = r.json\npipecheck_html = r.html\n")
+    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-relay=relay.jsonl",
+                                "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "r.json").exists() and not (pytester.path / "r.html").exists()

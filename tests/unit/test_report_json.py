@@ -126,6 +126,12 @@ def test_report_write_refuses_what_is_not_a_regular_file(tmp_path: Path, kind: s
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/null") or os.name == "nt", reason="needs /dev/null")
-def test_report_write_refuses_a_device_node() -> None:
-    with pytest.raises(UnsafePathError, match=r"/dev/null' is a device node"):
-        json_report.write_atomic("/dev/null", "{}")
+def test_a_device_node_is_named_as_one() -> None:
+    # read-only on purpose: a test that writes to a device path would clobber it if the check regressed
+    from pytest_pipecheck._atomic import describe_non_regular
+
+    assert describe_non_regular("/dev/null") == "a device node"
+    with pytest.raises(UnsafePathError, match=r"'/dev/null' is a device node"):
+        from pytest_pipecheck._atomic import refuse_non_regular
+
+        refuse_non_regular("/dev/null", "JSON report")
