@@ -104,6 +104,8 @@ class Finding:
             return f"uninitialized __{self.space or 'global'}__ read"
         if self.kind == "barrier":
             return "barrier error"
+        if self.kind == "other" and self.message:
+            return self.message[:60]  # a record pipecheck does not know: its own words
         return self.kind.replace("_", " ")
 
     def to_json(self) -> dict[str, Any]:
@@ -304,6 +306,7 @@ def _parse_line(rec: str, tool: str, current: Finding | None, out: ParsedOutput)
         return _start(out, f)
     # A record the parser does not know (a new kind, a garbled head, a continuation whose head was
     # lost): a finding of kind "other". Dropping it would turn a real report into a clean verdict.
+    _continue(f, stripped)  # an orphan "at kernel+0x.. in file:line" still names the place
     return _start(out, f)
 
 

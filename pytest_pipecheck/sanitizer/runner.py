@@ -513,10 +513,12 @@ class SanitizerRunner:
         rc = run.returncode
         tail = run.output[-_OUTPUT_KEEP:]
         counted = an.rec.counted or 0
-        consistent = an.summary_seen and rc in _CONSISTENT_RC and not an.tool_errors and not (
-            rc == ERROR_EXITCODE and not an.any_findings) and not (rc == 0 and counted > 0)
+        # the exit status and the summary agree with each other (whether the records add up is an.rec)
+        sound = an.summary_seen and rc in _CONSISTENT_RC and not an.tool_errors and not (rc == 0 and counted > 0)
         if rc == 1 and not any(s.outcome == "failed" for s in an.split.segments.values()):
-            consistent = False
+            sound = False
+        # exit 86 and no finding: unexplained unless the records do not add up, which a re-run settles
+        consistent = sound and not (rc == ERROR_EXITCODE and not an.any_findings and an.rec.ok)
         why_not = ("no compute-sanitizer summary line" if not an.summary_seen else
                    f"tool error: {an.tool_errors[0].message}" if an.tool_errors else
                    f"exit status {rc} without any finding" if rc == ERROR_EXITCODE else
@@ -586,7 +588,7 @@ class SanitizerRunner:
                 self.progress(f"{spec.tool}: finding outside any test; re-running {provisional[0]} alone")
                 decided.update(self._run_tests(spec, provisional, depth + 1))
                 return decided, rerun
-        if consistent and not an.rec.ok and run.killed_in is None:
+        if sound and not an.rec.ok and run.killed_in is None:
             # The tool counted errors that no test was given (not printed, garbled, lost): any of these
             # tests may hold one. Run them again without the tests that had findings, down to one alone.
             problem = "; ".join(an.rec.problems)

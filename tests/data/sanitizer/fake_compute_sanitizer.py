@@ -13,6 +13,7 @@ and behaves as the plan in the environment variable FAKE_SANITIZER_PLAN (JSON, k
 
 Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
 
+    repeat:      {nodeid substring: n}: print that test's injected records n times (a noisy test)
     print_limit: int: overrides the --print-limit given (0: all). Like the real tool, the limit counts
                  every record of the process; records past it are counted, not printed, and the summary
                  says so ("N errors were not printed", racecheck: "N hazards displayed")
@@ -182,8 +183,10 @@ def main() -> int:
             return 139
         for key, sample in plan.get("inject", {}).items():
             if key in nodeid:
-                for rec in records(sample):
-                    t.record(rec)
+                times = max((n for k, n in plan.get("repeat", {}).items() if k in nodeid), default=1)
+                for _ in range(times):
+                    for rec in records(sample):
+                        t.record(rec)
         if hit("unknown", nodeid):
             t.record(["Warp Misaligned Address", "    at racy_tile+0x30 in k.cu:7",
                       "    by thread (3,0,0) in block (0,0,0)"])
