@@ -2,8 +2,14 @@
 
 The text parser works on the raw, interleaved stdout of a child process: sanitizer records are the
 lines that contain the ``========= `` prefix (possibly after pytest's progress dots), everything else
-is the program's own output and is ignored here. Unknown sanitizer lines are kept as findings of
-kind ``other`` or in :attr:`ParsedOutput.unparsed`; the parser never raises on any input.
+is the program's own output and is ignored here. A record head the parser does not know (a new kind
+such as ``Warp Misaligned Address``, a garbled or truncated line, a continuation line whose head was
+lost) is a finding of kind ``other``, never dropped; a line the parser failed on is kept in
+:attr:`ParsedOutput.unparsed`. The parser never raises on any input.
+
+:func:`reconcile` checks the parsed records against the tool's own summary (errors counted, records
+printed, errors not printed) and the ``--save`` XML: a run whose count does not add up cannot vouch
+for a clean test.
 
 :func:`split_markers` cuts a child's output at the ``PIPECHECK-BEGIN`` / ``PIPECHECK-END`` lines the
 child plugin prints around each test, which is how a finding is attributed to a test (FACTS.md 3).
@@ -23,22 +29,28 @@ __all__ = [
     "END",
     "FAILURE",
     "KINDS",
+    "POISONED",
     "Finding",
     "MarkerSplit",
     "ParsedOutput",
+    "Reconciliation",
     "Segment",
     "Summary",
     "group_findings",
     "merge_xml",
     "parse_text",
     "parse_xml",
+    "reconcile",
     "split_markers",
+    "xml_record_count",
 ]
 
 PREFIX = "========= "
 BEGIN = "PIPECHECK-BEGIN "
 END = "PIPECHECK-END "
 FAILURE = "PIPECHECK-FAILURE "
+#: printed by a child after the test that left its CUDA context unusable (sticky fault); the child stops
+POISONED = "PIPECHECK-POISONED "
 
 #: every kind a Finding may have
 KINDS = ("race", "barrier", "invalid_access", "uninit_read", "leak", "deadlock", "api_error",
@@ -92,6 +104,8 @@ class Finding:
             return f"uninitialized __{self.space or 'global'}__ read"
         if self.kind == "barrier":
             return "barrier error"
+        if self.kind == "other" and self.message:
+            return self.message[:60]  # a record pipecheck does not know: its own words
         return self.kind.replace("_", " ")
 
     def to_json(self) -> dict[str, Any]:
@@ -162,13 +176,21 @@ def _norm_xyz(text: str | None) -> str | None:
     return text.replace(" ", "") if text else text
 
 
+# exactly nine "=" then a space or the end of the line: a longer run is a pytest separator line
+_RE_PREFIX = re.compile(r"(?<!=)=========(?= |$)")
+# pytest's own separator lines ("========= FAILURES =========") are the program's output, not records
+_RE_PYTEST_SEP = re.compile(r"^=+ .*[^=] =+$")
+
+
 def _sanitizer_lines(text: str) -> Iterable[str]:
     """The sanitizer records of ``text``, prefix removed (the prefix may follow program output)."""
     for line in text.splitlines():
-        idx = line.find(PREFIX.rstrip())
-        if idx < 0:
+        m = _RE_PREFIX.search(line)
+        if m is None:
             continue
-        rest = line[idx + len(PREFIX.rstrip()):]
+        if _RE_PYTEST_SEP.match(line[m.start():].rstrip()):
+            continue
+        rest = line[m.end():]
         # one space separates the prefix from the record; continuation lines add four more
         yield rest[1:] if rest.startswith(" ") else rest
 
@@ -282,8 +304,10 @@ def _parse_line(rec: str, tool: str, current: Finding | None, out: ParsedOutput)
     if stripped.startswith("Warning"):
         f.severity = "warning"
         return _start(out, f)
-    out.unparsed.append(stripped)
-    return None
+    # A record the parser does not know (a new kind, a garbled head, a continuation whose head was
+    # lost): a finding of kind "other". Dropping it would turn a real report into a clean verdict.
+    _continue(f, stripped)  # an orphan "at kernel+0x.. in file:line" still names the place
+    return _start(out, f)
 
 
 def _continue(f: Finding, line: str) -> None:
@@ -357,6 +381,16 @@ def _int(text: str | None) -> int | None:
         return int(text) if text is not None else None
     except ValueError:
         return None
+
+
+def xml_record_count(text: str) -> int | None:
+    """How many ``<record>`` elements a ``--save`` file holds; None when it is not well-formed XML
+    (truncated, empty, garbled). A clean run's file is ``<ComputeSanitizerOutput/>`` (0 records)."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    return sum(1 for _ in root.iter("record"))
 
 
 def parse_xml(text: str, tool: str = "") -> list[Finding]:
@@ -443,6 +477,78 @@ def merge_xml(text_findings: list[Finding], xml_findings: list[Finding]) -> list
             if getattr(t, name) is None and getattr(x, name) is not None:
                 setattr(t, name, getattr(x, name))
     return text_findings
+
+
+# --------------------------------------------------------------------------- reconciliation
+
+
+@dataclass
+class Reconciliation:
+    """Whether the records parsed from one sanitizer run account for every error the tool counted.
+
+    ``problems`` is empty when they do. Any problem means an error may exist that no test was given,
+    so no test of that run may be called clean on its evidence.
+    """
+
+    tool: str
+    counted: int | None  # errors the tool says it found (racecheck: its error count)
+    printed: int | None  # records the tool says it printed (None: not derivable from its summary)
+    parsed: int  # records pipecheck parsed from the text
+    xml_records: int | None = None  # records in the --save file (None: not requested or unreadable)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def reconcile(parsed: ParsedOutput, tool: str, *, print_limit: int | None = None,
+              xml: str | None = None) -> Reconciliation:
+    """Reconcile the tool's summary of one run with the records parsed from its output.
+
+    ``parsed`` is the parse of the run's whole output; ``print_limit`` the ``--print-limit`` the run
+    was given (0: no limit); ``xml`` the text of its ``--save`` file (``""`` when the file was asked
+    for and is missing, None when it was not asked for). Problems found: no summary line; errors the
+    tool did not print (``... errors were not printed``, or racecheck displaying as many hazards as
+    the print limit allows); fewer records parsed than the tool printed; lines the parser failed on;
+    a missing, truncated or malformed XML file, or one holding more records than the text. Never raises.
+    """
+    records = [f for f in parsed.findings if f.kind != "tool_error"]
+    s = parsed.summary
+    rec = Reconciliation(tool, s.errors, None, len(records))
+    problems = rec.problems
+    if not s.seen:
+        problems.append("no compute-sanitizer summary line (the run did not finish)")
+    elif s.hazards_displayed is not None:  # racecheck: "N hazards displayed (E errors, W warnings)"
+        rec.printed = s.hazards_displayed
+        if s.hazards_displayed == 0 and ((s.errors or 0) + (s.warnings or 0)) > 0:
+            problems.append(f"the tool counted {s.errors} errors and {s.warnings} warnings but displayed none")
+        if print_limit and s.hazards_displayed >= print_limit:
+            problems.append(f"the tool displayed {s.hazards_displayed} hazards, as many as --print-limit "
+                            f"{print_limit} allows: later ones were not printed")
+    elif s.errors is not None or s.not_printed is not None:
+        if s.not_printed:
+            problems.append(f"the tool did not print {s.not_printed} of the {s.errors} errors it found "
+                            f"(--print-limit {print_limit if print_limit is not None else '?'})")
+        if s.errors is not None:
+            rec.printed = s.errors - (s.not_printed or 0)
+    if rec.printed is not None and rec.printed > rec.parsed:
+        problems.append(f"the tool's summary counts {rec.printed} printed records, pipecheck parsed "
+                        f"{rec.parsed} (garbled, truncated or missing records)")
+    if parsed.unparsed:
+        problems.append(f"{len(parsed.unparsed)} sanitizer line(s) could not be parsed: "
+                        f"{parsed.unparsed[0][:200]!r}")
+    if xml is not None:
+        if not xml.strip():
+            problems.append("the --xml --save file is missing or empty")
+        else:
+            rec.xml_records = xml_record_count(xml)
+            if rec.xml_records is None:
+                problems.append("the --xml --save file is truncated or not well-formed XML")
+            elif rec.xml_records > rec.parsed:
+                problems.append(f"the --xml --save file holds {rec.xml_records} records, the text output "
+                                f"{rec.parsed}")
+    return rec
 
 
 # --------------------------------------------------------------------------- markers

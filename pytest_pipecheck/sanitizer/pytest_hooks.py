@@ -23,14 +23,11 @@ from .. import plugin as _plugin
 from ..results import CheckResult, PipecheckFailure, Verdict
 from .costs import assign_shares, load_costs, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer
-from .parse import BEGIN, END, FAILURE
+from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import BatchSpec, SanitizerRunner, TestOutcome, canary_nodeid, default_child_env, format_failure
 from .suppressions import SuppressionError, load_suppressions
 
 __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
-
-#: printed by a child after the test that left its CUDA context unusable (sticky fault)
-POISONED = "PIPECHECK-POISONED "
 
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
 BODY_FAILED = pytest.StashKey[bool]()

@@ -9,68 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import sys
 from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
+from ._sanitizer_fake import DATA, GPU_CONFTEST, _fake, _results, _setup
 
-GPU_CONFTEST = '''
-import pytest
-import pytest_pipecheck.device as _device
-from pytest_pipecheck.device import DeviceInfo
-
-if {fake_gpu}:
-    def _fake_device():
-        return DeviceInfo(0, "Fake H100", "9.0", 132, 81559, "580.00", "GPU-fake-0000"), ""
-    _device.detect_device = _fake_device
-
-try:
-    import pytest_pipecheck.report.terminal  # noqa: F401
-except ImportError:  # the summary module is not there yet: a stub keeps the run going
-    import sys, types
-    stub = types.ModuleType("pytest_pipecheck.report.terminal")
-    stub.write_summary = lambda *a, **k: None
-    sys.modules["pytest_pipecheck.report.terminal"] = stub
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report):
-    # print every check result so the test can assert on it
-    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
-        return
-    import pytest_pipecheck.plugin  # noqa: F401
-    for r in report.pipecheck_results:
-        print(f"\\nRESULT {{report.nodeid}} {{r['check']}} {{r['verdict']}} {{r['summary']}}")
-'''
-
-
-def _fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, object]) -> Path:
-    """Install the fake sanitizer behind a wrapper and return the log file of its invocations."""
-    wrapper = tmp_path / "bin" / "compute-sanitizer"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'fake_compute_sanitizer.py'} \"$@\"\n")
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    log = tmp_path / "fake.log"
-    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
-    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(plan))
-    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
-    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
-    return log
-
-
-def _results(stdout: str) -> dict[tuple[str, str], tuple[str, str]]:
-    out = {}
-    for line in stdout.splitlines():
-        if line.startswith("RESULT "):
-            _, nodeid, check, verdict, summary = line.split(" ", 4)
-            out[(nodeid.rsplit("::", 1)[-1], check)] = (verdict, summary)
-    return out
-
-
-def _setup(pytester: pytest.Pytester, fake_gpu: bool = True) -> None:
-    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=fake_gpu))
+__all__ = ["DATA", "GPU_CONFTEST", "_fake", "_results", "_setup"]  # imported by test_contract, test_containment
 
 
 def test_attribution_child_failure_and_suppressions(pytester: pytest.Pytester, tmp_path: Path,

@@ -177,3 +177,62 @@ def test_suppressions_validation(tmp_path: Path) -> None:
             load_suppressions(str(bad), "ini")
     with pytest.raises(SuppressionError, match="does not exist"):
         load_suppressions(str(tmp_path / "none.xml"))
+
+
+# --------------------------------------------------------------------------- reconciliation (issue 17)
+
+from pytest_pipecheck.sanitizer.parse import reconcile, xml_record_count  # noqa: E402
+
+
+def _sample(name: str) -> str:
+    return (DATA / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name,tool,xml", [
+    ("racecheck_race_analysis.txt", "racecheck", "racecheck_race_analysis.xml"),
+    ("racecheck_triton_ws_clean.txt", "racecheck", None),
+    ("synccheck_divergent_hostbt.txt", "synccheck", None),
+    ("synccheck_triton_ws_clean.txt", "synccheck", None),
+])
+def test_real_complete_outputs_reconcile(name: str, tool: str, xml: str | None) -> None:
+    rec = reconcile(parse_text(_sample(name), tool), tool, print_limit=1000, xml=_sample(xml) if xml else None)
+    assert rec.ok, rec.problems
+
+
+@pytest.mark.parametrize("name,tool,limit,expect", [
+    ("memcheck_oob_x.txt", "memcheck", 3, "did not print 38 of the 41 errors"),
+    ("initcheck_uninit.txt", "initcheck", 5, "did not print 251 of the 256 errors"),
+    ("racecheck_race_hazard.txt", "racecheck", 3, "as many as --print-limit 3 allows"),
+])
+def test_real_outputs_cut_by_the_print_limit_do_not_reconcile(name: str, tool: str, limit: int, expect: str) -> None:
+    rec = reconcile(parse_text(_sample(name), tool), tool, print_limit=limit)
+    assert not rec.ok and any(expect in p for p in rec.problems), rec.problems
+
+
+def test_damaged_records_and_xml_do_not_reconcile() -> None:
+    clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 2 errors\n"
+    rec = reconcile(parse_text(clean, "memcheck"), "memcheck", xml="<ComputeSanitizerOutput/>")
+    assert any("counts 2 printed records, pipecheck parsed 0" in p for p in rec.problems)
+    ok = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+    assert reconcile(parse_text(ok, "memcheck"), "memcheck", xml="<ComputeSanitizerOutput/>").ok
+    for xml, words in (("", "missing or empty"), ("<?xml version='1.0'?>\n<ComputeSanitizerOutput>\n  <rec",
+                                                  "truncated"),
+                       ("<ComputeSanitizerOutput><record/></ComputeSanitizerOutput>", "holds 1 records")):
+        rec = reconcile(parse_text(ok, "memcheck"), "memcheck", xml=xml)
+        assert any(words in p for p in rec.problems), (xml, rec.problems)
+    assert xml_record_count(_sample("memcheck_oob_x.xml")) == 3
+    assert reconcile(parse_text("no sanitizer output", "memcheck"), "memcheck").problems == [
+        "no compute-sanitizer summary line (the run did not finish)"]
+
+
+def test_unknown_and_garbled_records_are_findings_not_dropped() -> None:
+    text = ("========= COMPUTE-SANITIZER\n"
+            "========= Warp Misaligned Address\n=========     at k+0x30 in k.cu:7\n========= \n"
+            "=========     at racy+0x90 in r.cu:21\n"  # a continuation whose head was lost
+            "========= =========== FAILURES ===========\n"
+            "=========================== short test summary info ============================\n"
+            "========= ERROR SUMMARY: 2 errors\n")
+    p = parse_text(text, "memcheck")
+    assert [(f.kind, f.where) for f in p.findings] == [("other", "k.cu:7"), ("other", "r.cu:21")]
+    assert p.findings[0].label() == "Warp Misaligned Address"
+    assert reconcile(p, "memcheck").ok

@@ -11,6 +11,22 @@ and behaves as the plan in the environment variable FAKE_SANITIZER_PLAN (JSON, k
     canary:      "catch" (default), "blind", or "blind_in_batch" (not reported when tests share the
                  child, as when --print-limit was used up by their findings; reported alone)
 
+Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
+
+    repeat:      {nodeid substring: n}: print that test's injected records n times (a noisy test)
+    print_limit: int: overrides the --print-limit given (0: all). Like the real tool, the limit counts
+                 every record of the process; records past it are counted, not printed, and the summary
+                 says so ("N errors were not printed", racecheck: "N hazards displayed")
+    silent:      true: no sanitizer line at all (no header, no summary); exit with the target's status
+    crash_mid:   nodeid substring: print the first half of a record, kill the target, exit 139
+    garble:      nodeid substring: a record whose head line lost its prefix (only its continuation
+                 lines keep it); counted as one error
+    unknown:     nodeid substring: a record of a kind pipecheck does not know ("Warp Misaligned Address")
+    hidden:      nodeid substring: one error counted in the summary whose record is never printed
+    exit:        int: the exit status to return whatever was found
+    xml:         what --xml --save writes: "ok" (default: the printed records), "truncate" (cut in the
+                 middle), "missing" (no file), "extra" (one record more than the text)
+
 FAKE_SANITIZER_LOG, when set, is a file to which each invocation's argv is appended as a JSON line.
 """
 
@@ -44,8 +60,8 @@ def out(line: str) -> None:
     sys.stdout.flush()
 
 
-def records(sample: str) -> list[str]:
-    """The finding records of a recorded output (no header, no summary)."""
+def records(sample: str) -> list[list[str]]:
+    """The finding records of a recorded output (no header, no summary), one list of lines each."""
     with open(os.path.join(HERE, sample), encoding="utf-8") as fh:
         lines = fh.read().splitlines()
     keep = []
@@ -56,7 +72,49 @@ def records(sample: str) -> list[str]:
         if body.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "Target application")):
             continue
         keep.append(body)
-    return keep
+    grouped: list[list[str]] = []
+    for body in keep:
+        if not body.strip():
+            continue
+        if body.startswith(" ") and grouped:
+            grouped[-1].append(body)
+        else:
+            grouped.append([body])
+    return grouped
+
+
+class Tool:
+    """What the tool printed and counted so far."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.errors = 0
+        self.printed: list[str] = []  # record heads, for the XML file
+
+    def record(self, lines: list[str], *, head_prefix: str = "========= ") -> None:
+        self.errors += 1
+        if self.limit and len(self.printed) >= self.limit:
+            return
+        self.printed.append(lines[0])
+        out(head_prefix + lines[0])
+        for line in lines[1:]:
+            out("========= " + line)
+        out("========= ")
+
+
+def write_xml(path: str, heads: list[str], mode: str) -> None:
+    if mode == "missing":
+        return
+    if mode == "extra":
+        heads = [*heads, "Invalid __global__ write of size 4 bytes"]
+    body = "".join(f"  <record>\n    <kind>Fake</kind>\n    <what><text>{h.replace('<', '&lt;')}</text></what>\n"
+                   f"  </record>\n" for h in heads)
+    text = ('<?xml version="1.0" encoding="utf-8"?>\n'
+            + (f"<ComputeSanitizerOutput>\n{body}</ComputeSanitizerOutput>\n" if heads else "<ComputeSanitizerOutput/>\n"))
+    if mode == "truncate":
+        text = text[: max(len(text) // 2, 45)]
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def main() -> int:
@@ -69,22 +127,37 @@ def main() -> int:
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(argv) + "\n")
     tool = "memcheck"
+    limit = 100
+    save = None
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
         if argv[i] == "--tool":
             tool = argv[i + 1]
+        elif argv[i] == "--print-limit":
+            limit = int(argv[i + 1])
+        elif argv[i] == "--save":
+            save = argv[i + 1]
         i += 2 if argv[i] in VALUED else 1
     target = argv[i:]
     plan = json.loads(os.environ.get("FAKE_SANITIZER_PLAN", "{}")).get(tool, {})
     env = dict(os.environ, PIPECHECK_CANARY_DRYRUN="1")
-    out("========= COMPUTE-SANITIZER")
-    errors = 0
-    if plan.get("outside"):
-        for rec in records(plan["outside"]):
-            out("========= " + rec)
-        errors += 1
+    t = Tool(int(plan.get("print_limit", limit)))
+    silent = bool(plan.get("silent"))
     proc = subprocess.Popen(target, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     assert proc.stdout is not None
+    if silent:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        return proc.wait()
+    out("========= COMPUTE-SANITIZER")
+    if plan.get("outside"):
+        for rec in records(plan["outside"]):
+            t.record(rec)
+
+    def hit(key: str, nodeid: str) -> bool:
+        return bool(plan.get(key)) and plan[key] in nodeid
+
     for line in proc.stdout:
         sys.stdout.write(line)
         sys.stdout.flush()
@@ -95,29 +168,47 @@ def main() -> int:
             mode = plan.get("canary", "catch")
             alone = "--deselect" in target
             if mode == "catch" or (mode == "blind_in_batch" and alone):
-                for rec in CANARY[tool]:
-                    out("========= " + rec)
-                errors += 1
+                t.record(CANARY[tool])
             continue
-        if plan.get("hang") and plan["hang"] in nodeid:
+        if hit("hang", nodeid):
             time.sleep(3600)
-        if plan.get("crash") and plan["crash"] in nodeid:
-            out("partial output before the crash")
+        if hit("crash", nodeid) or hit("crash_mid", nodeid):
+            if hit("crash_mid", nodeid):
+                out("========= Invalid __global__ write of size 4 bytes")
+                out("=========     at racy_ti")
+            else:
+                out("partial output before the crash")
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             return 139
         for key, sample in plan.get("inject", {}).items():
             if key in nodeid:
-                for rec in records(sample):
-                    out("========= " + rec)
-                errors += 1
+                times = max((n for k, n in plan.get("repeat", {}).items() if k in nodeid), default=1)
+                for _ in range(times):
+                    for rec in records(sample):
+                        t.record(rec)
+        if hit("unknown", nodeid):
+            t.record(["Warp Misaligned Address", "    at racy_tile+0x30 in k.cu:7",
+                      "    by thread (3,0,0) in block (0,0,0)"])
+        if hit("garble", nodeid):
+            t.record(["Invalid __global__ read of size 4 bytes", "    at racy_tile+0x90 in k.cu:21",
+                      "    by thread (96,0,0) in block (1,0,0)"], head_prefix="==\x1b[0m== ")
+        if hit("hidden", nodeid):
+            t.errors += 1
     rc = proc.wait()
     if not plan.get("no_summary"):
         if tool == "racecheck":
-            out(f"========= RACECHECK SUMMARY: {errors} hazards displayed ({errors} errors, 0 warnings)")
+            out(f"========= RACECHECK SUMMARY: {len(t.printed)} hazards displayed ({t.errors} errors, 0 warnings)")
         else:
-            out(f"========= ERROR SUMMARY: {errors} errors")
-    return 86 if errors else rc
+            out(f"========= ERROR SUMMARY: {t.errors} errors")
+            if t.errors > len(t.printed):
+                out(f"========= ERROR SUMMARY: {t.errors - len(t.printed)} errors were not printed. Use "
+                    f"--print-limit option to adjust the number of printed errors")
+    if save:
+        write_xml(save, t.printed, plan.get("xml", "ok"))
+    if "exit" in plan:
+        return int(plan["exit"])
+    return 86 if t.errors else rc
 
 
 if __name__ == "__main__":

@@ -1,0 +1,123 @@
+"""Fault injection: whatever compute-sanitizer (here a configurable fake) does wrong, no test reads pass.
+
+Each case names the fault the fake injects (tests/data/sanitizer/fake_compute_sanitizer.py) and
+asserts the verdict of the test it hits is never ``pass``; a clean test in the same run still passes,
+so the suite cannot hold by erroring everything. Cases are batched into two pytester sessions (one
+tool per fault family) to keep the suite fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ._sanitizer_fake import _fake, _results, _setup
+
+TESTS = """
+import pytest
+
+def test_clean(pipecheck):
+    pass
+
+def test_noisy(pipecheck):
+    pass
+
+def test_later(pipecheck):
+    pass
+
+def test_unknown(pipecheck):
+    pass
+
+def test_garbled(pipecheck):
+    pass
+
+def test_hidden(pipecheck):
+    pass
+"""
+
+
+def test_records_the_tool_did_not_print_or_pipecheck_could_not_read(pytester: pytest.Pytester, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _fake(tmp_path, monkeypatch, {
+        # print limit exhausted by an earlier test: racecheck says only "N hazards displayed"
+        "racecheck": {"inject": {"test_noisy": "racecheck_race_analysis.txt",
+                                 "test_later": "racecheck_race_analysis.txt"},
+                      "repeat": {"test_noisy": 1000}},
+        # the same with the tool's own "N errors were not printed" line
+        "initcheck": {"print_limit": 2, "inject": {"test_noisy": "initcheck_uninit.txt",
+                                                   "test_later": "initcheck_uninit.txt"}},
+        # unknown record kind, garbled record, summary count above the parsed records
+        "synccheck": {"unknown": "test_unknown", "garble": "test_garbled", "hidden": "test_hidden"},
+    })
+    _setup(pytester)
+    pytester.makepyfile(test_f=TESTS)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck,initcheck,synccheck",
+                                           "-p", "no:cacheprovider")
+    text = result.stdout.str()
+    res = _results(text)
+    for tool in ("racecheck", "initcheck", "synccheck"):
+        assert res[("test_clean", f"sanitizer:{tool}")] == ("pass", "0 hazards"), tool
+    for tool in ("racecheck", "initcheck"):
+        assert res[("test_noisy", f"sanitizer:{tool}")][0] == "fail", tool
+        # the later test's finding was not printed in the batch: it is found when run without the noisy one
+        verdict, summary = res[("test_later", f"sanitizer:{tool}")]
+        assert verdict == "fail", (tool, verdict, summary)
+    assert "as many as --print-limit 1000 allows" in text
+    assert "did not print" in text
+    verdict, summary = res[("test_unknown", "sanitizer:synccheck")]
+    assert verdict == "fail" and "Warp Misaligned Address" in summary and "k.cu:7" in summary, summary
+    verdict, summary = res[("test_garbled", "sanitizer:synccheck")]
+    assert verdict == "fail" and "k.cu:21" in summary, summary
+    verdict, summary = res[("test_hidden", "sanitizer:synccheck")]
+    assert verdict == "error" and "does not reconcile" in summary, summary
+    assert "in a child running this test alone" in text
+    for argv in (json.loads(line) for line in log.read_text().splitlines()):
+        assert argv[argv.index("--print-limit") + 1] == "1000"
+
+
+def test_a_run_that_breaks_off_or_lies_about_its_exit(pytester: pytest.Pytester, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake(tmp_path, monkeypatch, {
+        "racecheck": {"silent": True},  # no sanitizer line at all, exit 0
+        "synccheck": {"xml": "truncate"},  # the --save file is cut in the middle
+        "memcheck": {"hang": "test_hang", "crash_mid": "test_crash_mid"},
+        "initcheck": {"hidden": "test_victim", "exit": 0},  # counts an error, exits 0
+    })
+    _setup(pytester)
+    pytester.makepyfile(test_b="""
+        import pytest
+
+        def test_victim(pipecheck):
+            pass
+
+        @pytest.mark.pipecheck(sanitizer_timeout=1.5)
+        def test_hang(pipecheck):
+            pass
+
+        def test_crash_mid(pipecheck):
+            pass
+
+        def test_clean(pipecheck):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("--pipecheck",
+                                           "--pipecheck-sanitizer=racecheck,synccheck,memcheck,initcheck",
+                                           "-p", "no:cacheprovider")
+    text = result.stdout.str()
+    res = _results(text)
+    names = ("test_victim", "test_hang", "test_crash_mid", "test_clean")
+    for name in names:
+        assert res[(name, "sanitizer:racecheck")][0] == "error", name  # silent
+        assert res[(name, "sanitizer:synccheck")][0] == "error", name  # truncated XML
+    assert "no compute-sanitizer summary line" in text
+    assert "truncated or not well-formed XML" in text
+    assert res[("test_hang", "sanitizer:memcheck")][0] == "fail"
+    verdict, summary = res[("test_crash_mid", "sanitizer:memcheck")]
+    assert verdict in ("fail", "error"), summary
+    assert res[("test_clean", "sanitizer:memcheck")] == ("pass", "0 hazards")
+    assert res[("test_victim", "sanitizer:initcheck")][0] == "error"
+    result.stdout.fnmatch_lines(["*exit status 0 although the tool counted * errors*"])
+    assert not any(v == "pass" for (n, c), (v, _) in res.items() if c != "sanitizer:memcheck" or n != "test_clean"
+                   if (n, c) != ("test_victim", "sanitizer:memcheck"))
