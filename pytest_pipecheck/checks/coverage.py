@@ -56,6 +56,14 @@ def _stages_override(pc: Pipecheck, spec: KernelSpec) -> dict[str, Any]:
     return {"stages": stages}
 
 
+def _check_tolerance_args(spec: KernelSpec, call: str, **values: Any) -> None:
+    """``rtol=``/``atol=`` given to a check must be finite numbers >= 0 (NaN would pass anything)."""
+    for name, value in values.items():
+        why = None if value is None else _tol.problem(value)
+        if why:
+            raise PipecheckError(f"spec {spec.name!r}: {call}({name}={value!r}) {why}")
+
+
 def _tiles_of(spec: KernelSpec, t: Tensor) -> list[int]:
     return [spec.tiles.get(d, 1) for d in t.dims]
 
@@ -237,6 +245,7 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     """
     __tracebackhide__ = True
     shp = spec.check_shape(shape)
+    _check_tolerance_args(spec, "check_coverage", rtol=rtol, atol=atol)
     if tolerance not in ("auto", "fixed", "calibrated"):
         raise PipecheckError(f"spec {spec.name!r}: tolerance={tolerance!r} must be auto, fixed or calibrated")
     if tolerance == "calibrated" and spec.same_precision is None:
@@ -356,6 +365,7 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
     import numpy as np
 
     shp = spec.check_shape(shape)
+    _check_tolerance_args(spec, "check_tile_probe", rtol=rtol, atol=atol)
     extra = _stages_override(pc, spec)
     loop = spec.loop_dim
     tile = spec.tiles[loop]

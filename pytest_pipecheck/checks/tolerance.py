@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULTS", "Tolerance", "calibrated", "compare", "default_tolerance", "resolve"]
+__all__ = ["DEFAULTS", "Tolerance", "calibrated", "compare", "default_tolerance", "problem", "resolve"]
 
 DEFAULTS: dict[str, tuple[float, float]] = {
     "float16": (2e-3, 2e-3),
@@ -48,6 +48,28 @@ class Tolerance:
         if self.rtol == 0 and self.atol == 0:
             return "exact"
         return f"rtol {self.rtol:.0e}, atol {self.atol:.0e}"
+
+
+def problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a tolerance (rtol, atol), or None when it can.
+
+    A tolerance is a finite number >= 0. NaN would make every comparison false (so nothing could
+    fail), inf accepts anything, a negative one fails a correct kernel, and a string would fail
+    late with a raw ValueError from deep inside the comparison.
+    """
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return f"must be a number, got {type(value).__name__}"
+    number = float(value)
+    if math.isnan(number):
+        return "must be a number, not NaN (no element could fail against it)"
+    if math.isinf(number):
+        return "must be finite (an infinite tolerance accepts anything)"
+    if number < 0:
+        return "must be >= 0 (a negative tolerance fails even an exact result)"
+    return None
 
 
 def default_tolerance(dtype: str) -> Tolerance:
