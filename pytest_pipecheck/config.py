@@ -321,8 +321,9 @@ SETTINGS: tuple[Setting, ...] = (
             f"checks to run under --pipecheck ({', '.join(CHECKS)}, or all)", metavar="LIST"),
     Setting("arch", _parse_arch_list, ("sm_80", "sm_86", "sm_89", "sm_90"),
             "target architectures for the occupancy and compile checks", metavar="LIST"),
-    Setting("min_blocks", _int_parser(0, 64), 1,
-            "occupancy floor: blocks per SM each kernel must reach on every target", metavar="N"),
+    Setting("min_blocks", _int_parser(1, 64), 1,
+            "occupancy floor: blocks per SM each kernel must reach on every target (>= 1: a kernel with 0 "
+            "blocks/SM cannot launch)", metavar="N"),
     Setting("sanitizer", _subset_parser(SANITIZER_TOOLS, allow_none=True, allow_all=True),
             ("racecheck", "synccheck"),
             "compute-sanitizer tools to run (racecheck, synccheck, memcheck, initcheck, all or none)",
