@@ -340,6 +340,9 @@ SETTINGS: tuple[Setting, ...] = (
             "do not sanitize kernels whose name contains this substring", metavar="SUBSTRING"),
     Setting("shape_level", _choice_parser(("small", "medium", "large")), "small",
             "how many and how large the generated ragged shapes are", metavar="small|medium|large"),
+    Setting("shape_budget_mib", _int_parser(1, 1 << 30), 1024,
+            "memory budget of one generated shape (its guarded inputs and outputs), in MiB; a shape over it "
+            "is dropped, with the reason, instead of allocated", metavar="MIB"),
     Setting("determinism_runs", _int_parser(2, 100), 2,
             "runs on the same inputs that must be bitwise equal", metavar="N"),
     Setting("deterministic", _parse_bool, True,
@@ -405,6 +408,7 @@ class PipecheckConfig:
     kernel_filter: str | None = None
     kernel_exclude: str | None = None
     shape_level: str = "small"
+    shape_budget_mib: int = 1024
     determinism_runs: int = 2
     deterministic: bool = True
     rtol: float | None = None

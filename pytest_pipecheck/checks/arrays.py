@@ -25,6 +25,7 @@ from typing import Any
 __all__ = [
     "GuardedArray",
     "alloc_guarded",
+    "allocation_elements",
     "bits",
     "clone",
     "guard_report",
@@ -227,18 +228,8 @@ class GuardedArray:
         return bits(self.buffer, self.dtype) != self._initial_bits
 
 
-def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
-                  device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None,
-                  poison_variant: int = 0) -> GuardedArray:
-    """Allocate ``shape`` as a padded strided view inside a guarded flat buffer.
-
-    ``role="output"``: the view is filled with poison (``poison_variant`` of it) and the guards with
-    a finite canary.
-    ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
-    (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
-    guard after the array so that an overrun of one whole tile in every dim stays inside it.
-    """
-    shape = tuple(int(n) for n in shape)
+def _layout(shape: tuple[int, ...], tiles: Sequence[int] | None) -> tuple[tuple[int, ...], int, int]:
+    """(strides of the view, elements before it, elements of the whole allocation) for ``shape``."""
     ndim = len(shape)
     tiles = tuple(tiles) if tiles is not None else (1,) * ndim
     if ndim >= 2:
@@ -256,7 +247,28 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
     overrun = sum(int(t) * s for t, s in zip(tiles, strides))
     before = _GUARD_MIN
     after = -(-(overrun + _GUARD_MIN) // _ALIGN_ELEMS) * _ALIGN_ELEMS
-    total = before + span + after
+    return strides, before, before + span + after
+
+
+def allocation_elements(shape: Sequence[int], tiles: Sequence[int] | None = None) -> int:
+    """Elements :func:`alloc_guarded` allocates for ``shape`` (view, row padding and guards), without
+    allocating anything: what a shape will cost before it is tried."""
+    return _layout(tuple(int(n) for n in shape), tiles)[2]
+
+
+def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
+                  device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None,
+                  poison_variant: int = 0) -> GuardedArray:
+    """Allocate ``shape`` as a padded strided view inside a guarded flat buffer.
+
+    ``role="output"``: the view is filled with poison (``poison_variant`` of it) and the guards with
+    a finite canary.
+    ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
+    (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
+    guard after the array so that an overrun of one whole tile in every dim stays inside it.
+    """
+    shape = tuple(int(n) for n in shape)
+    strides, before, total = _layout(shape, tiles)
 
     guard = _output_guard_value(dtype) if role == "output" else _input_guard_value(dtype)
     interior = poison_value(dtype, poison_variant) if role == "output" else None
