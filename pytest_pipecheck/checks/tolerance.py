@@ -133,8 +133,12 @@ class Comparison:
 def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparison:
     """Compare host arrays elementwise under ``tol``; NaN in ``out`` always counts as bad.
 
-    ``exclude`` is an optional boolean mask of elements already reported (e.g. never written) that
-    should not count again. The worst element is the one with the largest excess over its tolerance.
+    So does an element whose reference is NaN or inf (NaN compares false with everything, and
+    ``|x - inf| <= atol + rtol * inf`` holds for any x: either would read as agreement), and every
+    element under a tolerance that is not a finite number >= 0. The checks reject such references
+    and tolerances before they get here; this is the last line. ``exclude`` is an optional boolean
+    mask of elements already reported (e.g. never written) that should not count again. The worst
+    element is the one with the largest excess over its tolerance.
     """
     import numpy as np
 
@@ -144,7 +148,9 @@ def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparis
         diff = np.abs(o - r)
         allowed = tol.atol + tol.rtol * np.abs(r)
         nan = np.isnan(o) & ~np.isnan(r)
-        bad = (diff > allowed) | nan | (np.isnan(r) != np.isnan(o))
+        bad = (diff > allowed) | nan | ~np.isfinite(r)
+        if problem(tol.rtol) or problem(tol.atol):
+            bad |= True
         if exclude is not None:
             bad &= ~exclude
         finite = ~np.isnan(diff)

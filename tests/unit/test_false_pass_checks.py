@@ -284,3 +284,19 @@ def test_kernel_that_writes_its_inputs_is_still_blamed(pipecheck):
 
     with pytest.raises(PipecheckFailure, match=r"input 'b': 1 element.* a kernel must not write its inputs"):
         coverage.check_coverage(pipecheck, _spec(clobber), SHAPE)
+
+
+# ----------------------------------------------------------------------------- the comparison itself
+
+
+def test_compare_never_counts_a_non_finite_reference_or_tolerance_as_agreement():
+    import numpy as np
+
+    from pytest_pipecheck.checks import tolerance as tol
+
+    ref = np.array([1.0, math.nan, math.inf, -math.inf])
+    out = np.array([1.0, math.nan, 0.0, -math.inf])
+    c = tol.compare(out, ref, tol.Tolerance(1e-3, 1e-3, "test"))
+    assert c.bad == 3  # only the finite, equal element agrees
+    for bad_tol in (tol.Tolerance(math.nan, 0.0, "t"), tol.Tolerance(0.0, math.inf, "t"), tol.Tolerance(-1.0, 0.0, "t")):
+        assert tol.compare(np.zeros(3), np.ones(3) * 5, bad_tol).bad == 3
