@@ -321,8 +321,9 @@ SETTINGS: tuple[Setting, ...] = (
             f"checks to run under --pipecheck ({', '.join(CHECKS)}, or all)", metavar="LIST"),
     Setting("arch", _parse_arch_list, ("sm_80", "sm_86", "sm_89", "sm_90"),
             "target architectures for the occupancy and compile checks", metavar="LIST"),
-    Setting("min_blocks", _int_parser(0, 64), 1,
-            "occupancy floor: blocks per SM each kernel must reach on every target", metavar="N"),
+    Setting("min_blocks", _int_parser(1, 64), 1,
+            "occupancy floor: blocks per SM each kernel must reach on every target (>= 1: a kernel with 0 "
+            "blocks/SM cannot launch)", metavar="N"),
     Setting("sanitizer", _subset_parser(SANITIZER_TOOLS, allow_none=True, allow_all=True),
             ("racecheck", "synccheck"),
             "compute-sanitizer tools to run (racecheck, synccheck, memcheck, initcheck, all or none)",
@@ -339,6 +340,9 @@ SETTINGS: tuple[Setting, ...] = (
             "do not sanitize kernels whose name contains this substring", metavar="SUBSTRING"),
     Setting("shape_level", _choice_parser(("small", "medium", "large")), "small",
             "how many and how large the generated ragged shapes are", metavar="small|medium|large"),
+    Setting("shape_budget_mib", _int_parser(1, 1 << 30), 1024,
+            "memory budget of one generated shape (its guarded inputs and outputs), in MiB; a shape over it "
+            "is dropped, with the reason, instead of allocated", metavar="MIB"),
     Setting("determinism_runs", _int_parser(2, 100), 2,
             "runs on the same inputs that must be bitwise equal", metavar="N"),
     Setting("deterministic", _parse_bool, True,
@@ -404,6 +408,7 @@ class PipecheckConfig:
     kernel_filter: str | None = None
     kernel_exclude: str | None = None
     shape_level: str = "small"
+    shape_budget_mib: int = 1024
     determinism_runs: int = 2
     deterministic: bool = True
     rtol: float | None = None

@@ -59,6 +59,8 @@ REGISTRY: tuple[CheckKind, ...] = (
     CheckKind("sanitizer:memcheck", "sanitizer", "out-of-bounds and misaligned accesses"),
     CheckKind("sanitizer:initcheck", "sanitizer", "reads of uninitialized memory"),
     CheckKind("fault", None, "a kernel fault that left the CUDA context unusable"),
+    # not a check of the kernel: generated shapes left out (over the memory budget), recorded as skips
+    CheckKind("shapes", None, "generated shapes dropped for exceeding the shape memory budget"),
 )
 _BY_NAME: dict[str, CheckKind] = {k.name: k for k in REGISTRY}
 

@@ -148,12 +148,20 @@ class Pipecheck:
     # Each delegates to its module; keyword arguments are documented there.
 
     def shapes(self, spec: KernelSpec, level: str | None = None, **kwargs: Any) -> list[Any]:
-        """Ragged and boundary shapes for ``spec`` (see :func:`pytest_pipecheck.shapes.generate`)."""
+        """Ragged and boundary shapes for ``spec`` (see :func:`pytest_pipecheck.shapes.generate`).
+
+        A shape over the memory budget (``shape_budget_mib``, or ``max_bytes=``) is left out and recorded
+        as a skipped ``shapes`` result naming the shape and what it would need.
+        """
         from . import shapes
 
         # a stages= override from the marker also moves the generated loop trip counts
         kwargs.setdefault("stages", self.config.stages)
-        return shapes.generate(spec, level=level or self.config.shape_level, **kwargs)
+        kwargs.setdefault("max_bytes", self.config.shape_budget_mib << 20)
+        kept = shapes.generate(spec, level=level or self.config.shape_level, **kwargs)
+        for case in kept.dropped:
+            self.skip_check("shapes", case.dropped or "", kernel=getattr(spec, "name", None))
+        return kept
 
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Poisoned outputs, guard bands and comparison against the reference at one shape."""

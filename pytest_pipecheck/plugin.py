@@ -342,8 +342,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     from . import shapes
 
-    cases = shapes.generate(cfg.spec, level=cfg.shape_level, stages=cfg.stages)
-    metafunc.parametrize("shape", cases, ids=[str(c) for c in cases])
+    # a shape over the memory budget is a skip that says why, not an allocator traceback at run time
+    cases = shapes.generate_cases(cfg.spec, level=cfg.shape_level, stages=cfg.stages,
+                                  max_bytes=cfg.shape_budget_mib << 20)
+    params = [pytest.param(c.shape, id=str(c.shape),
+                           marks=() if c.dropped is None else pytest.mark.skip(reason=f"pipecheck: {c.dropped}"))
+              for c in cases]
+    metafunc.parametrize("shape", params)
 
 
 def item_nodeid(item: pytest.Item) -> str:

@@ -15,6 +15,15 @@ From the tile sizes, the loop dimension and the stage count of a :class:`~pytest
 preconditions), so every shape respects the declared preconditions; a shape a callable
 precondition rejects is dropped. Levels bound the count: small (<= 8 shapes, the sanitizer tier
 and the CPU interpreter), medium (<= 14), large (<= 24, nightly).
+
+Levels bound the memory too: a shape whose guarded inputs and outputs (one launch's allocations,
+:func:`shape_bytes`) need more than ``max_bytes`` is dropped *with its reason*, never allocated
+(huge tiles used to generate shapes of hundreds of GB and end in a raw allocator traceback). The
+default budget is :data:`DEFAULT_MAX_BYTES` (1 GiB); the ``shape_budget_mib`` setting
+(``--pipecheck-shape-budget-mib``, ini, marker) changes it. :func:`generate_cases` returns every
+case with the reason it was dropped (the plugin turns those into skips naming the reason);
+:func:`generate` returns the shapes within budget, with the dropped ones in ``.dropped``, and
+raises when none is left.
 """
 
 from __future__ import annotations
@@ -26,7 +35,10 @@ from dataclasses import dataclass
 from .results import PipecheckError
 from .spec import Divisible, KernelSpec, Range, Shape
 
-__all__ = ["LEVELS", "Shape", "generate"]
+__all__ = ["DEFAULT_MAX_BYTES", "LEVELS", "Case", "Shape", "ShapeList", "generate", "generate_cases",
+           "shape_bytes"]
+
+DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB of guarded inputs and outputs per generated shape
 
 
 @dataclass(frozen=True)
@@ -101,13 +113,88 @@ def _loop_value(tile: int, align: int, trips: int, ragged: bool) -> int:
     return trips * tile - step
 
 
+@dataclass(frozen=True)
+class Case:
+    """One generated shape, and why it is not run (None: it is)."""
+
+    shape: Shape
+    dropped: str | None = None
+
+
+class ShapeList(list[Shape]):
+    """The shapes :func:`generate` kept; ``dropped`` holds the cases left out, each with its reason."""
+
+    dropped: list[Case]
+
+    def __init__(self, shapes: list[Shape], dropped: list[Case]) -> None:
+        super().__init__(shapes)
+        self.dropped = dropped
+
+
+def _itemsize(dtype: str) -> int:
+    from .spec import DTYPES
+
+    return DTYPES[dtype][1] // 8
+
+
+def shape_bytes(spec: KernelSpec, shape: Mapping[str, int]) -> int:
+    """Bytes of the guarded allocations of every input and output of ``spec`` at ``shape`` (one launch).
+
+    Counts what the coverage checks allocate on the device (row padding and guard bands included);
+    their host-side analysis needs a few times the outputs on top.
+    """
+    from .checks.arrays import allocation_elements
+
+    total = 0
+    for t in spec.tensors:
+        tiles = [spec.tiles.get(d, 1) for d in t.dims]
+        total += allocation_elements(t.shape(shape), tiles) * _itemsize(t.dtype)
+    return total
+
+
+def _format_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _check_budget(spec: KernelSpec, max_bytes: int) -> int:
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise PipecheckError(f"spec {spec.name!r}: shape memory budget max_bytes={max_bytes!r} must be an "
+                             "integer >= 1")
+    return max_bytes
+
+
 def generate(spec: KernelSpec, level: str = "small", sm_count: int | None = None, *,
-             stages: int | None = None, max_count: int | None = None) -> list[Shape]:
+             stages: int | None = None, max_count: int | None = None,
+             max_bytes: int = DEFAULT_MAX_BYTES) -> ShapeList:
     """Boundary shapes for ``spec`` at ``level`` ("small", "medium" or "large").
 
     Deterministic for a given spec, level, ``sm_count`` and ``stages`` (defaults to
     ``spec.stages``). ``sm_count`` adds a partial-last-wave case; ``max_count`` lowers the cap.
-    Raises PipecheckError naming the spec for a bad level or when no shape meets the preconditions.
+    A shape over the memory budget ``max_bytes`` (see :func:`shape_bytes`) is left out; the
+    returned list's ``dropped`` says which and why. Raises PipecheckError naming the spec for a bad
+    level, when no shape meets the preconditions, or when every shape is over the budget.
+    """
+    cases = generate_cases(spec, level, sm_count, stages=stages, max_count=max_count, max_bytes=max_bytes)
+    kept = [c.shape for c in cases if c.dropped is None]
+    dropped = [c for c in cases if c.dropped is not None]
+    if not kept:
+        smallest = min(dropped, key=lambda c: shape_bytes(spec, c.shape))
+        raise PipecheckError(f"spec {spec.name!r}: every generated shape is over the memory budget; the smallest, "
+                             f"{smallest.dropped}")
+    return ShapeList(kept, dropped)
+
+
+def generate_cases(spec: KernelSpec, level: str = "small", sm_count: int | None = None, *,
+                   stages: int | None = None, max_count: int | None = None,
+                   max_bytes: int = DEFAULT_MAX_BYTES) -> list[Case]:
+    """Every shape :func:`generate` considers, each with the reason it is dropped (None when it runs).
+
+    The cap counts dropped cases too, so a shape's place (and its test id) does not depend on the
+    budget. Raises PipecheckError as :func:`generate` does, except that cases all over budget are
+    returned (as dropped) rather than raised: a parametrized test shows each as skipped with why.
     """
     if not isinstance(spec, KernelSpec):
         raise PipecheckError(f"shapes.generate needs a KernelSpec, got {type(spec).__name__}")
@@ -120,6 +207,7 @@ def generate(spec: KernelSpec, level: str = "small", sm_count: int | None = None
     if isinstance(s, bool) or not isinstance(s, int) or s < 1:
         raise PipecheckError(f"spec {spec.name!r}: stages={s!r} must be an integer >= 1")
     cap = lv.max_count if max_count is None else max(1, min(max_count, lv.max_count))
+    budget = _check_budget(spec, max_bytes)
 
     loop = spec.loop_dim
     tiled = [d for d in spec.dim_names if d in spec.tiles and d != loop]
@@ -171,11 +259,19 @@ def generate(spec: KernelSpec, level: str = "small", sm_count: int | None = None
     if sm_count is not None:
         shapes.insert(min(3, len(shapes)), _wave_shape(spec, sm_count, s))
 
-    out: list[Shape] = []
+    out: list[Case] = []
+    seen: set[Shape] = set()
     for shp in shapes:
-        if shp in out or spec.violations(shp):
+        if shp in seen or spec.violations(shp):
             continue
-        out.append(shp)
+        seen.add(shp)
+        need = shape_bytes(spec, shp)
+        why = None
+        if need > budget:
+            why = (f"shape {shp} of spec {spec.name!r} dropped: its inputs and outputs need {_format_bytes(need)} "
+                   f"(guarded allocations of one launch), over the shape memory budget of {_format_bytes(budget)} "
+                   "(shape_budget_mib: --pipecheck-shape-budget-mib, the ini key or the marker)")
+        out.append(Case(shp, why))
         if len(out) >= cap:
             break
     if not out:

@@ -368,14 +368,27 @@ class KernelSpec:
                     raise self._error(f"precondition {pre} is empty (lo > hi)")
             elif not callable(pre):
                 raise self._error(f"precondition {pre!r} must be Divisible, Range or a callable")
+        from .checks.tolerance import problem
+
         for tol_name in ("rtol", "atol"):
             tol = getattr(self, tol_name)
+            if tol is None:
+                continue
             if isinstance(tol, Mapping):
                 unknown = [k for k in tol if k not in {t.name for t in self.outputs}]
                 if unknown:
                     raise self._error(f"{tol_name} names {unknown[0]!r}, which is not an output")
-        if not self.calibration_k > 0:
-            raise self._error(f"calibration_k={self.calibration_k!r} must be > 0")
+                for key, value in tol.items():
+                    why = None if value is None else problem(value)
+                    if why:
+                        raise self._error(f"{tol_name}[{key!r}]={value!r} {why}")
+            else:
+                why = problem(tol)
+                if why:
+                    raise self._error(f"{tol_name}={tol!r} {why}")
+        why = problem(self.calibration_k)
+        if why or not self.calibration_k > 0:
+            raise self._error(f"calibration_k={self.calibration_k!r} {why or 'must be > 0'}")
 
     # -------------------------------------------------------------- views
     @property

@@ -25,8 +25,11 @@ from typing import Any
 __all__ = [
     "GuardedArray",
     "alloc_guarded",
+    "allocation_elements",
     "bits",
+    "clone",
     "guard_report",
+    "is_float",
     "poison_bits",
     "poison_value",
     "synchronize",
@@ -45,17 +48,27 @@ def _is_float(dtype: str) -> bool:
 
 
 # NaN with a payload: a kernel that computes NaN writes the canonical NaN (0x7E00 / 0x7FFF in fp16),
-# so "still poison" (never written) and "wrote NaN" stay distinguishable.
-_NAN_POISON_BITS = {"float16": 0x7E5A, "bfloat16": 0x7FDA, "float32": 0x7FC05A5A, "float64": 0x7FF8000000005A5A}
+# so "still poison" (never written) and "wrote NaN" stay distinguishable. Two variants (both quiet
+# NaNs): runs that must tell an unwritten element from a written one poison with different ones.
+_NAN_POISON_BITS = (
+    {"float16": 0x7E5A, "bfloat16": 0x7FDA, "float32": 0x7FC05A5A, "float64": 0x7FF8000000005A5A},
+    {"float16": 0x7EA5, "bfloat16": 0x7FE5, "float32": 0x7FC0A5A5, "float64": 0x7FF800000000A5A5},
+)
+POISON_VARIANTS = len(_NAN_POISON_BITS)
 
 
-def poison_bits(dtype: str) -> int:
-    """The raw bits (unsigned) of the poison an unwritten output element holds."""
+def is_float(dtype: str) -> bool:
+    """Whether ``dtype`` (pipecheck's name) is a floating-point type (its poison is a NaN payload)."""
+    return _is_float(dtype)
+
+
+def poison_bits(dtype: str, variant: int = 0) -> int:
+    """The raw bits (unsigned) of the poison an unwritten output element holds (``variant`` 0 or 1)."""
     if _is_float(dtype):
-        return _NAN_POISON_BITS[dtype]
+        return _NAN_POISON_BITS[variant][dtype]
     import numpy as np
 
-    value = poison_value(dtype)
+    value = poison_value(dtype, variant)
     return int(np.array([value], dtype=dtype).view(_bits_dtype(dtype))[0])
 
 
@@ -64,13 +77,22 @@ def _signed(pattern: int, bits_dtype: str) -> int:
     return pattern - (1 << width) if pattern >= 1 << (width - 1) else pattern
 
 
-def poison_value(dtype: str) -> float | int:
-    """What an unwritten output element holds: NaN for floats, a sentinel near the minimum for ints."""
+def poison_value(dtype: str, variant: int = 0) -> float | int:
+    """What an unwritten output element holds: NaN for floats, a sentinel for integers.
+
+    An integer poison is a value a kernel can also write (7 is a fine uint8 result), so it never
+    proves an element unwritten on its own: a check runs integer outputs under both variants (near
+    the minimum, near the maximum) and calls an element unwritten only when it holds the poison of
+    each run.
+    """
+    if variant not in range(POISON_VARIANTS):
+        raise ValueError(f"poison variant {variant!r} must be 0 or 1")
     if _is_float(dtype):
         return math.nan
     import numpy as np
 
-    return int(np.iinfo(_np_dtype_name(dtype)).min) + 7
+    info = np.iinfo(_np_dtype_name(dtype))
+    return int(info.min) + 7 if variant == 0 else int(info.max) - 12
 
 
 def _input_guard_value(dtype: str) -> float | int:
@@ -146,6 +168,13 @@ def bits(array: Any, dtype: str) -> Any:
     return np.array(array, copy=True, order="C").view(_bits_dtype(dtype))
 
 
+def clone(array: Any) -> Any:
+    """A separate copy of ``array`` on its device (torch or CuPy), for code that must not touch the original."""
+    if backend_of(array) == "torch":
+        return array.detach().clone()
+    return array.copy()
+
+
 def synchronize(backend: str, device: str) -> None:
     """Wait for the device so that outputs are final (no-op on CPU)."""
     if backend == "cupy":
@@ -199,16 +228,8 @@ class GuardedArray:
         return bits(self.buffer, self.dtype) != self._initial_bits
 
 
-def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
-                  device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None) -> GuardedArray:
-    """Allocate ``shape`` as a padded strided view inside a guarded flat buffer.
-
-    ``role="output"``: the view is filled with poison and the guards with a finite canary.
-    ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
-    (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
-    guard after the array so that an overrun of one whole tile in every dim stays inside it.
-    """
-    shape = tuple(int(n) for n in shape)
+def _layout(shape: tuple[int, ...], tiles: Sequence[int] | None) -> tuple[tuple[int, ...], int, int]:
+    """(strides of the view, elements before it, elements of the whole allocation) for ``shape``."""
     ndim = len(shape)
     tiles = tuple(tiles) if tiles is not None else (1,) * ndim
     if ndim >= 2:
@@ -226,10 +247,31 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
     overrun = sum(int(t) * s for t, s in zip(tiles, strides))
     before = _GUARD_MIN
     after = -(-(overrun + _GUARD_MIN) // _ALIGN_ELEMS) * _ALIGN_ELEMS
-    total = before + span + after
+    return strides, before, before + span + after
+
+
+def allocation_elements(shape: Sequence[int], tiles: Sequence[int] | None = None) -> int:
+    """Elements :func:`alloc_guarded` allocates for ``shape`` (view, row padding and guards), without
+    allocating anything: what a shape will cost before it is tried."""
+    return _layout(tuple(int(n) for n in shape), tiles)[2]
+
+
+def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
+                  device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None,
+                  poison_variant: int = 0) -> GuardedArray:
+    """Allocate ``shape`` as a padded strided view inside a guarded flat buffer.
+
+    ``role="output"``: the view is filled with poison (``poison_variant`` of it) and the guards with
+    a finite canary.
+    ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
+    (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
+    guard after the array so that an overrun of one whole tile in every dim stays inside it.
+    """
+    shape = tuple(int(n) for n in shape)
+    strides, before, total = _layout(shape, tiles)
 
     guard = _output_guard_value(dtype) if role == "output" else _input_guard_value(dtype)
-    interior = poison_value(dtype) if role == "output" else None
+    interior = poison_value(dtype, poison_variant) if role == "output" else None
     if backend == "cupy":
         import cupy
 
@@ -239,7 +281,7 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
         view = cupy.lib.stride_tricks.as_strided(buf[before:], shape=shape,
                                                  strides=tuple(s * itemsize for s in strides))
         if interior is not None:
-            view.view(_bits_dtype(dtype))[...] = poison_bits(dtype)
+            view.view(_bits_dtype(dtype))[...] = poison_bits(dtype, poison_variant)
         else:
             view[...] = cupy.asarray(values if backend_of(values) != "torch" else to_numpy(values))
     else:
@@ -252,7 +294,7 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
         if interior is not None:
             sized = {"uint8": torch.uint8, "uint16": torch.int16, "uint32": torch.int32, "uint64": torch.int64}
             bdt = _bits_dtype(dtype)
-            view.view(sized[bdt]).fill_(_signed(poison_bits(dtype), bdt))
+            view.view(sized[bdt]).fill_(_signed(poison_bits(dtype, poison_variant), bdt))
         else:
             src = values if backend_of(values) == "torch" else torch.as_tensor(values)
             view.copy_(src.to(device=device, dtype=tdtype))

@@ -12,8 +12,15 @@
   unless the kernel declares ``deterministic=False``; a difference is reported as a suspected race.
 * :func:`check_all` -- the checks above that ``pc.config.checks`` selects.
 
+The reference (and ``same_precision``) run on their own copies of the inputs. A reference that
+writes its inputs, or returns NaN or inf where the output is compared, makes the check inconclusive:
+an ERROR naming the spec and the output, never agreement. Integer outputs run twice under two
+different poisons (any integer poison is a value a kernel may write); determinism runs alternate
+the two poisons, so outputs nobody wrote differ between runs and are reported as unwritten.
+
 Each check records one CheckResult (``coverage``, ``tile_probe``, ``determinism``) on the fixture
-and raises PipecheckFailure on a defect; a bad spec or input raises PipecheckError naming the spec.
+and raises PipecheckFailure on a defect; a bad spec or input raises PipecheckError naming the spec
+(recorded as an ERROR where the check could not reach a verdict).
 Inputs come from the test's seed (``pc.torch_generator()`` / ``pc.numpy_rng()``).
 """
 
@@ -22,7 +29,7 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from ..spec import KernelSpec, Shape, Tensor
@@ -54,6 +61,14 @@ def _stages_override(pc: Pipecheck, spec: KernelSpec) -> dict[str, Any]:
         raise PipecheckError(f"spec {spec.name!r}: stages={stages} is configured but its launch() takes no "
                              "`stages` keyword, so the override cannot reach the kernel")
     return {"stages": stages}
+
+
+def _check_tolerance_args(spec: KernelSpec, call: str, **values: Any) -> None:
+    """``rtol=``/``atol=`` given to a check must be finite numbers >= 0 (NaN would pass anything)."""
+    for name, value in values.items():
+        why = None if value is None else _tol.problem(value)
+        if why:
+            raise PipecheckError(f"spec {spec.name!r}: {call}({name}={value!r}) {why}")
 
 
 def _tiles_of(spec: KernelSpec, t: Tensor) -> list[int]:
@@ -108,9 +123,9 @@ def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape,
             for t in spec.inputs}
 
 
-def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape) -> dict[str, _arr.GuardedArray]:
+def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 0) -> dict[str, _arr.GuardedArray]:
     return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
-                                       device=_device(pc, spec), tiles=_tiles_of(spec, t))
+                                       device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison)
             for t in spec.outputs}
 
 
@@ -138,10 +153,11 @@ def _error_lines(exc: BaseException, max_lines: int = MAX_ERROR_LINES,
 
 
 def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
-            extra: Mapping[str, Any], what: str, check: str) -> dict[str, _arr.GuardedArray]:
-    """Allocate poisoned outputs, launch once, synchronize; a crash becomes a PipecheckFailure."""
+            extra: Mapping[str, Any], what: str, check: str, poison: int = 0) -> dict[str, _arr.GuardedArray]:
+    """Allocate outputs poisoned with variant ``poison``, launch once, synchronize; a crash becomes a
+    PipecheckFailure."""
     __tracebackhide__ = True
-    outputs = _alloc_outputs(pc, spec, shape)
+    outputs = _alloc_outputs(pc, spec, shape, poison)
     arrays = {name: g.array for name, g in {**inputs, **outputs}.items()}
     try:
         spec.launch(arrays, shape.dims, **extra)
@@ -161,17 +177,53 @@ def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, 
     return outputs
 
 
-def _reference(spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
-               fn: Any = None, label: str = "reference") -> dict[str, Any]:
-    """Call the reference and validate names, shapes and dtypes; returns host float64 arrays."""
+def _inconclusive(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, message: str,
+                  details: dict[str, Any]) -> NoReturn:
+    """Record an ERROR (the check could not reach a verdict) and raise PipecheckError with ``message``.
+
+    The result is recorded, not only raised, so a test that catches the error still fails at its
+    end: an inconclusive check must never leave a passing test behind.
+    """
+    __tracebackhide__ = True
+    pc.record(CheckResult(check, Verdict.ERROR, summary, kernel=spec.name, details=details))
+    raise PipecheckError(message)
+
+
+def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+               fn: Any = None, label: str = "reference", *, check: str = "coverage",
+               require_finite: bool = True) -> dict[str, Any]:
+    """Call the reference and validate names, shapes and dtypes; returns host float64 arrays.
+
+    The reference gets its own copies of the inputs: what it does to them cannot reach the kernel's
+    inputs, and a reference that writes them is an ERROR naming the reference (before, the change was
+    found in the kernel's inputs and blamed on the kernel). With ``require_finite``, a NaN or inf in
+    a returned output is an ERROR: the comparison there would agree with anything.
+    """
+    __tracebackhide__ = True
     import numpy as np
 
     fn = fn or spec.reference
+    copies = {name: _arr.clone(g.array) for name, g in inputs.items()}
+    before = {name: _arr.bits(copies[name], g.dtype) for name, g in inputs.items()}
     try:
-        got = fn({name: g.array for name, g in inputs.items()}, shape.dims)
+        got = fn(copies, shape.dims)
     except Exception as exc:
         raise PipecheckError(f"spec {spec.name!r}: the {label} raised at {shape}: "
                              f"{type(exc).__name__}: {exc}") from exc
+    _arr.synchronize(spec.backend, _device(pc, spec))
+    for name, g in inputs.items():
+        changed = _arr.bits(copies[name], g.dtype) != before[name]
+        if changed.any():
+            n = int(changed.sum())
+            first = tuple(int(i) for i in np.argwhere(changed)[0])
+            where = _arr.describe_index(first, spec.tensor(name).dims, spec.tiles, changed.shape)
+            _inconclusive(
+                pc, check, spec, f"inconclusive: the {label} wrote its input {name!r}",
+                f"spec {spec.name!r}: the {label} wrote its input {name!r} at {shape}: {_pct(n, changed.size)} "
+                f"elements changed, first at {where}. A {label} must not modify its inputs (an in-place op "
+                "such as mul_(), +=, or out= on an input?); its outputs may come from the modified values, "
+                "so nothing can be compared. (It ran on copies: the kernel's inputs were not touched.)",
+                {"shape": str(shape), "input": name, "changed": n, "culprit": label})
     if not isinstance(got, Mapping):
         raise PipecheckError(f"spec {spec.name!r}: the {label} must return a dict of outputs "
                              f"({', '.join(t.name for t in spec.outputs)}), got {type(got).__name__}")
@@ -195,8 +247,42 @@ def _reference(spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.Guarded
         if label == "reference":
             _check_reference_dtype(spec, t, dt)
         host = np.asarray(_arr.to_numpy(value), dtype=np.float64)
+        if require_finite:
+            _require_finite(pc, check, spec, shape, t, host, label)
         out[t.name] = host
     return out
+
+
+def _require_finite(pc: Pipecheck, check: str, spec: KernelSpec, shape: Shape, t: Tensor, host: Any,
+                    label: str) -> None:
+    """A NaN or inf in a reference output is an ERROR naming the spec and the output.
+
+    NaN compares false with everything and |inf - x| <= atol + rtol * inf holds for any x, so each
+    such element would read as agreement whatever the kernel wrote (an all-NaN reference let a
+    kernel that writes nothing pass coverage). A calibrated tolerance from such a same-precision
+    result would be inf or NaN and accept anything.
+    """
+    __tracebackhide__ = True
+    import numpy as np
+
+    bad = ~np.isfinite(host)
+    if not bad.any():
+        return
+    n = int(bad.sum())
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    where = _arr.describe_index(first, t.dims, spec.tiles, host.shape)
+    kinds = "NaN" if np.isnan(host[bad]).all() else ("inf" if np.isinf(host[bad]).all() else "NaN or inf")
+    if label == "reference":
+        why = ("those elements cannot be checked (any output would agree with them); a reference must be "
+               "finite wherever the output is compared")
+    else:
+        why = (f"the calibrated tolerance would be {kinds} and accept any output (did it overflow "
+               f"{t.dtype}?); fix it, or use tolerance='fixed' or explicit rtol=/atol=")
+    _inconclusive(
+        pc, check, spec, f"inconclusive: the {label}'s {t.name!r} is {kinds} at {n} of {host.size} elements",
+        f"spec {spec.name!r}: the {label}'s {t.name!r} is {kinds} at {_pct(n, host.size)} elements at {shape}, "
+        f"first at {where}: {why}",
+        {"shape": str(shape), "output": t.name, "non_finite": n, "culprit": label})
 
 
 def _check_reference_dtype(spec: KernelSpec, t: Tensor, dt: str) -> None:
@@ -237,6 +323,7 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     """
     __tracebackhide__ = True
     shp = spec.check_shape(shape)
+    _check_tolerance_args(spec, "check_coverage", rtol=rtol, atol=atol)
     if tolerance not in ("auto", "fixed", "calibrated"):
         raise PipecheckError(f"spec {spec.name!r}: tolerance={tolerance!r} must be auto, fixed or calibrated")
     if tolerance == "calibrated" and spec.same_precision is None:
@@ -246,18 +333,25 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     values = {t.name: _input_values(pc, spec, t, shp, i) for i, t in enumerate(spec.inputs)}
     inputs = _alloc_inputs(pc, spec, shp, values)
     outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage")
-    ref = _reference(spec, shp, inputs)
+    # An integer poison is a value a kernel may legitimately write (7 in a uint8 output): integer
+    # outputs run a second time under the other poison, and only an element holding the poison of
+    # each run is unwritten. Float poisons are NaN payloads no arithmetic produces: one run is enough.
+    second: dict[str, _arr.GuardedArray] | None = None
+    if any(not _arr.is_float(t.dtype) for t in spec.outputs):
+        second = _launch(pc, spec, shp, inputs, extra, "the coverage run (second poison)", "coverage", poison=1)
+    # the kernel's writes to its inputs, read before the reference runs (it gets copies anyway)
+    input_writes = {name: int(g.changed().sum()) for name, g in inputs.items()}
+    ref = _reference(pc, spec, shp, inputs)
     lowp = None
     if spec.same_precision is not None and tolerance in ("auto", "calibrated") and rtol is None and atol is None:
-        lowp = _reference(spec, shp, inputs, spec.same_precision, "same_precision implementation")
+        lowp = _reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation")
 
     lines = [f"{_where(spec, shp)}: coverage failed"]
     details: dict[str, Any] = {"shape": str(shp), "outputs": {}}
     worst_rel = 0.0
     tol_used: _tol.Tolerance | None = None
-    for name, g in inputs.items():
-        if g.changed().any():
-            n = int(g.changed().sum())
+    for name, n in input_writes.items():
+        if n:
             lines.append(f"input {name!r}: {n} element(s) of its allocation changed; a kernel must not write "
                          "its inputs (an output pointer or stride mixed up?)")
     import numpy as np
@@ -273,10 +367,10 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
         if guard:
             lines.append(f"output {t.name!r}: {guard} (an unmasked store past an edge, or strides ignored?)")
             info["outside_writes"] = int((changed & ~interior).sum())
-        # unwritten: the bits still equal the poison (NaN stays NaN bitwise only if never written)
-        poison_bits = _arr.bits(g.array, t.dtype) == _arr.poison_bits(t.dtype)
-        unwritten = poison_bits & ~np.isnan(want) if t.dtype.startswith(("float", "bfloat")) else (
-            poison_bits & (want != _arr.poison_value(t.dtype)))
+        # unwritten: the bits still equal the poison (of both runs, for an integer output)
+        unwritten = _arr.bits(g.array, t.dtype) == _arr.poison_bits(t.dtype)
+        if second is not None and not _arr.is_float(t.dtype):
+            unwritten &= _arr.bits(second[t.name].array, t.dtype) == _arr.poison_bits(t.dtype, 1)
         n_unwritten = int(unwritten.sum())
         if n_unwritten:
             first = tuple(int(i) for i in np.argwhere(unwritten)[0])
@@ -284,9 +378,15 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
                          f"poison); first at {_arr.describe_index(first, t.dims, spec.tiles, want.shape)}")
             info["unwritten"] = n_unwritten
         if lowp is not None:
-            err = float(np.nanmax(np.abs(lowp[t.name] - want))) if want.size else 0.0
-            tol = _tol.calibrated(t.dtype, err, float(np.nanmax(np.abs(want))) if want.size else 0.0,
+            # both are finite here (_reference made a NaN or inf an error)
+            err = float(np.max(np.abs(lowp[t.name] - want))) if want.size else 0.0
+            tol = _tol.calibrated(t.dtype, err, float(np.max(np.abs(want))) if want.size else 0.0,
                                   spec.calibration_k)
+            if not (math.isfinite(tol.atol) and math.isfinite(tol.rtol)):
+                _inconclusive(pc, "coverage", spec, f"inconclusive: calibrated tolerance of {t.name!r} is not finite",
+                              f"spec {spec.name!r}: the calibrated tolerance of {t.name!r} at {shp} is {tol}: not "
+                              "a finite number, so it would accept any output; use tolerance='fixed' or explicit "
+                              "rtol=/atol=", {"shape": str(shp), "output": t.name, "tolerance": str(tol)})
         else:
             tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec.rtol, spec_atol=spec.atol,
                                config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
@@ -356,6 +456,7 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
     import numpy as np
 
     shp = spec.check_shape(shape)
+    _check_tolerance_args(spec, "check_tile_probe", rtol=rtol, atol=atol)
     extra = _stages_override(pc, spec)
     loop = spec.loop_dim
     tile = spec.tiles[loop]
@@ -379,7 +480,7 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
         lo, hi = j * tile, min((j + 1) * tile, size)
         inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi))
         outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe")
-        ref = _reference(spec, shp, inputs)
+        ref = _reference(pc, spec, shp, inputs, check="tile_probe")
         details["probed"].append(j)
         verdicts = []
         for t in spec.outputs:
@@ -393,7 +494,8 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
                 continue
             if baseline is None:
                 zero_inputs = _alloc_inputs(pc, spec, shp, probe_values(0, 0))
-                baseline = _reference(spec, shp, zero_inputs)
+                # only explains a failure already found: a NaN in it is no reason to hide that failure
+                baseline = _reference(pc, spec, shp, zero_inputs, check="tile_probe", require_finite=False)
             verdicts.append(_classify(got, want, baseline[t.name], t, cmp, spec, tol))
         if verdicts:
             role = _tile_role(j, count, size, tile)
@@ -461,17 +563,31 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
     first: dict[str, Any] | None = None
     lines: list[str] = []
     for run in range(n):
-        outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism")
+        # Runs alternate between two poisons: an element no run writes keeps a different poison in each
+        # and so differs between them, instead of reading as "bitwise equal" (a kernel that writes
+        # nothing would pass). Such an element is reported as unwritten, not as a race.
+        poison = run % _arr.POISON_VARIANTS
+        outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism", poison=poison)
         got = {t.name: _arr.bits(outputs[t.name].array, t.dtype) for t in spec.outputs}
         if first is None:
             first = got
             continue
         for t in spec.outputs:
             diff = got[t.name] != first[t.name]
-            if diff.any():
-                idx = tuple(int(i) for i in np.argwhere(diff)[0])
+            if not diff.any():
+                continue
+            unwritten = diff & (first[t.name] == _arr.poison_bits(t.dtype, 0)) & (
+                got[t.name] == _arr.poison_bits(t.dtype, poison))
+            race = diff & ~unwritten
+            if unwritten.any():
+                idx = tuple(int(i) for i in np.argwhere(unwritten)[0])
                 where = _arr.describe_index(idx, t.dims, spec.tiles, diff.shape)
-                lines.append(f"suspected race: run {run + 1} differs from run 1 in {_pct(int(diff.sum()), diff.size)} "
+                lines.append(f"output {t.name!r}: {_pct(int(unwritten.sum()), diff.size)} elements never written "
+                             f"(still poison in runs 1 and {run + 1}); first at {where}")
+            if race.any():
+                idx = tuple(int(i) for i in np.argwhere(race)[0])
+                where = _arr.describe_index(idx, t.dims, spec.tiles, diff.shape)
+                lines.append(f"suspected race: run {run + 1} differs from run 1 in {_pct(int(race.sum()), diff.size)} "
                              f"elements of {t.name!r}; first at {where}")
         if lines:
             break

@@ -100,7 +100,8 @@ def occupancy_table(rows: Sequence[Occupancy], floor: int | None) -> str:
             f"{'limited by':<24} distance to the cliff")
     lines = [head]
     for o in rows:
-        mark = "  <-- below floor" if floor is not None and o.blocks_per_sm < floor else ""
+        mark = ("  <-- cannot launch" if not o.launchable else
+                "  <-- below floor" if floor is not None and o.blocks_per_sm < floor else "")
         lines.append(f"{o.arch:<7} {format_bytes(o.smem):>15} {o.registers_per_thread:>5} "
                      f"{o.threads_per_block:>7} {o.blocks_per_sm:>9}  {o.limiter or '-':<24} "
                      f"{o.cliff_text(floor)}{mark}")
@@ -130,9 +131,20 @@ def check_occupancy(
     """
     __tracebackhide__ = True
     archs = _arch_list(arch, pc)
-    floor = pc.config.min_blocks if min_blocks is None else int(min_blocks)
-    if floor < 0:
-        raise PipecheckError(f"check_occupancy(min_blocks={floor}) must be >= 0")
+    if min_blocks is None:
+        floor = pc.config.min_blocks
+    else:
+        import operator
+
+        try:
+            if isinstance(min_blocks, bool):
+                raise TypeError
+            floor = operator.index(min_blocks)  # numpy integers too
+        except TypeError:
+            raise PipecheckError(f"check_occupancy(min_blocks={min_blocks!r}) must be an integer >= 1") from None
+    if floor < 1:
+        raise PipecheckError(f"check_occupancy(min_blocks={floor}) must be >= 1 (a floor of 0 would pass a kernel "
+                             "that cannot launch)")
     name = kernel or pc.config.kernel
     rows: list[Occupancy] = []
     resources: dict[str, Any] = {}
@@ -167,7 +179,8 @@ def check_occupancy(
 def _verdict(pc: Pipecheck, rows: list[Occupancy], floor: int, name: str | None,
              resources: dict[str, Any], extra: dict[str, Any] | None = None) -> CheckResult:
     __tracebackhide__ = True
-    below = [o for o in rows if o.blocks_per_sm < floor]
+    # 0 blocks/SM is a launch failure whatever the floor says
+    below = [o for o in rows if o.blocks_per_sm < floor or not o.launchable]
     summary = ", ".join(f"{o.arch} {o.blocks_per_sm}" for o in rows) + f" blocks/SM (floor {floor})"
     details: dict[str, Any] = {
         "floor": floor,
@@ -184,8 +197,10 @@ def _verdict(pc: Pipecheck, rows: list[Occupancy], floor: int, name: str | None,
     result = pc.record(CheckResult("occupancy", verdict, summary, kernel=name, details=details))
     if below:
         who = f"kernel {name!r}" if name else "kernel"
+        dead = [o.arch for o in below if not o.launchable]
+        why = f" (cannot launch at all on {', '.join(dead)}: 0 blocks/SM)" if dead else ""
         msg = (f"pipecheck occupancy: {who} is below the floor of {floor} blocks/SM on "
-               f"{', '.join(o.arch for o in below)}\n{occupancy_table(rows, floor)}")
+               f"{', '.join(o.arch for o in below)}{why}\n{occupancy_table(rows, floor)}")
         raise PipecheckFailure(msg, result)
     return result
 

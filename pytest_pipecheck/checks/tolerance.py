@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULTS", "Tolerance", "calibrated", "compare", "default_tolerance", "resolve"]
+__all__ = ["DEFAULTS", "Tolerance", "calibrated", "compare", "default_tolerance", "problem", "resolve"]
 
 DEFAULTS: dict[str, tuple[float, float]] = {
     "float16": (2e-3, 2e-3),
@@ -48,6 +48,28 @@ class Tolerance:
         if self.rtol == 0 and self.atol == 0:
             return "exact"
         return f"rtol {self.rtol:.0e}, atol {self.atol:.0e}"
+
+
+def problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a tolerance (rtol, atol), or None when it can.
+
+    A tolerance is a finite number >= 0. NaN would make every comparison false (so nothing could
+    fail), inf accepts anything, a negative one fails a correct kernel, and a string would fail
+    late with a raw ValueError from deep inside the comparison.
+    """
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return f"must be a number, got {type(value).__name__}"
+    number = float(value)
+    if math.isnan(number):
+        return "must be a number, not NaN (no element could fail against it)"
+    if math.isinf(number):
+        return "must be finite (an infinite tolerance accepts anything)"
+    if number < 0:
+        return "must be >= 0 (a negative tolerance fails even an exact result)"
+    return None
 
 
 def default_tolerance(dtype: str) -> Tolerance:
@@ -111,8 +133,12 @@ class Comparison:
 def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparison:
     """Compare host arrays elementwise under ``tol``; NaN in ``out`` always counts as bad.
 
-    ``exclude`` is an optional boolean mask of elements already reported (e.g. never written) that
-    should not count again. The worst element is the one with the largest excess over its tolerance.
+    So does an element whose reference is NaN or inf (NaN compares false with everything, and
+    ``|x - inf| <= atol + rtol * inf`` holds for any x: either would read as agreement), and every
+    element under a tolerance that is not a finite number >= 0. The checks reject such references
+    and tolerances before they get here; this is the last line. ``exclude`` is an optional boolean
+    mask of elements already reported (e.g. never written) that should not count again. The worst
+    element is the one with the largest excess over its tolerance.
     """
     import numpy as np
 
@@ -122,7 +148,9 @@ def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparis
         diff = np.abs(o - r)
         allowed = tol.atol + tol.rtol * np.abs(r)
         nan = np.isnan(o) & ~np.isnan(r)
-        bad = (diff > allowed) | nan | (np.isnan(r) != np.isnan(o))
+        bad = (diff > allowed) | nan | ~np.isfinite(r)
+        if problem(tol.rtol) or problem(tol.atol):
+            bad |= True
         if exclude is not None:
             bad &= ~exclude
         finite = ~np.isnan(diff)

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-opt-in", action="store_true",
                         help="the kernel did not raise its dynamic shared-memory limit above 48 KB")
     parser.add_argument("--min-blocks", type=int, default=None,
-                        help="floor: exit 1 when an architecture reaches fewer blocks/SM")
+                        help="floor (>= 1): exit 1 when an architecture reaches fewer blocks/SM; without it, "
+                             "exit 1 only where the kernel cannot launch (0 blocks/SM)")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
 
@@ -52,8 +53,9 @@ def _row(o: Occupancy, floor: int | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     archs = parse_arch_list(args.arch)
-    if args.min_blocks is not None and args.min_blocks < 0:
-        raise PipecheckError(f"--min-blocks={args.min_blocks} must be >= 0")
+    if args.min_blocks is not None and args.min_blocks < 1:
+        raise PipecheckError(f"--min-blocks={args.min_blocks} must be >= 1 (a floor of 0 would pass a kernel "
+                             "that cannot launch)")
     results = []
     for arch in archs:
         try:
@@ -68,9 +70,13 @@ def run(args: argparse.Namespace) -> int:
                              ("barriers", "--barriers"), ("carveout", "--carveout")):
                 msg = msg.replace(f"{py}=", f"{flag}=")
             raise PipecheckError(msg) from None
-    failed = [o.arch for o in results if args.min_blocks is not None and o.blocks_per_sm < args.min_blocks]
+    # a configuration that cannot launch (0 blocks/SM) fails with or without a floor
+    cannot_launch = [o.arch for o in results if not o.launchable]
+    failed = [o.arch for o in results
+              if not o.launchable or (args.min_blocks is not None and o.blocks_per_sm < args.min_blocks)]
     if args.json:
-        doc = {"results": [o.to_json() for o in results], "min_blocks": args.min_blocks, "failed": failed}
+        doc = {"results": [o.to_json() for o in results], "min_blocks": args.min_blocks, "failed": failed,
+               "cannot_launch": cannot_launch}
         for d, o in zip(doc["results"], results):
             if args.min_blocks is not None:
                 d["smem_for_floor"] = o.max_smem_for_blocks(args.min_blocks)
@@ -82,4 +88,6 @@ def run(args: argparse.Namespace) -> int:
         for o in results:
             print(_row(o, args.min_blocks))
         print(f"limiters: {', '.join(LIMITERS)}; smem/block includes the reserved 1 KB on sm_80+")
+        if cannot_launch:
+            print(f"cannot launch (0 blocks/SM) on {', '.join(cannot_launch)}")
     return 1 if failed else 0

@@ -22,7 +22,7 @@ def test_help_shows_group_and_every_option(pytester: pytest.Pytester) -> None:
     ("args", "message"),
     [
         (["--pipecheck-seed=abc"], "`--pipecheck-seed=abc` from the command line must be an integer"),
-        (["--pipecheck-min-blocks=-1"], "`--pipecheck-min-blocks=-1` from the command line must be >= 0"),
+        (["--pipecheck-min-blocks=0"], "`--pipecheck-min-blocks=0` from the command line must be >= 1"),
         (["--pipecheck-arch=sm_99"], "`--pipecheck-arch=sm_99` from the command line is invalid: 'sm_99' is not a known architecture"),
         (["--pipecheck-sanitizer=racechek"], "*names unknown 'racechek' (did you mean 'racecheck'?)*"),
         (["--pipecheck-sanitizer-timeout=0"], "`--pipecheck-sanitizer-timeout=0` from the command line must be > 0"),
