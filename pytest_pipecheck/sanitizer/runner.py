@@ -76,6 +76,7 @@ CANARY_EXPECTS = {"racecheck": "race", "synccheck": "barrier", "memcheck": "inva
                   "initcheck": "uninit_read"}
 #: exit statuses of the child pytest that still allow a verdict: all passed, some failed, errors found
 _CONSISTENT_RC = (0, 1, ERROR_EXITCODE)
+_INTERRUPTED_RC = 2  # pytest's exit status after session.shouldstop
 _OUTPUT_KEEP = 6000  # characters of a test's output kept in a result's details
 
 
@@ -513,8 +514,13 @@ class SanitizerRunner:
         rc = run.returncode
         tail = run.output[-_OUTPUT_KEEP:]
         counted = an.rec.counted or 0
+        # A child whose CUDA context died stops after that test (ChildPlugin prints POISONED and pytest
+        # ends as interrupted, exit 2): the tests it finished keep their verdicts, the tests it never
+        # began run in a fresh child.
+        stopped = run.poisoned_by is not None and run.poisoned_by in an.split.segments
+        ok_rc = _CONSISTENT_RC + ((_INTERRUPTED_RC,) if stopped else ())
         # the exit status and the summary agree with each other (whether the records add up is an.rec)
-        sound = an.summary_seen and rc in _CONSISTENT_RC and not an.tool_errors and not (rc == 0 and counted > 0)
+        sound = an.summary_seen and rc in ok_rc and not an.tool_errors and not (rc == 0 and counted > 0)
         if rc == 1 and not any(s.outcome == "failed" for s in an.split.segments.values()):
             sound = False
         # exit 86 and no finding: unexplained unless the records do not add up, which a re-run settles
@@ -547,7 +553,7 @@ class SanitizerRunner:
                                            child_outcome=seg.outcome if seg else None,
                                            output=seg.text if seg else "")
             elif seg is None:
-                if interrupted:
+                if interrupted or stopped:
                     rerun.append(n)
                 else:
                     decided[n] = self._outcome(

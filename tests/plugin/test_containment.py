@@ -17,7 +17,7 @@ import pytest
 
 from pytest_pipecheck.containment import relay_args
 
-from .test_sanitizer_runner import GPU_CONFTEST, _fake
+from .test_sanitizer_runner import GPU_CONFTEST, _fake, _results
 
 FAKE_CUDA = '''
 import os
@@ -188,6 +188,26 @@ def test_triage_names_the_faulting_line(pytester: pytest.Pytester, tmp_path: Pat
     doc = json.loads((pytester.path / "r.json").read_text())
     fault = next(r for r in doc["results"] if r["check"] == "fault")
     assert "memcheck:" in fault["summary"] and fault["details"]["triage"]["findings"]
+
+
+def test_a_sanitizer_child_whose_context_dies_hands_the_rest_to_a_fresh_child(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child stops after the faulting test (exit 2, POISONED line): the tests it finished keep their
+    verdicts, the tests it never began run in a fresh child, and a race there is still caught."""
+    log = _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_after_two": "racecheck_race_analysis.txt"}}})
+    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=True) + FAKE_CUDA)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
+                                           "-rA")
+    out = result.stdout.str()
+    verdicts = _results(out)
+    assert verdicts[("test_before", "sanitizer:racecheck")][0] == "pass", out
+    assert verdicts[("test_after_one", "sanitizer:racecheck")] == ("pass", "0 hazards"), out
+    assert verdicts[("test_after_two", "sanitizer:racecheck")][0] == "fail", out
+    assert "did not run in the child" not in out and "unexpected exit status" not in out, out
+    racecheck_children = [json.loads(line) for line in log.read_text().splitlines()
+                          if "racecheck" in line and "memcheck" not in line]
+    assert len(racecheck_children) >= 2  # the first stopped at the fault, a fresh one ran the rest
 
 
 def test_relay_args_keep_what_changes_how_tests_run() -> None:
