@@ -131,3 +131,69 @@ def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
     second = shares_of_last_run()
     assert len(second) == 2 and all(share & slow for share in second)  # the slow tests are split
     assert second[0] | second[1] == set(seconds) and not second[0] & second[1]
+
+
+def _fake_gpu_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, object]) -> Path:
+    """Two fake H200s and a fake compute-sanitizer: the share scheduler is the one in use."""
+    wrapper = tmp_path / "bin" / "compute-sanitizer"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'sanitizer' / 'fake_compute_sanitizer.py'} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "fake.log"
+    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
+    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(plan))
+    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
+    monkeypatch.setenv("PATH", f"{DATA / 'fakebin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return log
+
+
+CRASHING_SHARE = """
+    import os
+
+    def test_a(pipecheck):
+        pass
+
+    def test_dies(pipecheck):
+        if not os.environ.get("PIPECHECK_CHILD"):
+            os._exit(3)  # a GPU fault or a killed process takes the whole worker down
+
+    def test_after(pipecheck):
+        pass
+
+    def test_last(pipecheck):
+        pass
+    """
+
+
+def test_a_test_that_kills_its_worker_fails_once_and_the_rest_of_its_share_still_runs(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The share scheduler used to send the crashing test again to every new worker, until xdist's
+    "maximum crashed workers reached"; the tests after it in its share never ran and were never reported."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    pytester.makepyfile(test_m=CRASHING_SHARE)
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "--pipecheck-json=r.json", "-p", "xdist")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*worker*crashed while running*test_dies*"])
+    result.stdout.no_fnmatch_line("*maximum crashed workers*")
+    assert result.stdout.str().count("FAILED test_m.py::test_dies") == 1  # sent to one worker only
+    doc = json.loads((pytester.path / "r.json").read_text())
+    passed = {r["nodeid"] for r in doc["results"] if r["verdict"] == "pass"}
+    assert {"test_m.py::test_after", "test_m.py::test_last", "test_m.py::test_a"} <= passed
+
+
+def test_tests_that_never_ran_after_workers_crashed_are_reported_as_errors(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no worker left to run them (restarts disabled), the tests after the crash are errors that
+    say they never ran, not silently missing from the counts."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    pytester.makepyfile(test_m=CRASHING_SHARE)
+    result = pytester.runpytest_subprocess("-n", "1", "--max-worker-restart=0", "--pipecheck",
+                                           "--pipecheck-sanitizer=racecheck", "-p", "xdist")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed") == 1 and outcomes.get("errors") == 2, outcomes
+    result.stdout.fnmatch_lines(["*test_m.py::test_after*never ran*", "*test_m.py::test_last*never ran*"])
+    assert result.ret != 0
