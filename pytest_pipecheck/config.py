@@ -330,9 +330,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sanitizer_timeout", _float_parser(0.0, exclusive=True), 120.0,
             "seconds one test may run under a sanitizer before the watchdog calls it a hang", metavar="SECONDS"),
     Setting("timeout", _float_parser(0.0), 300.0,
-            "seconds one test may run here (setup and call; teardown has as long again), on every tier, before pipecheck's watchdog "
-            "fails it; a test that cannot be stopped ends the run with exit status 88 and every thread's stack; "
-            "0 turns it off", metavar="SECONDS"),
+            "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
+            "pipecheck's watchdog fails it; one that cannot be stopped ends the run with exit status 88 and every "
+            "thread's stack; 0 turns it off; applies under --pipecheck or wherever it is set", metavar="SECONDS"),
     Setting("racecheck_report", _choice_parser(("analysis", "hazard", "all")), "analysis",
             "racecheck report mode", metavar="analysis|hazard|all"),
     Setting("suppressions", _parse_optional_path(True), None,
