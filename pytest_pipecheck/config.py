@@ -330,6 +330,10 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="LIST"),
     Setting("sanitizer_timeout", _float_parser(0.0, exclusive=True), 120.0,
             "seconds one test may run under a sanitizer before the watchdog calls it a hang", metavar="SECONDS"),
+    Setting("timeout", _float_parser(0.0), 300.0,
+            "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
+            "pipecheck's watchdog fails it; one that cannot be stopped ends the run with exit status 88 and every "
+            "thread's stack; 0 turns it off; applies under --pipecheck or wherever it is set", metavar="SECONDS"),
     Setting("racecheck_report", _choice_parser(("analysis", "hazard", "all")), "analysis",
             "racecheck report mode", metavar="analysis|hazard|all"),
     Setting("suppressions", _parse_optional_path(True), None,
@@ -403,6 +407,7 @@ class PipecheckConfig:
     min_blocks: int = 1
     sanitizer: tuple[str, ...] = ("racecheck", "synccheck")
     sanitizer_timeout: float = 120.0
+    timeout: float = 300.0
     racecheck_report: str = "analysis"
     suppressions: str | None = None
     kernel_filter: str | None = None

@@ -180,6 +180,18 @@ def pytest_configure(config: pytest.Config) -> None:
                           "pipecheck-sanitizer-child")
     elif run_config.enabled or relay:
         _register_feature(config, "pytest_pipecheck.containment", "ContainmentPlugin", "pipecheck-containment")
+    if not child and (run_config.enabled or relay or "timeout" in run_config.sources):
+        # the per-test timeout on every tier; a sanitizer child has the runner's watchdog instead
+        _register_feature(config, "pytest_pipecheck.watchdog", "TimeoutPlugin", "pipecheck-timeout")
+    if run_config.enabled and not child and not relay and _xdist_controller(config):
+        # a test that no worker ran (crashed workers, restarts used up) is reported, never lost
+        _register_feature(config, "pytest_pipecheck.sanitizer.xdist_shares", "LostTests", "pipecheck-lost-tests")
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """This process hands tests to pytest-xdist workers (``-n N`` with N > 0, ``--dist ...``)."""
+    return (config.pluginmanager.has_plugin("xdist") and getattr(config, "workerinput", None) is None
+            and getattr(config.option, "dist", "no") != "no")
 
 
 #: the exit status of a run whose report (--pipecheck-json / --pipecheck-html) could not be written at

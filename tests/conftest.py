@@ -31,3 +31,13 @@ def pytest_configure(config: pytest.Config) -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytester run is a session of its own, not a worker of the run around it. Under ``pytest -n``
+    the outer worker's PYTEST_XDIST_* variables would reach it; pytest-benchmark reads
+    PYTEST_XDIST_WORKER and disables itself with a warning (an INTERNALERROR under ``-W error``), which
+    failed tests/plugin/test_perf_plugin.py's benchmark tests under ``-n 2`` only."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

@@ -163,9 +163,9 @@ class SanitizerPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        self._ensure_share(item)
+        self.ensure_share(item)
 
-    def _ensure_share(self, item: pytest.Item) -> None:
+    def ensure_share(self, item: pytest.Item) -> None:
         """Sanitize the share ``item`` belongs to, unless that already happened in this process."""
         share = item.stash.get(SHARE, None)
         if not self.active or share is None or share in self.done:
@@ -262,7 +262,7 @@ class SanitizerPlugin:
         fresh process after a kernel fault here, containment.py): the child ran no sanitizer, the verdicts
         were decided before the fault. Same rules as a test run here: a finding fails it, an inconclusive
         verdict does not let it pass."""
-        self._ensure_share(item)  # under xdist its share may not have been sanitized yet
+        self.ensure_share(item)  # under xdist its share may not have been sanitized yet
         outcomes = item.stash.get(OUTCOMES, {})
         if not outcomes:
             return

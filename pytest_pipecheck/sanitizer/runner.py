@@ -186,14 +186,14 @@ def build_command(sanitizer: str, spec: BatchSpec, child_args: Sequence[str], no
 # --------------------------------------------------------------------------- one child
 
 
-def _reader(stream: Any, q: queue.Queue[tuple[float, str | None]]) -> None:
+def _reader(stream: Any, q: queue.Queue[str | None]) -> None:
     try:
         for raw in iter(stream.readline, b""):
-            q.put((time.monotonic(), raw.decode("utf-8", "replace").rstrip("\r\n")))
+            q.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
     except (OSError, ValueError):
         pass
     finally:
-        q.put((time.monotonic(), None))
+        q.put(None)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -208,18 +208,22 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: dict[str, float],
               default_timeout: float, idle_limit: float,
-              on_begin: Callable[[str], None] | None = None) -> ChildRun:
+              on_begin: Callable[[str], None] | None = None,
+              clock: Callable[[], float] = time.monotonic, poll: float = 0.2) -> ChildRun:
     """Run one child and watch it: a test whose END is not printed in time is killed (a hang).
 
     ``idle_limit`` bounds the time with no output at all outside a test (start-up, collection).
+    ``clock`` (seconds) times the tests and drives the watchdog; it is read only on this thread, once
+    per line when the line is taken (a test's seconds are its BEGIN to its END line) and once each
+    ``poll`` seconds without output, so a test can drive it from ``on_begin``.
     """
-    start = time.monotonic()
+    start = clock()
     try:
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         return ChildRun(list(cmd), f"could not start {cmd[0]!r}: {exc}", None, wall=0.0)
-    q: queue.Queue[tuple[float, str | None]] = queue.Queue()
+    q: queue.Queue[str | None] = queue.Queue()
     thread = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
     thread.start()
     lines: list[str] = []
@@ -231,9 +235,9 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     poisoned: str | None = None
     while True:
         try:
-            stamp, line = q.get(timeout=0.2)
+            line = q.get(timeout=poll)
         except queue.Empty:
-            now = time.monotonic()
+            now = clock()
             if current is not None and now - began > timeouts.get(current, default_timeout):
                 killed_in = current
                 reason = (f"no PIPECHECK-END within {timeouts.get(current, default_timeout):g} s "
@@ -247,7 +251,7 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
             continue
         if line is None:
             break
-        last = stamp
+        last = stamp = clock()
         lines.append(line)
         b = line.find(BEGIN)
         if b >= 0:
@@ -268,12 +272,12 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     thread.join(timeout=5)
     while True:  # output that arrived between the kill and the pipe closing
         try:
-            _, line = q.get_nowait()
+            line = q.get_nowait()
         except queue.Empty:
             break
         if line is not None:
             lines.append(line)
-    return ChildRun(list(cmd), "\n".join(lines), rc, killed_in, reason, time.monotonic() - start,
+    return ChildRun(list(cmd), "\n".join(lines), rc, killed_in, reason, clock() - start,
                     test_seconds=seconds, poisoned_by=poisoned)
 
 
@@ -348,7 +352,7 @@ class SanitizerRunner:
     def __init__(self, sanitizer: str, *, cwd: str, child_args: Sequence[str], env: dict[str, str],
                  timeouts: dict[str, float], default_timeout: float = 120.0,
                  progress: Callable[[str], None] | None = None, use_xml: bool = True,
-                 max_children: int = 64) -> None:
+                 max_children: int = 64, clock: Callable[[], float] = time.monotonic) -> None:
         self.sanitizer = sanitizer
         self.cwd = cwd
         self.child_args = list(child_args)
@@ -360,6 +364,7 @@ class SanitizerRunner:
         self.canary: dict[str, CanaryStatus] = {}
         self.children = 0
         self.max_children = max_children
+        self.clock = clock  # times tests and children, drives the watchdog (injected by tests)
 
     # ------------------------------------------------------------------ public
     def reproduce_command(self, spec: BatchSpec, nodeid: str) -> str:
@@ -409,22 +414,22 @@ class SanitizerRunner:
             tmpdir = tempfile.mkdtemp(prefix="pipecheck-san-")
             xml_path = os.path.join(tmpdir, f"{spec.tool}.xml")
         cmd = build_command(self.sanitizer, spec, self.child_args, nodeids, xml_path)
-        started = time.monotonic()
+        started = self.clock()
         seen = [done]
 
         def on_begin(nodeid: str) -> None:
             if nodeid.startswith("pipecheck-canary::"):
-                self.progress(f"{spec.tool}: canary ({time.monotonic() - started:.1f} s)")
+                self.progress(f"{spec.tool}: canary ({self.clock() - started:.1f} s)")
                 return
             seen[0] += 1
-            self.progress(f"{spec.tool}: test {seen[0]} of {total} ({time.monotonic() - started:.1f} s) {nodeid}")
+            self.progress(f"{spec.tool}: test {seen[0]} of {total} ({self.clock() - started:.1f} s) {nodeid}")
 
         timeouts = dict(self.timeouts)
         timeouts.setdefault(canary_nodeid(spec.tool), max(120.0, self.default_timeout))
         idle = max(300.0, 2 * max([self.default_timeout, *timeouts.values()]))
         self.children += 1
         run = run_child(cmd, cwd=self.cwd, env=env, timeouts=timeouts, default_timeout=self.default_timeout,
-                        idle_limit=idle, on_begin=on_begin)
+                        idle_limit=idle, on_begin=on_begin, clock=self.clock)
         if xml_path:
             run.xml = ""  # asked for: a missing file is evidence lost, not "no records"
             try:

@@ -1,4 +1,5 @@
-"""A pytest-xdist scheduler that keeps each sanitizer share on one worker.
+"""A pytest-xdist scheduler that keeps each sanitizer share on one worker, and the controller's
+account of the tests that no worker ever ran.
 
 Each worker sanitizes, in one child per tool, the share of the collection that contains the first
 test it is sent; if a share's tests were spread over several workers, each of them would sanitize
@@ -6,16 +7,21 @@ the whole share again. So the share is the unit of scheduling: this is xdist's s
 with the share as the scope. Shares are computed from the collection order, which xdist guarantees
 is the same on every worker and on the controller, and from the sanitizer costs in pytest's cache,
 which all of them read before any test runs (costs.py), so no node id needs a suffix.
-Imported only when xdist asks for a scheduler.
+Imported only when xdist asks for a scheduler, or on an xdist controller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
+
+__all__ = ["NEVER_RAN", "LostTests", "ShareScheduling"]
+
+#: the start of the message of a test that no worker ran
+NEVER_RAN = "pipecheck: never ran"
 
 
 class ShareScheduling(LoadScopeScheduling):
@@ -33,3 +39,82 @@ class ShareScheduling(LoadScopeScheduling):
             n = max(int(self.numnodes), 1)
             self._shares = dict(zip(collection, self._shares_for(collection, n)))
         return f"pipecheck-share-{self._shares.get(nodeid, 0)}"
+
+    def remove_node(self, node: Any) -> str | None:
+        """Remove a worker that finished or died; returns the test it died in, if any.
+
+        xdist's scope scheduling puts the test a worker died in back in the queue with the rest of
+        its scope, so the next worker runs it first and dies too, until "maximum crashed workers
+        reached" ends the run and the tests after it are never run. Here the test it died in is
+        settled (xdist reports it as failed, once) and only the rest of its share is sent again, to a
+        live worker or to the one that replaces the dead one.
+        """
+        workload = self.assigned_work.pop(node)
+        if not self._pending_of(workload):
+            return None
+        # a worker runs the tests it was sent in order: the first one not completed is where it died
+        crashitem = next((nodeid for unit in workload.values() for nodeid, done in unit.items() if not done), None)
+        if crashitem is None:
+            raise RuntimeError("Unable to identify crashitem on a workload with pending items")
+        for unit in workload.values():
+            if crashitem in unit:
+                unit[crashitem] = True
+        rest = {scope: unit for scope, unit in workload.items() if not all(unit.values())}
+        # before every share not started yet: its share's child may already have run on no worker
+        for scope in reversed(list(rest)):
+            self.workqueue[scope] = rest[scope]
+            self.workqueue.move_to_end(scope, last=False)
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashitem
+
+
+class LostTests:
+    """On the xdist controller: every collected test ends with a report. A test that no worker ran
+    (its workers crashed and xdist stopped replacing them) gets an error report that says so, where
+    it would otherwise be missing from the counts while the run looked finished."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.collection: list[str] | None = None
+        self.reported: set[str] = set()
+        self.crashes: list[str] = []
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.collection is None:
+            self.collection = list(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        if error is not None:
+            self.crashes.append(f"{getattr(getattr(node, 'gateway', None), 'id', node)}: {error}")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reported.add(report.nodeid)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        if session.shouldfail or session.shouldstop:
+            return result  # -x, --maxfail or an interrupt: the user asked the run to stop early
+        self.report_lost()
+        return result
+
+    def lost(self) -> list[str]:
+        """The collected tests that have no report at all."""
+        return [n for n in self.collection or [] if n not in self.reported]
+
+    def report_lost(self) -> None:
+        lost = self.lost()
+        if not lost:
+            return
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        why = getattr(dsession, "_summary_report", None) or (
+            "xdist ended the run" + (f" after worker(s) crashed ({'; '.join(self.crashes)})" if self.crashes else ""))
+        for nodeid in lost:
+            fspath = nodeid.split("::")[0]
+            rep = pytest.TestReport(nodeid=nodeid, location=(fspath, None, nodeid), keywords={}, outcome="failed",
+                                    longrepr=f"{NEVER_RAN}: no worker ran {nodeid} ({why}); its result is unknown",
+                                    when="setup")
+            self.config.hook.pytest_runtest_logreport(report=rep)

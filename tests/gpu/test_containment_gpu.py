@@ -37,7 +37,7 @@ def test_fault_is_contained_and_triaged(pytester: pytest.Pytester) -> None:
         (Path(evidence) / "containment-output.txt").write_text(text)
         shutil.copy(pytester.path / "fault.json", Path(evidence) / "containment.json")
     outcomes = {m.group(2): m.group(1) for m in re.finditer(r"^(PASSED|FAILED|ERROR) \S*?::(\S+)", text, re.M)}
-    fault_line = next(i for i, ln in enumerate(SUITE.read_text().splitlines(), 1) if "# FAULT" in ln)
+    fault_line = next(i for i, ln in enumerate(SUITE.read_text().splitlines(), 1) if "# FAULT:" in ln)
     assert outcomes.get("test_faults") == "FAILED", text[-6000:]
     later = [k for k in outcomes if k.startswith(("test_after", "test_before"))]
     assert later and all(outcomes[k] == "PASSED" for k in later), {k: outcomes[k] for k in later}

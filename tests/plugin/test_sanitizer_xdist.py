@@ -15,21 +15,26 @@ pytest.importorskip("xdist")
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pytester, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def _fake_gpu_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, object]) -> Path:
+    """Two fake H200s and a fake compute-sanitizer: the share scheduler is the one in use."""
     wrapper = tmp_path / "bin" / "compute-sanitizer"
     wrapper.parent.mkdir()
     wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'sanitizer' / 'fake_compute_sanitizer.py'} \"$@\"\n")
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     log = tmp_path / "fake.log"
     monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
-    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(
-        {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}}))
+    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(plan))
     monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
     monkeypatch.setenv("PATH", f"{DATA / 'fakebin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
     monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return log
+
+
+def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pytester, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _fake_gpu_run(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
     seen = tmp_path / "seen"
     seen.mkdir()
     pytester.makepyfile(**{f"test_m{m}": f"""
@@ -81,28 +86,18 @@ def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pyt
 def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """First run: equal-count shares, and each test's seconds in its child go to pytest's cache. Second
-    run: the slow module no longer lands on one worker; its tests are split over both children."""
-    wrapper = tmp_path / "bin" / "compute-sanitizer"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'sanitizer' / 'fake_compute_sanitizer.py'} \"$@\"\n")
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    log = tmp_path / "fake.log"
-    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
-    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps({}))
-    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
-    monkeypatch.setenv("PATH", f"{DATA / 'fakebin'}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
-    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    run: the slow module no longer lands on one worker; its tests are split over both children.
+
+    No wall-clock timing: the seconds the first run measured are replaced in the cache by known ones
+    (how a test's seconds are measured is held on an injected clock, tests/unit/test_sanitizer_run_child.py)."""
+    log = _fake_gpu_run(tmp_path, monkeypatch, {})
     # the first half of the collection (test_a_slow) is slow under the sanitizer, the second half fast
     pytester.makepyfile(test_a_slow="""
-        import os, time
         import pytest
 
         @pytest.mark.parametrize("i", range(4))
         def test_slow(pipecheck, i):
-            if os.environ.get("PIPECHECK_CHILD"):
-                time.sleep(0.4)
+            pass
         """, test_b_fast="""
         import pytest
 
@@ -123,11 +118,60 @@ def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
     assert slow in first  # equal counts: the slow module is one worker's whole share
     doc = json.loads((pytester.path / "r.json").read_text())
     seconds = {r["nodeid"]: r["details"]["test_seconds"] for r in doc["results"] if r["check"] == "sanitizer:racecheck"}
-    assert all(seconds[n] >= 0.4 for n in slow)
-    assert all(seconds[n] < 0.4 for n in seconds if n not in slow)
-    cache = json.loads((pytester.path / ".pytest_cache" / "v" / "pipecheck" / "sanitizer-seconds").read_text())
-    assert set(cache) == set(seconds)
+    assert len(seconds) == 8 and all(isinstance(v, float) and v >= 0 for v in seconds.values())
+    cache_file = pytester.path / ".pytest_cache" / "v" / "pipecheck" / "sanitizer-seconds"
+    cache = json.loads(cache_file.read_text())
+    assert cache == {n: round(v, 3) for n, v in seconds.items()}  # what each child measured, kept for next run
+    cache_file.write_text(json.dumps({n: (5.0 if n in slow else 0.01) for n in cache}))
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=8)
     second = shares_of_last_run()
     assert len(second) == 2 and all(share & slow for share in second)  # the slow tests are split
     assert second[0] | second[1] == set(seconds) and not second[0] & second[1]
+
+CRASHING_SHARE = """
+    import os
+
+    def test_a(pipecheck):
+        pass
+
+    def test_dies(pipecheck):
+        if not os.environ.get("PIPECHECK_CHILD"):
+            os._exit(3)  # a GPU fault or a killed process takes the whole worker down
+
+    def test_after(pipecheck):
+        pass
+
+    def test_last(pipecheck):
+        pass
+    """
+
+
+def test_a_test_that_kills_its_worker_fails_once_and_the_rest_of_its_share_still_runs(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The share scheduler used to send the crashing test again to every new worker, until xdist's
+    "maximum crashed workers reached"; the tests after it in its share never ran and were never reported."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    pytester.makepyfile(test_m=CRASHING_SHARE)
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "--pipecheck-json=r.json", "-p", "xdist")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*worker*crashed while running*test_dies*"])
+    result.stdout.no_fnmatch_line("*maximum crashed workers*")
+    assert result.stdout.str().count("FAILED test_m.py::test_dies") == 1  # sent to one worker only
+    doc = json.loads((pytester.path / "r.json").read_text())
+    passed = {r["nodeid"] for r in doc["results"] if r["verdict"] == "pass"}
+    assert {"test_m.py::test_after", "test_m.py::test_last", "test_m.py::test_a"} <= passed
+
+
+def test_tests_that_never_ran_after_workers_crashed_are_reported_as_errors(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no worker left to run them (restarts disabled), the tests after the crash are errors that
+    say they never ran, not silently missing from the counts."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    pytester.makepyfile(test_m=CRASHING_SHARE)
+    result = pytester.runpytest_subprocess("-n", "1", "--max-worker-restart=0", "--pipecheck",
+                                           "--pipecheck-sanitizer=racecheck", "-p", "xdist")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed") == 1 and outcomes.get("errors") == 2, outcomes
+    result.stdout.fnmatch_lines(["*test_m.py::test_after*never ran*", "*test_m.py::test_last*never ran*"])
+    assert result.ret != 0
