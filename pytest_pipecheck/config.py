@@ -330,6 +330,11 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="LIST"),
     Setting("sanitizer_timeout", _float_parser(0.0, exclusive=True), 120.0,
             "seconds one test may run under a sanitizer before the watchdog calls it a hang", metavar="SECONDS"),
+    Setting("sanitizer_scope", _choice_parser(("launch", "test")), "launch",
+            "what a sanitizer child runs: launch (each correctness check launches the kernel once per shape and "
+            "judges nothing; the reference, tile probe and determinism repeats run only in the normal run) or "
+            "test (the whole test, as the normal run does); a test that fails on its own in a launch child is "
+            "sanitized again with scope test", metavar="launch|test"),
     Setting("timeout", _float_parser(0.0), 300.0,
             "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
             "pipecheck's watchdog fails it; one that cannot be stopped ends the run with exit status 88 and every "
@@ -407,6 +412,7 @@ class PipecheckConfig:
     min_blocks: int = 1
     sanitizer: tuple[str, ...] = ("racecheck", "synccheck")
     sanitizer_timeout: float = 120.0
+    sanitizer_scope: str = "launch"
     timeout: float = 300.0
     racecheck_report: str = "analysis"
     suppressions: str | None = None

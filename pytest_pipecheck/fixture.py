@@ -47,12 +47,25 @@ class Pipecheck:
         # the pytest rootdir here
         self.rootdir: str = "."
         self._expecting = config.expect_failures
+        #: (spec, shape) pairs already launched for the sanitizer (scope "launch": once per shape)
+        self.sanitizer_launched: set[tuple[int, str]] = set()
 
     # ------------------------------------------------------------------ basics
     @property
     def spec(self) -> Any:
         """The KernelSpec named by the test's ``pipecheck(spec=...)`` marker, or None."""
         return self.config.spec
+
+    @property
+    def sanitizer_launch_only(self) -> bool:
+        """True in a sanitizer child of scope ``launch`` (the setting ``sanitizer_scope``): coverage, the
+        tile probe and determinism launch the kernel once per shape for the tool and judge nothing; the
+        normal run judges them."""
+        import os
+
+        from .sanitizer.runner import SCOPE_ENV
+
+        return bool(os.environ.get("PIPECHECK_CHILD")) and os.environ.get(SCOPE_ENV) == "launch"
 
     @property
     def has_gpu(self) -> bool:

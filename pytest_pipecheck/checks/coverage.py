@@ -177,6 +177,27 @@ def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, 
     return outputs
 
 
+def _launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Shape, check: str) -> CheckResult:
+    """In a sanitizer child of scope ``launch``: launch the kernel once at ``shape`` (the first of the
+    three checks to ask does it) on the inputs the normal run's coverage check uses, and judge nothing.
+
+    compute-sanitizer judges the launch; the reference, the comparison, the tile probe's launches and
+    the determinism repeats add nothing it could see (the same kernel, grid and access pattern) and
+    cost most of a child's time, since every launch under racecheck is instrumented. The normal run
+    judges the check.
+    """
+    key = (id(spec), str(shape))
+    if key not in pc.sanitizer_launched:
+        pc.sanitizer_launched.add(key)
+        values = {t.name: _input_values(pc, spec, t, shape, i) for i, t in enumerate(spec.inputs)}
+        inputs = _alloc_inputs(pc, spec, shape, values)
+        _launch(pc, spec, shape, inputs, _stages_override(pc, spec), "the launch for the sanitizer", check)
+    why = ("not judged in a sanitizer child (sanitizer_scope=launch): the kernel launched once at this shape for "
+           f"the tool; the normal run judges {check}")
+    return pc.record(CheckResult(check, Verdict.SKIP, why, kernel=spec.name,
+                                 details={"shape": str(shape), "reason": why}))
+
+
 def _inconclusive(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, message: str,
                   details: dict[str, Any]) -> NoReturn:
     """Record an ERROR (the check could not reach a verdict) and raise PipecheckError with ``message``.
@@ -329,6 +350,8 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     if tolerance == "calibrated" and spec.same_precision is None:
         raise PipecheckError(f"spec {spec.name!r}: tolerance='calibrated' needs the spec's same_precision "
                              "implementation")
+    if pc.sanitizer_launch_only:
+        return _launch_for_sanitizer(pc, spec, shp, "coverage")
     extra = _stages_override(pc, spec)
     values = {t.name: _input_values(pc, spec, t, shp, i) for i, t in enumerate(spec.inputs)}
     inputs = _alloc_inputs(pc, spec, shp, values)
@@ -457,6 +480,8 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
 
     shp = spec.check_shape(shape)
     _check_tolerance_args(spec, "check_tile_probe", rtol=rtol, atol=atol)
+    if pc.sanitizer_launch_only:
+        return _launch_for_sanitizer(pc, spec, shp, "tile_probe")
     extra = _stages_override(pc, spec)
     loop = spec.loop_dim
     tile = spec.tiles[loop]
@@ -557,6 +582,8 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
     n = runs if runs is not None else pc.config.determinism_runs
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise PipecheckError(f"spec {spec.name!r}: determinism runs={n!r} must be an integer >= 2")
+    if pc.sanitizer_launch_only:
+        return _launch_for_sanitizer(pc, spec, shp, "determinism")
     extra = _stages_override(pc, spec)
     values = {t.name: _input_values(pc, spec, t, shp, 200 + i) for i, t in enumerate(spec.inputs)}
     inputs = _alloc_inputs(pc, spec, shp, values)

@@ -201,7 +201,7 @@ class SanitizerPlugin:
                         outcomes[tool] = TestOutcome(_plugin.item_nodeid(item), tool, Verdict.ERROR, str(exc))
                         continue
                 key = (tool, cfg.racecheck_report if tool == "racecheck" else "", cfg.suppressions,
-                       cfg.kernel_filter, cfg.kernel_exclude)
+                       cfg.kernel_filter, cfg.kernel_exclude, cfg.sanitizer_scope)
                 batches.setdefault(key, []).append(item)
                 timeouts[_plugin.item_nodeid(item)] = cfg.sanitizer_timeout
         if not batches or found is None or tier.device is None:
@@ -215,9 +215,9 @@ class SanitizerPlugin:
             progress=self._write, use_xml=use_xml)
         self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)")
         for key, group in batches.items():
-            tool, report, supp, kfilter, kexclude = key
+            tool, report, supp, kfilter, kexclude, scope = key
             spec = BatchSpec(tool, tuple(_plugin.item_nodeid(i) for i in group), report or "analysis", supp,
-                             kfilter, kexclude)
+                             kfilter, kexclude, scope=scope)
             notes: list[str] = []
             if supp:
                 reasons = load_suppressions(supp)
