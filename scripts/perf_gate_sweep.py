@@ -39,8 +39,8 @@ Usage::
         [--select s2,s3] [--holdout s4] [--pool-sizes 1,2,3] [--pool-thresholds 0.025,0.0275,0.03]
         [--pool-gap 0]
 
-Without recordings it reads the four H200 sessions of 2026-11-22 (s1..s4; s1 has raw runs only, so
-it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
+Without recordings it reads the four H200 recordings of 2026-11-22 (s1..s4, in time order; s1 has raw runs
+only, so it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
 (the pooled section about 25 s of it); exit status 2 if validation fails or the pooled path
 disagrees with its checks.
 """
@@ -75,12 +75,14 @@ from pytest_pipecheck.perf.stats import (  # noqa: E402
     resample_rates,
 )
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "docs" / "validation"
+#: The H200 recordings of 2026-11-22, labelled s1..s4 in time order (02:32, 03:18, 04:55 and 07:55 UTC;
+#: docs/validation/README.md); the one of 2026-11-23 11:22 UTC is s5 where it is passed.
 DEFAULT_RECORDINGS = (
-    f"s1={RESULTS / '2026-11-22-h200' / 'perf_gate_rates.json'}",
-    f"s2={RESULTS / '2026-11-22-h200' / 'perf_gate_rates-run2.json.gz'}",
-    f"s3={RESULTS / '2026-11-22-h200-session3' / 'perf_gate_rates.json.gz'}",
-    f"s4={RESULTS / '2026-11-22-h200-session4' / 'perf_gate_rates.json.gz'}",
+    f"s1={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0232.json.gz'}",
+    f"s2={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0318.json.gz'}",
+    f"s3={RESULTS / '2026-11-22-h200-0453' / 'perf_gate_rates.json.gz'}",
+    f"s4={RESULTS / '2026-11-22-h200-0754' / 'perf_gate_rates.json.gz'}",
 )
 DEFAULT_THRESHOLDS = (0.015, 0.02, 0.025, 0.0275, 0.03)
 DEFAULT_ALPHAS = (1e-3, 1e-4)

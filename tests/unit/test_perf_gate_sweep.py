@@ -16,7 +16,7 @@ from pytest_pipecheck.perf.stats import NoiseModel, Samples
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "perf_gate_sweep.py"
-SESSION4 = ROOT / "benchmarks" / "results" / "2026-11-22-h200-session4" / "perf_gate_rates.json.gz"
+SESSION4 = ROOT / "docs" / "validation" / "2026-11-22-h200-0754" / "perf_gate_rates.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -153,10 +153,10 @@ def test_pooling_more_runs_never_raises_the_false_alarm_rate(sweep: ModuleType, 
 
 
 RECORDED = {
-    "s2": ROOT / "benchmarks" / "results" / "2026-11-22-h200" / "perf_gate_rates-run2.json.gz",
-    "s3": ROOT / "benchmarks" / "results" / "2026-11-22-h200-session3" / "perf_gate_rates.json.gz",
+    "s2": ROOT / "docs" / "validation" / "2026-11-22-h200-0223" / "perf_gate_rates-0318.json.gz",
+    "s3": ROOT / "docs" / "validation" / "2026-11-22-h200-0453" / "perf_gate_rates.json.gz",
     "s4": SESSION4,
-    "s5": ROOT / "benchmarks" / "results" / "2026-11-23-h200-session5" / "perf_gate_rates.json.gz",
+    "s5": ROOT / "docs" / "validation" / "2026-11-23-h200-1121" / "perf_gate_rates.json.gz",
 }
 
 

@@ -404,11 +404,11 @@ def test_resample_rates_adaptive() -> None:
         resample_rates(list(kernel), mode="adaptive")
 
 
-RECORDED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-11-22-h200" / "perf_gate_rates-run2.json.gz"
+RECORDED = Path(__file__).resolve().parents[2] / "docs" / "validation" / "2026-11-22-h200-0223" / "perf_gate_rates-0318.json.gz"
 
 
 def test_adaptive_rates_on_the_recorded_h200_samples() -> None:
-    # The offline re-analysis of the second H200 session (docs/perf-gate.md): the anchored gate caught
+    # The offline re-analysis of the H200 recording of 2026-11-22 03:18 UTC (docs/perf-gate.md): the anchored gate caught
     # a +5% slowdown of the bf16 matmul in 88% of pairs; adaptive keeps the raw gate's power there.
     if not RECORDED.exists():
         pytest.skip(f"{RECORDED.name} is not in this checkout")
