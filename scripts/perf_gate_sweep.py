@@ -2,7 +2,7 @@
 
 CPU only; no GPU, no new timing. Reads recordings written by ``scripts/gpu/perf_gate_rates.py``
 (``perf_gate_rates.json[.gz]``: the per-run samples under ``families.<kernel>.raw_runs_us``, the rates
-the GPU session computed under ``families.<kernel>.rates``, its settings under ``gate``) and:
+the GPU run computed under ``families.<kernel>.rates``, its settings under ``gate``) and:
 
 1. recomputes, from the stored samples and with the plugin's own statistics
    (:func:`pytest_pipecheck.perf.stats.resample_rates`, called as ``perf_gate_rates.rates`` calls
@@ -13,8 +13,8 @@ the GPU session computed under ``families.<kernel>.rates``, its settings under `
    else it names every difference and exits with status 2 before sweeping anything. Two kinds of
    difference are reported but tolerated unless ``--strict``: "knife-edge" (a scaled +x% count at
    threshold x that differs only through the pairs whose run levels are equal, so that their ratio
-   sits exactly on 1 + threshold and floating-point rounding decides the verdict; session 1's +3%)
-   and "not recomputable" (a stored count whose runs were not recorded: session 1's cross-process);
+   sits exactly on 1 + threshold and floating-point rounding decides the verdict; s1's +3%)
+   and "not recomputable" (a stored count whose runs were not recorded: s1's cross-process);
 3. sweeps the practical threshold, alpha and (adaptive gate) clock tolerance, for the raw, anchored
    and adaptive gates and for "per-kind" gating (raw times for kernels whose automatic anchor is a
    copy, i.e. memory-bound, as with ``anchor=None``; kernel/anchor ratios for matmul-anchored,
@@ -39,8 +39,8 @@ Usage::
         [--select s2,s3] [--holdout s4] [--pool-sizes 1,2,3] [--pool-thresholds 0.025,0.0275,0.03]
         [--pool-gap 0]
 
-Without recordings it reads the four H200 sessions of 2026-11-22 (s1..s4; s1 has raw runs only, so
-it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
+Without recordings it reads the four H200 recordings of 2026-11-22 (s1..s4, in time order; s1 has raw runs
+only, so it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
 (the pooled section about 25 s of it); exit status 2 if validation fails or the pooled path
 disagrees with its checks.
 """
@@ -75,12 +75,14 @@ from pytest_pipecheck.perf.stats import (  # noqa: E402
     resample_rates,
 )
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "docs" / "validation"
+#: The H200 recordings of 2026-11-22, labelled s1..s4 in time order (02:32, 03:18, 04:55 and 07:55 UTC;
+#: docs/validation/README.md); the one of 2026-11-23 11:22 UTC is s5 where it is passed.
 DEFAULT_RECORDINGS = (
-    f"s1={RESULTS / '2026-11-22-h200' / 'perf_gate_rates.json'}",
-    f"s2={RESULTS / '2026-11-22-h200' / 'perf_gate_rates-run2.json.gz'}",
-    f"s3={RESULTS / '2026-11-22-h200-session3' / 'perf_gate_rates.json.gz'}",
-    f"s4={RESULTS / '2026-11-22-h200-session4' / 'perf_gate_rates.json.gz'}",
+    f"s1={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0232.json.gz'}",
+    f"s2={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0318.json.gz'}",
+    f"s3={RESULTS / '2026-11-22-h200-0453' / 'perf_gate_rates.json.gz'}",
+    f"s4={RESULTS / '2026-11-22-h200-0754' / 'perf_gate_rates.json.gz'}",
 )
 DEFAULT_THRESHOLDS = (0.015, 0.02, 0.025, 0.0275, 0.03)
 DEFAULT_ALPHAS = (1e-3, 1e-4)
@@ -145,7 +147,7 @@ class Session:
 
 
 def load_session(label: str, path: str) -> Session:
-    """Decode a recording the way ``perf_gate_rates.offline_families`` reads it (session 1: raw only)."""
+    """Decode a recording the way ``perf_gate_rates.offline_families`` reads it (s1: raw only)."""
     rec = PGR.load_recording(path)
     s = Session(label, path, rec)
     for fam, data in rec.get("families", {}).items():
@@ -1002,7 +1004,7 @@ def run_timing(s: Session, fam: str) -> tuple[int, float | None]:
     """(rounds, mean seconds per run) of one kernel's round-robin runs, from the recording's phase time.
 
     Each round of ``perf_gate_rates.take_runs`` is A, A, +3%, +5%, +10%, each as a raw run then an
-    anchored run (session 1: raw runs only), so a round is 5 runs per recorded run kind."""
+    anchored run (s1: raw runs only), so a round is 5 runs per recorded run kind."""
     kinds = s.a_runs[fam]
     rounds = max(len(v) for v in kinds.values()) // 2
     secs = (s.recording.get("phase_seconds") or {}).get(f"{fam}:runs")
@@ -1045,7 +1047,7 @@ def render_pooled(pr: PooledRates, families: Sequence[str], select: Sequence[str
              "(kernel alone) followed by one anchored run (kernel and anchor interleaved sample by sample). So the "
              "raw and the anchored A runs are two separate, interleaved series: A runs 2r and 2r+1 of one kind are "
              "from round r, one run of the other kind apart; A run 2r+1 and 2r+2 are 7 runs apart (the other "
-             "kind's second A run and the three slowed variants of both kinds). Session 1 (raw only) recorded "
+             "kind's second A run and the three slowed variants of both kinds). s1 (raw only) recorded "
              "A, A, +3%, +5%, +10% per round without anchored runs (40 A and 20 runs per slowed variant match "
              "that). All of a kernel's runs of a session lie within one phase of about 7-26 s:", "",
              "| session | kernel | rounds | A runs per kind | run kinds | phase s | s per run (mean) |",

@@ -33,8 +33,8 @@ memory-bound kernel that had 0% on raw times (docs/perf-gate.md).
 
 Pooling. One baseline run against one candidate run carries two run levels' drift. A baseline saved
 from :data:`DEFAULT_BASELINE_RUNS` runs (:meth:`Samples.pooled`) halves the baseline's share; with
-per-kind gating and a threshold of :data:`DEFAULT_THRESHOLD` that met both targets in all four
-recorded H200 sessions, where no single-run setting did.
+per-kind gating and a threshold of :data:`DEFAULT_THRESHOLD` that met both targets in every
+recorded H200 run, where no single-run setting did.
 
 Whether a (threshold, alpha) pair meets the target (a 5% slowdown caught >= 95% of the time, same
 code failing <= 1% of the time) depends on the drift, which only repeated runs on the GPU can show;
@@ -79,12 +79,12 @@ ANCHOR_NOTE_NONE = "no anchor was timed"
 #: How a comparison with a common anchor is gated: "per-kind" (on the kernel/anchor ratios when the anchor
 #: is a matmul, i.e. the kernel is compute-bound; on raw times when it is a copy, i.e. memory-bound),
 #: "always" (always on the ratios) or "adaptive" (on the ratios only when the anchor shows that the
-#: clock moved, on raw times otherwise). The first is the default (docs/perf-gate.md, fourth session).
+#: clock moved, on raw times otherwise). The first is the default (docs/perf-gate.md).
 ANCHOR_MODES = ("per-kind", "always", "adaptive")
 
 #: The practical threshold of the gate: a slowdown below this fraction never fails. With a baseline
-#: pooled from :data:`DEFAULT_BASELINE_RUNS` runs and per-kind anchoring, 2.75% met both targets in all
-#: four H200 sessions recorded (chosen on two, held out on the third; docs/perf-gate.md).
+#: pooled from :data:`DEFAULT_BASELINE_RUNS` runs and per-kind anchoring, 2.75% met both targets in every
+#: recorded H200 run (chosen on two, held out on two more; docs/perf-gate.md).
 DEFAULT_THRESHOLD = 0.0275
 
 #: How many runs a saved baseline pools (their samples concatenated): one run's level carries the
@@ -92,7 +92,7 @@ DEFAULT_THRESHOLD = 0.0275
 DEFAULT_BASELINE_RUNS = 2
 
 #: The adaptive gate's clock tolerance: an anchor change within it means the clock did not move.
-#: Chosen from the recorded H200 samples and the synthetic session-1 model (docs/perf-gate.md).
+#: Chosen from the recorded H200 samples and a synthetic model of their drift (docs/perf-gate.md).
 DEFAULT_CLOCK_TOLERANCE = 0.015
 
 

@@ -41,7 +41,8 @@ def shares_for(config: pytest.Config, nodeids: list[str], shares: int) -> list[i
 
     Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck, one worker per GPU):
     equal-count shares 1.65x faster than -n 0, one GPU busy 92 s and the other 56 s
-    (docs/validation/2026-11-22-session4.md); shares dealt round robin were slower (session 3)."""
+    (docs/validation/2026-11-22-h200-0754.md); shares dealt round robin were slower
+    (docs/validation/2026-11-22-h200-0453.md)."""
     return assign_shares(nodeids, shares, load_costs(config))
 
 

@@ -11,7 +11,7 @@ textbook block-scoped pipeline (acquire, memcpy_async, commit, wait, release) bu
 ways; plus compute-sanitizer's own suppression workflow (save k4's records with --xml --save, run again
 with them as --suppressions). The raw output of every child is kept. Writes OUTDIR.md and OUTDIR.json.
 (An earlier version also built k4..k6 with and without a closing __syncthreads: no difference,
-benchmarks/results/2026-11-22-h200-session3/pipeline_synccheck_probe-run0-closing-barrier.md.)
+docs/validation/2026-11-22-h200-0453/pipeline_synccheck_probe-0453-closing-barrier.md.)
 """
 
 from __future__ import annotations
