@@ -32,23 +32,10 @@ __all__ = ["check_occupancy", "launch_or_occupancy_failure", "occupancy_table"]
 
 
 def _arch_list(arch: str | Sequence[str] | None, pc: Pipecheck) -> list[str]:
-    if arch is None:
-        names: Sequence[str] = pc.config.arch
-    elif isinstance(arch, str):
-        names = [a for a in arch.replace(" ", ",").split(",") if a]
-    else:
-        names = list(arch)
-    out: list[str] = []
-    for n in names:
-        try:
-            full = base_arch(n)
-        except PipecheckError as exc:
-            raise PipecheckError(f"check_occupancy(arch=...): {exc}") from None
-        if full not in out:
-            out.append(full)
-    if not out:
-        raise PipecheckError("check_occupancy: no target architecture (give arch= or --pipecheck-arch)")
-    return out
+    from ..arch import parse_arch_list
+
+    return list(parse_arch_list(pc.config.arch if arch is None else arch, where="check_occupancy(arch=...)",
+                                base=True))
 
 
 def _is_triton_kernel(obj: Any) -> bool:
