@@ -58,6 +58,7 @@ __all__ = [
     "candidates",
     "clear_cache",
     "compile_cuda",
+    "compile_flags",
     "find_include_dir",
     "find_tool",
     "nvcc_command",
@@ -71,6 +72,10 @@ ENV_VARS = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")
 _TRITON_OVERRIDES = ("ptxas", "cuobjdump", "nvdisasm")
 # where an installer puts a tool other than <root>/bin
 _EXTRA_DIRS = {"compute-sanitizer": ("compute-sanitizer",)}
+
+
+# where the search looks, for a message that says what to set
+NOT_FOUND_HINT = "searched PIPECHECK_<TOOL>, PATH, CUDA_HOME/CUDA_PATH/CUDA_ROOT, /usr/local/cuda*, NVIDIA pip packages"
 
 
 class ToolkitError(PipecheckError):
@@ -269,7 +274,7 @@ def target(arch: str) -> str:
     return canonical
 
 
-def _flags(options: Sequence[str], include_dirs: Sequence[str],
+def compile_flags(options: Sequence[str], include_dirs: Sequence[str],
            defines: Mapping[str, str | int | None]) -> list[str]:
     flags = [str(o) for o in options]
     flags += [f"-I{d}" for d in include_dirs]
@@ -296,7 +301,7 @@ def compile_cuda(source: str | os.PathLike[str], arch: str, *, options: Sequence
     """
     text, shown, path = read_source(source)
     tgt = target(arch)
-    flags = _flags(options, include_dirs, defines or {})
+    flags = compile_flags(options, include_dirs, defines or {})
     key = (hashlib.sha256(text.encode()).hexdigest(), str(path) if path else None, tgt, tuple(flags))
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
