@@ -215,7 +215,7 @@ def _cuda_arch(arch: str) -> str:
 
 
 def _collect(
-    pc: Pipecheck, target: Any, arch: Any, kernel: str | None, kw: dict[str, Any]
+    pc: Pipecheck, target: Any, arch: str | Sequence[str] | None, kernel: str | None, kw: dict[str, Any]
 ) -> list[tuple[str, KernelFindings, TritonFindings | None]]:
     from ..inspect import inspect_cu, inspect_cubin
     from ..inspect.triton_ir import analyze_triton, aot_compile
@@ -279,7 +279,7 @@ def check_sass(
     target: Any,
     *,
     expect: Any,
-    arch: Any = None,
+    arch: str | Sequence[str] | None = None,
     kernel: str | None = None,
     **kw: Any,
 ) -> CheckResult:
