@@ -24,18 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import toolkit
 from ..arch import arch_spec
-from ..toolkit import (
-    Compiled,
-    CompileError,
-    ToolkitError,
-    clear_cache,
-    compile_cuda,
-    find_tool,
-    trim_log,
-    which,
-)
-from ..toolkit import target as toolkit_target
+from ..toolkit import Compiled, CompileError, ToolkitError, clear_cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..occupancy import Occupancy
@@ -309,8 +300,8 @@ def demangle(mangled: Sequence[str]) -> dict[str, str]:
     """
     todo = [n for n in mangled if n.startswith("_Z") and n not in _DEMANGLE_CACHE]
     if todo:
-        cufilt = find_tool("cu++filt")
-        tool = cufilt.path if cufilt is not None else which("c++filt") or which("llvm-cxxfilt")
+        cufilt = toolkit.find_tool("cu++filt")
+        tool = cufilt.path if cufilt is not None else toolkit.which("c++filt") or toolkit.which("llvm-cxxfilt")
         results: list[str] | None = None
         if tool:
             try:
@@ -341,7 +332,7 @@ def compile_cubin(source: str | os.PathLike[str], arch: str, *, options: Sequenc
     :class:`CompileError` with the compiler's output when it does not compile, :class:`ArchError` for
     an unknown architecture, :class:`ResourceError` when no compiler is available.
     """
-    return compile_cuda(source, arch, options=options, include_dirs=include_dirs, defines=defines).cubin
+    return toolkit.compile_cuda(source, arch, options=options, include_dirs=include_dirs, defines=defines).cubin
 
 
 def compile_resources(source: str | os.PathLike[str], arch: str, *, options: Sequence[str] = (),
@@ -356,7 +347,7 @@ def compile_resources(source: str | os.PathLike[str], arch: str, *, options: Seq
     :class:`ArchError`, or :class:`ResourceError` when no compiler is available or the log names no
     kernel.
     """
-    compiled = compile_cuda(source, arch, options=options, include_dirs=include_dirs, defines=defines)
+    compiled = toolkit.compile_cuda(source, arch, options=options, include_dirs=include_dirs, defines=defines)
     return _resources_from_log(compiled, compiled.target)
 
 
@@ -394,8 +385,8 @@ def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") 
     ``static_smem`` means the same as ptxas's "bytes smem". Spill counts are not in this report (0).
     Raises :class:`ResourceError` when cuobjdump is not found or fails.
     """
-    target = toolkit_target(arch)
-    found = find_tool("cuobjdump")
+    target = toolkit.target(arch)
+    found = toolkit.find_tool("cuobjdump")
     if found is None:
         raise ResourceError("cuobjdump not found (the CUDA toolkit or the triton wheel provides it; "
                             "or point PIPECHECK_CUOBJDUMP at it)")
@@ -408,7 +399,7 @@ def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") 
         except (OSError, subprocess.SubprocessError) as exc:
             raise ResourceError(f"cuobjdump -res-usage failed: {exc}") from None
     if proc.returncode != 0:
-        raise ResourceError(f"cuobjdump -res-usage failed (exit {proc.returncode}): {trim_log(proc.stderr)}")
+        raise ResourceError(f"cuobjdump -res-usage failed (exit {proc.returncode}): {toolkit.trim_log(proc.stderr)}")
     usage = parse_res_usage(proc.stdout)
     reserved = arch_spec(target).smem_reserved_per_block if arch_spec(target).major >= 9 else 0
     names = demangle(list(usage))

@@ -143,8 +143,8 @@ def test_source_text_and_options_and_cache() -> None:
         raise AssertionError("compiled again: the cache was not used")
 
     with pytest.MonkeyPatch.context() as mp:  # served from the cache: nothing is compiled (not timed)
-        mp.setattr(toolkit, "_compile_nvcc", no_compile)
-        mp.setattr(toolkit, "_compile_nvrtc", no_compile)
+        mp.setattr(cubin.toolkit, "_compile_nvcc", no_compile)
+        mp.setattr(cubin.toolkit, "_compile_nvrtc", no_compile)
         again = compile_resources(src, "sm_86", defines={"N": "512"})
     assert again == a
     blob = compile_cubin(src, "sm_86", defines={"N": "512"})

@@ -45,8 +45,8 @@ def _nvrtc_or_skip() -> None:
 @pytest.fixture
 def nvrtc_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _nvrtc_or_skip()
-    real = toolkit.find_tool
-    monkeypatch.setattr(toolkit, "find_tool", lambda name: None if name == "nvcc" else real(name))
+    real = cubin.toolkit.find_tool
+    monkeypatch.setattr(cubin.toolkit, "find_tool", lambda name: None if name == "nvcc" else real(name))
     cubin.clear_cache()
     yield
     cubin.clear_cache()
@@ -70,7 +70,7 @@ def test_compile_error_through_nvrtc_shows_the_message_and_target(nvrtc_only: No
 
 
 def test_no_compiler_at_all_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(toolkit, "find_tool", lambda name: None)
+    monkeypatch.setattr(cubin.toolkit, "find_tool", lambda name: None)
     real_import = importlib.import_module
 
     def no_nvrtc(name: str, package: str | None = None) -> ModuleType:
@@ -100,8 +100,8 @@ def test_ladder_kernel_nvrtc_agrees_with_nvcc(kernel: str, monkeypatch: pytest.M
     opts = ("-std=c++17",)
     cubin.clear_cache()
     via_nvcc = cubin.compile_resources(k.path, "sm_90", options=opts, include_dirs=[str(CUDA_DIR)])
-    real = toolkit.find_tool
-    monkeypatch.setattr(toolkit, "find_tool", lambda name: None if name == "nvcc" else real(name))
+    real = cubin.toolkit.find_tool
+    monkeypatch.setattr(cubin.toolkit, "find_tool", lambda name: None if name == "nvcc" else real(name))
     cubin.clear_cache()
     via_nvrtc = cubin.compile_resources(k.path, "sm_90", options=opts, include_dirs=[str(CUDA_DIR)])
     cubin.clear_cache()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from _sass_artifacts import _DATA, art
 
-from pytest_pipecheck import toolkit
 from pytest_pipecheck.inspect import (
     DisassemblerNotFound,
     DisassemblyError,
@@ -57,7 +56,7 @@ def test_silent_empty_listing_is_an_unknown_arch_error(monkeypatch):
 
 
 def test_missing_disassembler_says_which_package(monkeypatch):
-    monkeypatch.setattr(toolkit, "candidates", lambda tool: [])
+    monkeypatch.setattr(disasm.toolkit, "candidates", lambda tool: [])  # the toolkit module disasm uses
     disasm.find_disassembler.cache_clear()
     try:
         assert disasm.find_disassembler() is None
