@@ -283,7 +283,7 @@ class ContainmentPlugin:
                 self.cache.setdefault(n, r)
             relayed = self.cache.pop(nodeid, None)
             if relayed is None or not relayed.finished:
-                problem = self._describe_death(run, nodeid, relayed)
+                problem = self._describe_death(run, relayed)
         elif not relayed.finished:
             problem = "the fresh process ended before this test finished"
         ihook = item.ihook
@@ -390,7 +390,7 @@ class ContainmentPlugin:
                     pass
         return _ChildRun(tests, rc, output, timed_out, nodeids)
 
-    def _describe_death(self, run: _ChildRun, nodeid: str, relayed: _Relayed | None) -> str:
+    def _describe_death(self, run: _ChildRun, relayed: _Relayed | None) -> str:
         tail = run.output[-_OUTPUT_TAIL:]
         if run.timed_out:
             what = "was killed after its time limit while running this test"

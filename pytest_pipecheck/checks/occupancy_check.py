@@ -43,7 +43,7 @@ def _is_triton_kernel(obj: Any) -> bool:
     return mod.startswith("triton") and hasattr(obj, "fn")
 
 
-def _resources_per_arch(pc: Pipecheck, target: Any, archs: list[str], kernel: str | None,
+def _resources_per_arch(target: Any, archs: list[str], kernel: str | None,
                         kw: dict[str, Any]) -> dict[str, KernelResources]:
     from ..resources.cubin import KernelResources, compile_resources
 
@@ -143,7 +143,7 @@ def check_occupancy(
             rows.append(occupancy(a, threads, registers, static_smem, dynamic_smem or 0, opt_in=opt_in,
                                   barriers=1 if barriers is None else barriers))
     else:
-        per_arch = _resources_per_arch(pc, target, archs, kernel, dict(kw))
+        per_arch = _resources_per_arch(target, archs, kernel, dict(kw))
         if isinstance(target, Mapping) or type(target).__name__ == "KernelResources":
             archs = [a for a in archs if a in per_arch] or list(per_arch)
         for a in archs:
