@@ -112,10 +112,27 @@ def fixture_section() -> str:
         if isinstance(member, property):
             lines.append(f"| `pipecheck.{name}` (property) | {_cell(text)} |")
         elif inspect.isfunction(member):
-            sig = str(inspect.signature(member)).replace("(self, ", "(").replace("(self)", "()").replace("'", "")
+            sig = _signature(member)
             lines.append(f"| `pipecheck.{name}{_cell(sig)}` | {_cell(text)} |")
     lines.append("")
     return "\n".join(lines)
+
+
+class _Annotation(str):
+    """An annotation kept as text (``from __future__ import annotations``), shown without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _signature(fn: Any) -> str:
+    """``fn``'s signature without ``self``; annotations as written, defaults as Python would write them."""
+    sig = inspect.signature(fn)
+    params = [p.replace(annotation=_Annotation(p.annotation)) if isinstance(p.annotation, str) else p
+              for p in list(sig.parameters.values())[1:]]
+    ret = sig.return_annotation
+    ret = _Annotation(ret) if isinstance(ret, str) else ret
+    return str(sig.replace(parameters=params, return_annotation=ret))
 
 
 def _options_table(parser: argparse.ArgumentParser) -> list[str]:

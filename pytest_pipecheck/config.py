@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .arch import ArchError, normalize_arch, parse_arch_list
 from .results import PipecheckError
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
 
 CHECKS = ("coverage", "tile_probe", "determinism", "occupancy", "sanitizer", "perf", "inspect")
 SANITIZER_TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
-KNOWN_CC = ("70", "75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121")
 
 
 class ConfigError(PipecheckError):
@@ -151,40 +151,11 @@ def _subset_parser(choices: tuple[str, ...], *, allow_none: bool, allow_all: boo
     return parse
 
 
-def normalize_arch(raw: str) -> str:
-    """Return the canonical ``sm_XY`` / ``sm_XYa`` spelling of an architecture name.
-
-    Accepts ``sm_90``, ``sm_90a``, ``compute_90``, ``9.0``, ``90``. Raises ValueError for anything
-    that is not one of the compute capabilities pipecheck has tables for.
-    """
-    text = raw.strip().lower()
-    m = re.fullmatch(r"(?:sm_?|compute_?)?(\d{2,3})([af]?)", text)
-    if m:
-        digits, suffix = m.group(1), m.group(2)
-    else:
-        m = re.fullmatch(r"(\d{1,2})\.(\d)([af]?)", text)
-        if not m:
-            raise ValueError(f"{raw!r} is not an architecture name (expected e.g. sm_90, sm_90a, 9.0 or 90)")
-        digits, suffix = m.group(1) + m.group(2), m.group(3)
-    if digits not in KNOWN_CC:
-        known = ", ".join("sm_" + c for c in KNOWN_CC)
-        raise ValueError(f"{raw!r} is not a known architecture; pipecheck knows {known}")
-    return f"sm_{digits}{suffix}"
-
-
 def _parse_arch_list(raw: Any) -> tuple[str, ...]:
-    names = _split(raw)
-    if not names:
-        raise _Invalid("must name at least one architecture, e.g. sm_80,sm_90")
-    out: list[str] = []
-    for n in names:
-        try:
-            arch = normalize_arch(n)
-        except ValueError as exc:
-            raise _Invalid(f"is invalid: {exc}") from None
-        if arch not in out:
-            out.append(arch)
-    return tuple(out)
+    try:
+        return parse_arch_list(raw)
+    except ArchError as exc:
+        raise _Invalid(f"is invalid: {exc}") from None
 
 
 def _parse_optional_path(must_exist: bool, *, want_file: bool = True) -> Callable[[Any], str | None]:

@@ -21,21 +21,25 @@ from .config import (
     marker_signature,
     resolve,
 )
-from .device import TierInfo, arch_table_note, detect_tier, list_devices
+from .device import arch_table_note, detect_tier, list_devices
 from .fixture import Pipecheck
 from .report.outcomes import TestOutcomes
 from .results import CheckResult, Verdict
-
-RUN_CONFIG = pytest.StashKey[PipecheckConfig]()
-RUN_SEED = pytest.StashKey[int]()
-TIER = pytest.StashKey[TierInfo]()
-SESSION_RESULTS = pytest.StashKey[list[CheckResult]]()
-SESSION_OUTCOMES = pytest.StashKey["TestOutcomes"]()  # the tests' own outcomes, for the reports
-ITEM_CONFIG = pytest.StashKey[PipecheckConfig]()
-ITEM_CONFIG_ERROR = pytest.StashKey[str]()
-ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
-ITEM_NODEID = pytest.StashKey[str]()
-ATTACHED = pytest.StashKey[int]()  # how many of the item's results went out on its reports
+from .state import (
+    ATTACHED,
+    ITEM_CONFIG,
+    ITEM_CONFIG_ERROR,
+    ITEM_NODEID,
+    ITEM_RESULTS,
+    RUN_CONFIG,
+    RUN_SEED,
+    SESSION_OUTCOMES,
+    SESSION_RESULTS,
+    TIER,
+    item_config,
+    item_nodeid,
+    item_results,
+)
 
 MARKER_DOC = (
     "{sig}: configure pipecheck for this test; every keyword overrides the --pipecheck-* option / "
@@ -361,21 +365,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                            marks=() if c.dropped is None else pytest.mark.skip(reason=f"pipecheck: {c.dropped}"))
               for c in cases]
     metafunc.parametrize("shape", params)
-
-
-def item_nodeid(item: pytest.Item) -> str:
-    """The test's node id as collected (without a pytest-xdist group suffix)."""
-    return item.stash.get(ITEM_NODEID, item.nodeid)
-
-
-def item_config(item: pytest.Item) -> PipecheckConfig:
-    return item.stash.get(ITEM_CONFIG, item.config.stash[RUN_CONFIG])
-
-
-def item_results(item: pytest.Item) -> list[CheckResult]:
-    if ITEM_RESULTS not in item.stash:
-        item.stash[ITEM_RESULTS] = []
-    return item.stash[ITEM_RESULTS]
 
 
 @pytest.hookimpl(tryfirst=True)

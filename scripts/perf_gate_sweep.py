@@ -5,7 +5,7 @@ CPU only; no GPU, no new timing. Reads recordings written by ``scripts/gpu/perf_
 the GPU run computed under ``families.<kernel>.rates``, its settings under ``gate``) and:
 
 1. recomputes, from the stored samples and with the plugin's own statistics
-   (:func:`pytest_pipecheck.perf.stats.resample_rates`, called as ``perf_gate_rates.rates`` calls
+   (:func:`perf_rates.resample_rates`, called as ``perf_gate_rates.rates`` calls
    it, on runs decoded by ``perf_gate_rates.decode``), the all-pairs A/A false-alarm rate and the
    all-pairs scaled +3/+5/+10% detection rates of every gate the recording has rates for (raw,
    anchored, adaptive), plus the cross-process A/A counts where child runs were recorded;
@@ -58,22 +58,21 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "scripts"):  # the package, and perf_rates next to this script
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 import numpy as np  # noqa: E402
+from perf_rates import (  # noqa: E402
+    RateEstimate,
+    estimate,  # the Wilson interval resample_rates attaches to its counts
+    gate_rows,  # the vectorised gate resample_rates applies; used for the cross-process and pooled pairs
+    resample_rates,
+)
 from scipy import stats as sps  # noqa: E402
 
 from pytest_pipecheck.config import PipecheckConfig  # noqa: E402
-from pytest_pipecheck.perf.stats import (  # noqa: E402
-    DEFAULT_CLOCK_TOLERANCE,
-    RateEstimate,
-    Samples,
-    _estimate,  # the Wilson interval resample_rates attaches to its counts
-    _gate_rows,  # the vectorised gate resample_rates applies; used for the cross-process and pooled pairs
-    compare,
-    resample_rates,
-)
+from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE, Samples, compare  # noqa: E402
 
 RESULTS = ROOT / "docs" / "validation"
 #: The H200 recordings of 2026-11-22, labelled s1..s4 in time order (02:32, 03:18, 04:55 and 07:55 UTC;
@@ -269,7 +268,7 @@ class Rates:
                 if mode != "raw":
                     base_a = np.array([p[0].anchor_us for p in pairs])
                     cand_a = np.array([p[1].anchor_us for p in pairs])
-                regressed, _ = _gate_rows(mode, base, cand, base_a, cand_a, threshold=threshold, alpha=alpha,
+                regressed, _ = gate_rows(mode, base, cand, base_a, cand_a, threshold=threshold, alpha=alpha,
                                           clock_tolerance=DEFAULT_CLOCK_TOLERANCE if tol is None else tol)
                 self._cross[key] = (int(np.sum(regressed)), len(pairs))
         return self._cross[key]
@@ -456,7 +455,7 @@ def pooled_verdicts(runs: Sequence[Samples], kb: int, kc: int, mode: str, thresh
     """The gate ``mode`` on a baseline of kb pooled runs against a candidate of kc pooled runs, for every
     window pair (:func:`window_pairs`); for power the candidate's kernel samples are multiplied by
     ``1 + slowdown``, its anchor samples left as they are (as ``resample_rates`` does). Decided by the
-    vectorised rule ``resample_rates`` and ``compare`` apply (``_gate_rows``), on rows of pooled samples:
+    vectorised rule ``resample_rates`` and ``compare`` apply (``gate_rows``), on rows of pooled samples:
     row t is exactly ``compare(pooled(runs, i, kb), pooled(runs, j, kc))`` for pair t = (i, j)."""
     pairs = window_pairs(len(runs), kb, kc, gap)
     if not pairs:
@@ -476,7 +475,7 @@ def pooled_verdicts(runs: Sequence[Samples], kb: int, kc: int, mode: str, thresh
     regressed: dict[tuple[float, float], Any] = {}
     for s in slowdowns:
         for t in thresholds:
-            regressed[(t, s)] = _gate_rows(mode, base, cand * (1.0 + s), base_a, cand_a, threshold=t, alpha=alpha,
+            regressed[(t, s)] = gate_rows(mode, base, cand * (1.0 + s), base_a, cand_a, threshold=t, alpha=alpha,
                                            clock_tolerance=clock_tolerance)[0]
     lb, lc = (base, cand) if mode == "raw" else (base / base_a, cand / cand_a)
     log_ratio = np.log(np.median(lc, axis=1) / np.median(lb, axis=1))
@@ -487,7 +486,7 @@ def pooled_rates(runs: Sequence[Samples], kb: int, kc: int, mode: str, threshold
                  slowdowns: Iterable[float], gap: int = 0) -> dict[tuple[float, float], RateEstimate]:
     """Failure counts of :func:`pooled_verdicts` per (threshold, slowdown)."""
     v = pooled_verdicts(runs, kb, kc, mode, thresholds, alpha, slowdowns, gap)
-    return {key: _estimate(key[1], int(np.sum(reg)), len(reg)) for key, reg in v.regressed.items()}
+    return {key: estimate(key[1], int(np.sum(reg)), len(reg)) for key, reg in v.regressed.items()}
 
 
 @dataclass(frozen=True)
@@ -553,8 +552,8 @@ class PooledRates:
             return None
         aa, pw = v.regressed[(ps.threshold, 0.0)], v.regressed[(ps.threshold, self.slowdown)]
         runs = len(self.runs(label, fam, mode))
-        return PoolCell(mode, _estimate(0.0, int(np.sum(aa)), len(aa)),
-                        _estimate(self.slowdown, int(np.sum(pw)), len(pw)), runs, runs // (ps.kb + ps.kc), v.rms_log)
+        return PoolCell(mode, estimate(0.0, int(np.sum(aa)), len(aa)),
+                        estimate(self.slowdown, int(np.sum(pw)), len(pw)), runs, runs // (ps.kb + ps.kc), v.rms_log)
 
     def spot_check(self, per_class: int = 1, seed: int = 0) -> tuple[int, list[str]]:
         """Re-decide some pooled comparisons one at a time with ``compare`` on :func:`pooled` samples.
@@ -1032,7 +1031,7 @@ def render_pooled(pr: PooledRates, families: Sequence[str], select: Sequence[str
              "sd x sqrt(2)); does pooling several runs per side bring the gate within both targets? "
              f"A pooled run is the runs' samples concatenated (kb x {n_per_run} samples; for the anchored "
              "gate the kernel and the anchor samples concatenated alike, so each kernel/anchor ratio stays paired), "
-             "and the plugin's own rule decides exactly as for one run (`compare`'s vectorised form `_gate_rows`, "
+             "and the plugin's own rule decides exactly as for one run (`compare`'s vectorised form `gate_rows`, "
              f"as `resample_rates` calls it; alpha {pr.alpha:g}). Power: the candidate's kernel samples x "
              f"{1 + slow:g}, its anchor samples untouched.", "",
              "Enumeration: **windows of consecutive runs**, not random draws. A/A runs are taken in recording order "

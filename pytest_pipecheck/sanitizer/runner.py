@@ -27,7 +27,6 @@ import queue
 import shlex
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -102,10 +101,6 @@ class BatchSpec:
     kernel_exclude: str | None = None
     print_limit: int = DEFAULT_PRINT_LIMIT
     scope: str = "launch"  # what the child runs of each test (the setting sanitizer_scope)
-
-    def with_nodeids(self, nodeids: Sequence[str]) -> BatchSpec:
-        return BatchSpec(self.tool, tuple(nodeids), self.racecheck_report, self.suppressions,
-                         self.kernel_filter, self.kernel_exclude, self.print_limit)
 
 
 @dataclass
@@ -665,6 +660,3 @@ def default_child_env(device_id: str | None) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = device_id
     return env
 
-
-def python_executable() -> str:
-    return sys.executable

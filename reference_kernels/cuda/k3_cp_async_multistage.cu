@@ -39,6 +39,8 @@
 // Numbers (H200, 4096^3, torch.matmul 763-765 TFLOP/s, docs/validation/2026-11-22-h200-0754/):
 // classic loop 283 TFLOP/s; cross-tile 368 / 376 / 367 / 366 with 3 / 4 / 5 / 6 stages; cross-tile with
 // split issue 399 / 392 / 392 with 4 / 5 / 6 stages: 399 TFLOP/s is 52% of cuBLAS, the ladder's best.
+// A later run (H200, 2026-11-23, benchmarks/results/2026-11-23-h200-session5/cuda_ladder_bench.md, the
+// README's number) measured the same build at 400 TFLOP/s against a cuBLAS at 696: 0.58 of cuBLAS.
 // In the default 128 x 128 build (two blocks per SM) the cross-tile loop gains little (332 vs 325 at 4
 // stages; 335 with split issue): the other block already fills the barrier bubbles there.
 // Compile-time knobs: PIPECHECK_STAGES (1..4; the wide build 2..6); PIPECHECK_K3_WIDE (the wide build above);

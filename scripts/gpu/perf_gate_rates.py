@@ -59,6 +59,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..")))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))  # perf_rates
 
 SLOWDOWNS = (0.03, 0.05, 0.10)
 #: The single-run gate the rate tables are computed at, passed explicitly everywhere (compare's own
@@ -320,8 +321,9 @@ def rates(runs: dict[str, list[Any]], child_runs: list[list[Any]], mode: str = "
     all-pairs rates at each clock tolerance.
     """
     import numpy as np
+    from perf_rates import resample_rates
 
-    from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE, resample_rates
+    from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE
 
     a_runs = [decode(r) for r in runs["0"]]
     anchored = a_runs[0].anchored
@@ -762,7 +764,7 @@ def offline_families(recording: dict[str, Any], tolerances: tuple[float, ...]) -
 
 def synthetic(tolerances: tuple[float, ...]) -> dict[str, Any]:
     """Raw, anchored and adaptive (at each tolerance) rates under the noise models of the 02:32 drift."""
-    from pytest_pipecheck.perf.stats import NoiseModel, simulate_rates
+    from perf_rates import NoiseModel, simulate_rates
 
     out: dict[str, Any] = {}
     slowdowns = (0.0, *SLOWDOWNS)

@@ -34,7 +34,8 @@ import reference_kernels.cuda.launch as L
 from reference_kernels.cuda.launch import KERNELS, gemm, kernel_source
 cupy.cuda.set_allocator(None)
 name, M, N, K, prefix, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
-toolkit = [str(L.CUDA_DIR), "/usr/local/cuda/include/cccl", "/usr/local/cuda/include"]
+from pytest_pipecheck.toolkit import nvrtc_include_dirs
+toolkit = [str(L.CUDA_DIR), *nvrtc_include_dirs()]
 if mode == "toolkit-cccl":  # the CUDA toolkit's libcu++ instead of the one bundled with CuPy
     L._find_include_dirs = lambda: list(toolkit)
     L._include_dirs.cache_clear()

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _perf_rates import NoiseModel
 
-from pytest_pipecheck.perf.stats import NoiseModel, Samples
+from pytest_pipecheck.perf.stats import Samples
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "perf_gate_sweep.py"

@@ -10,19 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _perf_rates import NoiseModel, resample_rates, simulate_rates
 
 from pytest_pipecheck.perf.stats import (
     DEFAULT_CLOCK_TOLERANCE,
     DEFAULT_THRESHOLD,
-    NoiseModel,
     Samples,
     StatsError,
     clock_moved,
     compare,
     min_samples_for,
     per_kind_anchored,
-    resample_rates,
-    simulate_rates,
 )
 
 
