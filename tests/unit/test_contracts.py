@@ -3,6 +3,8 @@ tolerances that depend on the shape, and the calibrated tolerance in the tile pr
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -86,7 +88,7 @@ def split_k(arrays, dims, splits=2, skip=None):
     """Accumulates each K split into c (what atomic adds do): correct only if the caller zeroed c."""
     a, b, c = arrays["a"].float(), arrays["b"].float(), arrays["c"]
     bounds = torch.linspace(0, dims["K"], splits + 1).long().tolist()
-    for s, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+    for s, (lo, hi) in enumerate(itertools.pairwise(bounds)):
         if s != skip:
             c.add_(a[:, lo:hi] @ b[lo:hi])
 
