@@ -18,6 +18,13 @@ an ERROR naming the spec and the output, never agreement. Integer outputs run tw
 different poisons (any integer poison is a value a kernel may write); determinism runs alternate
 the two poisons, so outputs nobody wrote differ between runs and are reported as unwritten.
 
+Every check takes ``values=``, a value pattern (:mod:`pytest_pipecheck.values`: ``negative``,
+``offset``, ...) that transforms the normal inputs. An ``inout`` tensor starts with its input values
+in a fresh copy for each launch and is compared after it (the reference gets the values before); an
+output with ``init="zeros"`` starts zeroed. Neither can be poisoned, so for them coverage compares
+values only: an element never written is found only where the expected value differs from the
+starting one. The spec's ``rtol``/``atol`` may be callables of the shape.
+
 Each check records one CheckResult (``coverage``, ``tile_probe``, ``determinism``) on the fixture
 and raises PipecheckFailure on a defect; a bad spec or input raises PipecheckError naming the spec
 (recorded as an ERROR where the check could not reach a verdict).
