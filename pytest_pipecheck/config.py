@@ -334,7 +334,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stages", _parse_optional_int(1), None,
             "override the kernel spec's stage count", metavar="N", cli=False, ini=False),
     Setting("spec", _parse_spec, None,
-            "the KernelSpec this test checks: parametrizes a `shape` argument with its generated shapes",
+            "the KernelSpec this test checks: parametrizes a `shape` argument with its generated shapes, and a "
+            "`values` argument with its value patterns (paired with the shapes when the test takes both)",
             metavar="KernelSpec", cli=False, ini=False),
     Setting("expect_failures", _parse_expect, False,
             "the test provokes check failures on purpose (a mutant): they are reported as caught, and the "

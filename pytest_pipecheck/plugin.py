@@ -342,8 +342,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes."""
-    if "shape" not in metafunc.fixturenames:
+    """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes;
+    one taking ``values`` too gets (shape, value pattern) pairs (see :func:`pytest_pipecheck.values.pair`),
+    one taking only ``values`` every pattern of SPEC."""
+    wants_shape = "shape" in metafunc.fixturenames
+    wants_values = "values" in metafunc.fixturenames
+    if not wants_shape and not wants_values:
         return
     markers = list(metafunc.definition.iter_markers("pipecheck"))
     if not any("spec" in m.kwargs for m in markers):
@@ -356,15 +360,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # reported with the test at setup, as every marker error is
     if cfg.spec is None:
         return
-    from . import shapes
+    from . import shapes, values
 
+    if not wants_shape:
+        metafunc.parametrize("values", [pytest.param(n, id=f"values={n}") for n in values.names_for(cfg.spec)])
+        return
     # a shape over the memory budget is a skip that says why, not an allocator traceback at run time
     cases = shapes.generate_cases(cfg.spec, level=cfg.shape_level, stages=cfg.stages,
                                   max_bytes=cfg.shape_budget_mib << 20)
-    params = [pytest.param(c.shape, id=str(c.shape),
-                           marks=() if c.dropped is None else pytest.mark.skip(reason=f"pipecheck: {c.dropped}"))
-              for c in cases]
-    metafunc.parametrize("shape", params)
+    why = {c.shape: c.dropped for c in cases}
+
+    def marks(shape: Any) -> Any:
+        return () if why[shape] is None else pytest.mark.skip(reason=f"pipecheck: {why[shape]}")
+
+    if wants_values:
+        pairs = values.pair(cfg.spec, [c.shape for c in cases], level=cfg.shape_level)
+        metafunc.parametrize(("shape", "values"), [pytest.param(s, n, id=f"{s}-values={n}", marks=marks(s))
+                                                   for s, n in pairs])
+        return
+    metafunc.parametrize("shape", [pytest.param(c.shape, id=str(c.shape), marks=marks(c.shape)) for c in cases])
 
 
 @pytest.hookimpl(tryfirst=True)
