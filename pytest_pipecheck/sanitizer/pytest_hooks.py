@@ -9,10 +9,12 @@ tests, disables CuPy's memory pools, and runs the canary kernel last.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Generator
 from typing import Any
@@ -210,36 +212,80 @@ class SanitizerPlugin:
         device = tier.device
         env = default_child_env(device.uuid or str(device.index))
         use_xml = os.environ.get("PIPECHECK_SANITIZER_XML", "1") != "0"
-        self.runner = SanitizerRunner(
-            found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
-            timeouts=timeouts, default_timeout=self.config.stash[state.RUN_CONFIG].sanitizer_timeout,
-            progress=self._write, use_xml=use_xml)
-        self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)")
+        run_config = self.config.stash[state.RUN_CONFIG]
+        jobs = max(1, int(run_config.sanitizer_jobs))
+        self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)"
+                    + (f", up to {jobs} children at once" if jobs > 1 else ""))
+        # Each batch (one tool and its options) is cut into up to `jobs` contiguous parts of about equal
+        # cost (the last run's sanitizer seconds); the parts of every batch then run at once, `jobs` at a
+        # time, longest first. One canary status per tool is shared, so a tool proven once is proven.
+        costs = load_costs(self.config) if jobs > 1 else {}
+        canary: dict[str, Any] = {}
+        units: list[tuple[float, str, BatchSpec, list[pytest.Item], list[str]]] = []
         for key, group in batches.items():
             tool, report, supp, kfilter, kexclude, scope = key
-            spec = BatchSpec(tool, tuple(state.item_nodeid(i) for i in group), report or "analysis", supp,
-                             kfilter, kexclude, scope=scope)
             notes: list[str] = []
             if supp:
                 reasons = load_suppressions(supp)
                 notes.append(f"suppressions {supp}: " + "; ".join(f"{s.kind} {s.what}: {s.reason}" for s in reasons))
                 self._write(notes[-1])
-            start = time.monotonic()
-            self._write(f"{tool}: {len(group)} test(s) in one child")
+            ids = [state.item_nodeid(i) for i in group]
+            parts = min(jobs, len(group))
+            share_of = assign_shares(ids, parts, costs) if parts > 1 else [0] * len(group)
+            for part in range(parts):
+                members = [item for item, sh in zip(group, share_of) if sh == part]
+                if not members:
+                    continue
+                spec = BatchSpec(tool, tuple(state.item_nodeid(i) for i in members), report or "analysis", supp,
+                                 kfilter, kexclude, scope=scope)
+                label = tool if parts == 1 else f"{tool} [{part + 1}/{parts}]"
+                weight = sum(costs.get(n, 1.0) for n in spec.nodeids)
+                units.append((weight, label, spec, members, notes))
+        units.sort(key=lambda u: -u[0])
+        lock = threading.Lock()
+        started = time.monotonic()
+        children = [0]
+
+        def write(msg: str) -> None:
+            with lock:
+                self._write(msg)
+
+        def run_unit(unit: tuple[float, str, BatchSpec, list[pytest.Item], list[str]]) -> None:
+            _, label, spec, members, notes = unit
+            runner = SanitizerRunner(
+                found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
+                timeouts=timeouts, default_timeout=run_config.sanitizer_timeout,
+                progress=lambda msg: write(msg.replace(spec.tool, label, 1) if msg.startswith(spec.tool) else msg),
+                use_xml=use_xml)
+            runner.canary = canary
+            self.runner = runner
+            write(f"{label}: {len(members)} test(s) in one child")
             try:
-                results = self.runner.run(spec)
+                results = runner.run(spec)
             except Exception as exc:  # a runner bug must surface as an error, never as a pass
-                results = {state.item_nodeid(i): TestOutcome(
-                    state.item_nodeid(i), tool, Verdict.ERROR,
-                    f"inconclusive: runner failed: {type(exc).__name__}: {exc}") for i in group}
-            self._write(f"{tool}: done in {time.monotonic() - start:.1f} s, {self.runner.children} child(ren) so far")
-            for item in group:
+                results = {n: TestOutcome(n, spec.tool, Verdict.ERROR,
+                                          f"inconclusive: runner failed: {type(exc).__name__}: {exc}")
+                           for n in spec.nodeids}
+            with lock:
+                children[0] += runner.children
+            write(f"{label}: done in {time.monotonic() - started:.1f} s, {children[0]} child(ren) so far")
+            for item in members:
                 nodeid = state.item_nodeid(item)
-                out = results.get(nodeid) or TestOutcome(nodeid, tool, Verdict.ERROR,
+                out = results.get(nodeid) or TestOutcome(nodeid, spec.tool, Verdict.ERROR,
                                                          "inconclusive: no result from the runner")
                 if notes:
                     out.reason = (out.reason + "\n" if out.reason else "") + "\n".join(notes)
-                item.stash[OUTCOMES][tool] = out
+                item.stash[OUTCOMES][spec.tool] = out
+
+        if jobs == 1 or len(units) == 1:
+            for unit in units:
+                run_unit(unit)
+        else:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="pipecheck-san") as pool:
+                for future in [pool.submit(run_unit, u) for u in units]:
+                    future.result()
+        if len(units) > 1:
+            self._write(f"all tools done in {time.monotonic() - started:.1f} s, {children[0]} child(ren)")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -1,7 +1,10 @@
 """The sanitizer tier's speed: a child that runs each test whole against one that launches each kernel
 once per shape (the setting ``sanitizer_scope``), with every verdict compared.
 
-Usage: python3 scripts/gpu/sanitizer_scope_bench.py OUTDIR [--scopes launch,test] [PYTEST ARGS...]
+Usage: python3 scripts/gpu/sanitizer_scope_bench.py OUTDIR [--scopes launch,test] [--jobs 1,4] [PYTEST ARGS...]
+
+Each scope is run with each jobs count (``--pipecheck-sanitizer-jobs``); every run's verdicts are compared
+with the first run's.
 
 BENCH_TIMEOUT (seconds, default 560) bounds both runs together.
 
@@ -49,10 +52,12 @@ def _outcomes(report: dict[str, Any]) -> dict[str, str]:
     return {t["nodeid"]: t["outcome"] for t in tests}
 
 
-def run(scope: str, args: list[str], outdir: Path, timeout: float) -> dict[str, Any]:
-    report = outdir / f"pipecheck-{scope}.json"
+def run(scope: str, jobs: int, args: list[str], outdir: Path, timeout: float) -> dict[str, Any]:
+    name = f"{scope}-j{jobs}"
+    report = outdir / f"pipecheck-{name}.json"
     cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", "-p", "no:cacheprovider", "-q",
-           f"--pipecheck-sanitizer-scope={scope}", f"--pipecheck-json={report}", *args]
+           f"--pipecheck-sanitizer-scope={scope}", f"--pipecheck-sanitizer-jobs={jobs}", f"--pipecheck-json={report}",
+           *args]
     start = time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -61,13 +66,15 @@ def run(scope: str, args: list[str], outdir: Path, timeout: float) -> dict[str, 
     except subprocess.TimeoutExpired as exc:
         rc, text = None, (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
     wall = time.monotonic() - start
-    (outdir / f"pytest-{scope}.log").write_text(text)
-    tools = {m.group(1): float(m.group(2)) for m in re.finditer(r"sanitizer: (\w+): done in ([\d.]+) s", text)}
+    (outdir / f"pytest-{name}.log").write_text(text)
+    # each tool's (or part's) end, counted from the start of the sanitizer phase; "all" when parts ran at once
+    tools = {m.group(1): float(m.group(2))
+             for m in re.finditer(r"sanitizer: (\w+(?: \[\d+/\d+\])?|all tools): done in ([\d.]+) s", text)}
     widened = sum(int(m.group(1)) for m in re.finditer(r"(\d+) test\(s\) failed on their own", text))
     doc = json.loads(report.read_text()) if report.exists() else {}
-    return {"scope": scope, "command": " ".join(cmd[1:]).replace(str(outdir), "OUT"), "rc": rc,
+    return {"scope": name, "command": " ".join(cmd[1:]).replace(str(outdir), "OUT"), "rc": rc,
             "wall_s": round(wall, 1), "child_s": tools, "widened": widened,
-            "summary": (re.findall(r"^=+ (.*(?:passed|failed).*) =+$", text, re.M) or ["?"])[-1],
+            "summary": (re.findall(r"^=*\s*(\d+ (?:passed|failed)[^=]*?)\s*=*$", text, re.M) or ["?"])[-1],
             "verdicts": _verdicts(doc), "outcomes": _outcomes(doc)}
 
 
@@ -79,14 +86,19 @@ def main(argv: list[str]) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     scopes = ["launch", "test"]
     rest = argv[1:]
-    if rest[:1] == ["--scopes"]:
-        scopes, rest = rest[1].split(","), rest[2:]
+    jobs = [1]
+    while rest[:1] in (["--scopes"], ["--jobs"]):
+        if rest[0] == "--scopes":
+            scopes = rest[1].split(",")
+        else:
+            jobs = [int(j) for j in rest[1].split(",")]
+        rest = rest[2:]
     args = rest or ["reference_kernels"]
     deadline = time.monotonic() + float(os.environ.get("BENCH_TIMEOUT", "560"))
-    runs = [run(s, args, outdir, deadline - time.monotonic()) for s in scopes]
+    runs = [run(s, j, args, outdir, deadline - time.monotonic()) for s in scopes for j in jobs]
     diffs: list[str] = []
-    if len(runs) == 2:
-        a, b = runs
+    a = runs[0]
+    for b in runs[1:]:
         for key in sorted(set(a["verdicts"]) | set(b["verdicts"])):
             va, vb = a["verdicts"].get(key), b["verdicts"].get(key)
             if va != vb:
@@ -101,10 +113,11 @@ def main(argv: list[str]) -> int:
               "differences": diffs,
               # a run that did not end (time limit), a usage error or nothing compared proves nothing
               "identical": not diffs and len({r["rc"] for r in runs}) == 1 and runs[0]["rc"] in (0, 1)
-              and bool(runs[0]["outcomes"])}
+              and all(r["outcomes"] for r in runs)}
     (outdir / "sanitizer_scope.json").write_text(json.dumps(record, indent=1))
     md = [f"# Sanitizer scope benchmark ({record['date']})", "", f"GPU: {record['gpu']}", "",
-          "| scope | wall s | child s per tool | widened | pytest | exit |", "|---|---|---|---|---|---|"]
+          "| scope, jobs | wall s | end of each tool's children, s | widened | pytest | exit |",
+          "|---|---|---|---|---|---|"]
     for r in runs:
         tools = ", ".join(f"{t} {s:.1f}" for t, s in r["child_s"].items())
         md.append(f"| {r['scope']} | {r['wall_s']} | {tools} | {r['widened']} | {r['summary']} | {r['rc']} |")

@@ -110,3 +110,36 @@ def test_scope_test_runs_the_whole_test_in_the_child(
     assert _results(out)[("test_checks", "sanitizer:racecheck")] == ("pass", "0 hazards"), out
     counts = _launches(pytester.path)
     assert counts.get("racecheck test") == counts.get("parent -") > 4, counts
+
+
+def test_parallel_children_cover_every_test_once_and_keep_their_verdicts(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--pipecheck-sanitizer-jobs=3: each tool's tests are cut into parts run side by side; every test
+    still gets exactly one verdict per tool, a finding in one part fails only its test."""
+    import json
+
+    log = _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_k[3]": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    pytester.makepyfile(test_k='''
+        import pytest
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_k(pipecheck, i):
+            pass
+    ''')
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck,synccheck",
+                                           "--pipecheck-sanitizer-jobs=3", "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    res = _results(out)
+    for i in range(6):
+        for tool in ("racecheck", "synccheck"):
+            want = "fail" if (i, tool) == (3, "racecheck") else "pass"
+            assert res[(f"test_k[{i}]", f"sanitizer:{tool}")][0] == want, out
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    parts = [sorted(a for a in argv if "::test_k" in a) for argv in calls]
+    for tool in ("racecheck", "synccheck"):
+        tool_parts = [p for argv, p in zip(calls, parts) if argv[argv.index("--tool") + 1] == tool and p]
+        covered = [n for p in tool_parts for n in p]
+        assert len(tool_parts) == 3 and sorted(covered) == sorted(set(covered)) and len(covered) == 6, tool_parts
+    assert "up to 3 children at once" in out and "racecheck [2/3]" in out
+    result.assert_outcomes(passed=5, failed=1)
