@@ -1,10 +1,11 @@
 """The sanitizer tier's speed: a child that runs each test whole against one that launches each kernel
 once per shape (the setting ``sanitizer_scope``), with every verdict compared.
 
-Usage: python3 scripts/gpu/sanitizer_scope_bench.py OUTDIR [--scopes launch,test] [--jobs 1,4] [PYTEST ARGS...]
+Usage: python3 scripts/gpu/sanitizer_scope_bench.py OUTDIR [--scopes launch,test] [--jobs 1,4] [--cold] [PYTEST ARGS...]
 
 Each scope is run with each jobs count (``--pipecheck-sanitizer-jobs``); every run's verdicts are compared
-with the first run's.
+with the first run's. ``--cold`` gives every run empty compile caches (Triton, CuPy, pipecheck's cubins),
+as on a fresh CI machine; without it the first run fills them for the rest.
 
 BENCH_TIMEOUT (seconds, default 560) bounds both runs together.
 
@@ -24,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -52,15 +54,20 @@ def _outcomes(report: dict[str, Any]) -> dict[str, str]:
     return {t["nodeid"]: t["outcome"] for t in tests}
 
 
-def run(scope: str, jobs: int, args: list[str], outdir: Path, timeout: float) -> dict[str, Any]:
-    name = f"{scope}-j{jobs}"
+def run(scope: str, jobs: int, args: list[str], outdir: Path, timeout: float, cold: bool = False) -> dict[str, Any]:
+    name = f"{scope}-j{jobs}" + ("-cold" if cold else "")
+    env = dict(os.environ)
+    if cold:
+        caches = Path(tempfile.mkdtemp(prefix=f"caches-{name}-", dir=outdir))
+        env.update(TRITON_CACHE_DIR=str(caches / "triton"), CUPY_CACHE_DIR=str(caches / "cupy"),
+                   PIPECHECK_CACHE_DIR=str(caches / "pipecheck"))
     report = outdir / f"pipecheck-{name}.json"
     cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", "-p", "no:cacheprovider", "-q",
            f"--pipecheck-sanitizer-scope={scope}", f"--pipecheck-sanitizer-jobs={jobs}", f"--pipecheck-json={report}",
            *args]
     start = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
         rc: int | None = p.returncode
         text = p.stdout + p.stderr
     except subprocess.TimeoutExpired as exc:
@@ -87,7 +94,11 @@ def main(argv: list[str]) -> int:
     scopes = ["launch", "test"]
     rest = argv[1:]
     jobs = [1]
-    while rest[:1] in (["--scopes"], ["--jobs"]):
+    cold = False
+    while rest[:1] in (["--scopes"], ["--jobs"], ["--cold"]):
+        if rest[0] == "--cold":
+            cold, rest = True, rest[1:]
+            continue
         if rest[0] == "--scopes":
             scopes = rest[1].split(",")
         else:
@@ -95,7 +106,7 @@ def main(argv: list[str]) -> int:
         rest = rest[2:]
     args = rest or ["reference_kernels"]
     deadline = time.monotonic() + float(os.environ.get("BENCH_TIMEOUT", "560"))
-    runs = [run(s, j, args, outdir, deadline - time.monotonic()) for s in scopes for j in jobs]
+    runs = [run(s, j, args, outdir, deadline - time.monotonic(), cold) for s in scopes for j in jobs]
     diffs: list[str] = []
     a = runs[0]
     for b in runs[1:]:
