@@ -306,9 +306,10 @@ SETTINGS: tuple[Setting, ...] = (
             "judges nothing; the reference, tile probe and determinism repeats run only in the normal run) or "
             "test (the whole test, as the normal run does); a test that fails on its own in a launch child is "
             "sanitized again with scope test", metavar="launch|test"),
-    Setting("sanitizer_jobs", _int_parser(1, 64), 1,
+    Setting("sanitizer_jobs", _int_parser(1, 64), 4,
             "sanitizer children at once on one GPU: each tool's tests are cut into this many parts of about "
-            "equal cost (the last run's sanitizer seconds) and every tool's parts run side by side", metavar="N",
+            "equal cost (the last run's sanitizer seconds) and every tool's parts run side by side (under xdist the "
+            "default is shared among the workers)", metavar="N",
             marker=False),
     Setting("timeout", _float_parser(0.0), 300.0,
             "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
@@ -389,7 +390,7 @@ class PipecheckConfig:
     sanitizer: tuple[str, ...] = ("racecheck", "synccheck")
     sanitizer_timeout: float = 120.0
     sanitizer_scope: str = "launch"
-    sanitizer_jobs: int = 1
+    sanitizer_jobs: int = 4
     timeout: float = 300.0
     racecheck_report: str = "analysis"
     suppressions: str | None = None

@@ -214,6 +214,9 @@ class SanitizerPlugin:
         use_xml = os.environ.get("PIPECHECK_SANITIZER_XML", "1") != "0"
         run_config = self.config.stash[state.RUN_CONFIG]
         jobs = max(1, int(run_config.sanitizer_jobs))
+        if self.worker_count > 1 and "sanitizer_jobs" not in run_config.sources:
+            # xdist workers sanitize their shares at the same time: the default is shared among them
+            jobs = max(1, jobs // self.worker_count)
         self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)"
                     + (f", up to {jobs} children at once" if jobs > 1 else ""))
         # Each batch (one tool and its options) is cut into up to `jobs` contiguous parts of about equal

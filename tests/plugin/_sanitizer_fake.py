@@ -53,6 +53,8 @@ def _fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, objec
     monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(plan))
     monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
     monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    # one child per tool unless a test asks for more: these tests count and inspect the children
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--pipecheck-sanitizer-jobs=1")
     return log
 
 

@@ -27,6 +27,7 @@ def _fake_gpu_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[st
     monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
     monkeypatch.setenv("PATH", f"{DATA / 'fakebin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--pipecheck-sanitizer-jobs=1")  # these tests count the children
     monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return log
