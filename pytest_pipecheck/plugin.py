@@ -338,8 +338,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes."""
-    if "shape" not in metafunc.fixturenames:
+    """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes,
+    and one taking ``layout`` with SPEC's layouts (:func:`pytest_pipecheck.layouts.generate`)."""
+    if "shape" not in metafunc.fixturenames and "layout" not in metafunc.fixturenames:
         return
     markers = list(metafunc.definition.iter_markers("pipecheck"))
     if not any("spec" in m.kwargs for m in markers):
@@ -352,15 +353,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # reported with the test at setup, as every marker error is
     if cfg.spec is None:
         return
-    from . import shapes
+    from . import layouts, shapes
 
-    # a shape over the memory budget is a skip that says why, not an allocator traceback at run time
-    cases = shapes.generate_cases(cfg.spec, level=cfg.shape_level, stages=cfg.stages,
-                                  max_bytes=cfg.shape_budget_mib << 20)
-    params = [pytest.param(c.shape, id=str(c.shape),
-                           marks=() if c.dropped is None else pytest.mark.skip(reason=f"pipecheck: {c.dropped}"))
-              for c in cases]
-    metafunc.parametrize("shape", params)
+    if "shape" in metafunc.fixturenames:
+        # a shape over the memory budget is a skip that says why, not an allocator traceback at run time
+        cases = shapes.generate_cases(cfg.spec, level=cfg.shape_level, stages=cfg.stages,
+                                      max_bytes=cfg.shape_budget_mib << 20)
+        params = [pytest.param(c.shape, id=str(c.shape),
+                               marks=() if c.dropped is None else pytest.mark.skip(reason=f"pipecheck: {c.dropped}"))
+                  for c in cases]
+        metafunc.parametrize("shape", params)
+    if "layout" in metafunc.fixturenames:
+        metafunc.parametrize("layout", [pytest.param(lay, id=str(lay))
+                                        for lay in layouts.generate(cfg.spec, level=cfg.shape_level)])
 
 
 def item_nodeid(item: pytest.Item) -> str:

@@ -31,6 +31,7 @@ import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .. import layouts as _lay
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from ..spec import KernelSpec, Shape, Tensor
 from . import arrays as _arr
@@ -58,7 +59,8 @@ def _stages_override(pc: Pipecheck, spec: KernelSpec) -> dict[str, Any]:
     if stages is None or stages == spec.stages:
         return {}
     if not spec.launch_accepts_stages():
-        raise PipecheckError(f"spec {spec.name!r}: stages={stages} is configured but its launch() takes no "
+        what = "launch()" if spec.call is None else "call"
+        raise PipecheckError(f"spec {spec.name!r}: stages={stages} is configured but its {what} takes no "
                              "`stages` keyword, so the override cannot reach the kernel")
     return {"stages": stages}
 
@@ -115,17 +117,22 @@ def _device(pc: Pipecheck, spec: KernelSpec) -> str:
     return pc.device if spec.backend == "torch" else "cuda"
 
 
-def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape,
-                  values: Mapping[str, Any]) -> dict[str, _arr.GuardedArray]:
+def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, values: Mapping[str, Any],
+                  layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
+    lay = layout or _lay.base(spec)
     return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
                                        device=_device(pc, spec), values=values[t.name],
-                                       tiles=_tiles_of(spec, t))
+                                       tiles=_tiles_of(spec, t), layout=lay.of(t.name),
+                                       slot=_lay.slot(spec, t.name))
             for t in spec.inputs}
 
 
-def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 0) -> dict[str, _arr.GuardedArray]:
+def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 0,
+                   layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
+    lay = layout or _lay.base(spec)
     return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
-                                       device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison)
+                                       device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
+                                       layout=lay.of(t.name), slot=_lay.slot(spec, t.name))
             for t in spec.outputs}
 
 
@@ -153,28 +160,40 @@ def _error_lines(exc: BaseException, max_lines: int = MAX_ERROR_LINES,
 
 
 def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
-            extra: Mapping[str, Any], what: str, check: str, poison: int = 0) -> dict[str, _arr.GuardedArray]:
+            extra: Mapping[str, Any], what: str, check: str, poison: int = 0,
+            layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
     """Allocate outputs poisoned with variant ``poison``, launch once, synchronize; a crash becomes a
-    PipecheckFailure."""
+    PipecheckFailure. The wrapper form calls the wrapper instead (:mod:`.wrapper`)."""
     __tracebackhide__ = True
-    outputs = _alloc_outputs(pc, spec, shape, poison)
+    if spec.call is not None:
+        from . import wrapper
+
+        return wrapper.launch(pc, spec, shape, inputs, extra, what, check, poison)
+    outputs = _alloc_outputs(pc, spec, shape, poison, layout)
     arrays = {name: g.array for name, g in {**inputs, **outputs}.items()}
     try:
-        spec.launch(arrays, shape.dims, **extra)
+        spec.launch(arrays, shape.dims, **extra)  # type: ignore[misc]  # validate(): launch or call is set
         _arr.synchronize(spec.backend, _device(pc, spec))
     except Exception as exc:
-        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        loc = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
-        hint = ""
-        if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
-            hint = "; an unmasked load or store past an edge?"
-        first, *rest = _error_lines(exc) or [""]
-        message = "\n    ".join([f"{_where(spec, shape)}: the kernel raised during {what}: {type(exc).__name__}: "
-                                 f"{first}{loc}{hint}", *rest])
-        result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
-                                       kernel=spec.name, details={"shape": str(shape), "error": message}))
-        raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc
+        _raised(pc, spec, shape, exc, what, check)
     return outputs
+
+
+def _raised(pc: Pipecheck, spec: KernelSpec, shape: Shape, exc: Exception, what: str, check: str,
+            who: str = "the kernel") -> NoReturn:
+    """Record and raise the PipecheckFailure for ``exc``, raised by ``who`` during ``what``."""
+    __tracebackhide__ = True
+    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    loc = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+    hint = ""
+    if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
+        hint = "; an unmasked load or store past an edge?"
+    first, *rest = _error_lines(exc) or [""]
+    message = "\n    ".join([f"{_where(spec, shape)}: {who} raised during {what}: {type(exc).__name__}: "
+                             f"{first}{loc}{hint}", *rest])
+    result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
+                                   kernel=spec.name, details={"shape": str(shape), "error": message}))
+    raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc
 
 
 def _inconclusive(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, message: str,
@@ -314,11 +333,13 @@ def _pct(n: int, total: int) -> str:
 
 
 def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: str = "auto",
-                   rtol: float | None = None, atol: float | None = None) -> CheckResult:
+                   rtol: float | None = None, atol: float | None = None, layout: Any = None) -> CheckResult:
     """Poisoned, guarded outputs; every element written; guards intact; match the reference.
 
     ``tolerance``: "auto" (calibrated when the spec has ``same_precision``, else by dtype), "fixed"
-    or "calibrated". ``rtol``/``atol`` override everything else. Raises PipecheckFailure with counts,
+    or "calibrated". ``rtol``/``atol`` override everything else. ``layout``: each tensor's memory layout
+    (a :class:`~pytest_pipecheck.layouts.Layout`, its id or ``{tensor: layout}``; default: the spec's
+    base layout). Raises PipecheckFailure with counts,
     the worst element by index and tile and the tolerance used; PipecheckError for a bad spec/shape.
     """
     __tracebackhide__ = True
@@ -330,15 +351,17 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
         raise PipecheckError(f"spec {spec.name!r}: tolerance='calibrated' needs the spec's same_precision "
                              "implementation")
     extra = _stages_override(pc, spec)
+    lay = _lay.as_layout(spec, layout)
     values = {t.name: _input_values(pc, spec, t, shp, i) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, values)
-    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage")
+    inputs = _alloc_inputs(pc, spec, shp, values, lay)
+    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage", layout=lay)
     # An integer poison is a value a kernel may legitimately write (7 in a uint8 output): integer
     # outputs run a second time under the other poison, and only an element holding the poison of
     # each run is unwritten. Float poisons are NaN payloads no arithmetic produces: one run is enough.
     second: dict[str, _arr.GuardedArray] | None = None
     if any(not _arr.is_float(t.dtype) for t in spec.outputs):
-        second = _launch(pc, spec, shp, inputs, extra, "the coverage run (second poison)", "coverage", poison=1)
+        second = _launch(pc, spec, shp, inputs, extra, "the coverage run (second poison)", "coverage", poison=1,
+                         layout=lay)
     # the kernel's writes to its inputs, read before the reference runs (it gets copies anyway)
     input_writes = {name: int(g.changed().sum()) for name, g in inputs.items()}
     ref = _reference(pc, spec, shp, inputs)
@@ -346,8 +369,8 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     if spec.same_precision is not None and tolerance in ("auto", "calibrated") and rtol is None and atol is None:
         lowp = _reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation")
 
-    lines = [f"{_where(spec, shp)}: coverage failed"]
-    details: dict[str, Any] = {"shape": str(shp), "outputs": {}}
+    lines = [f"{_where(spec, shp)}{_lay.describe(lay, spec)}: coverage failed"]
+    details: dict[str, Any] = {"shape": str(shp), "layout": str(lay), "outputs": {}}
     worst_rel = 0.0
     tol_used: _tol.Tolerance | None = None
     for name, n in input_writes.items():
@@ -362,7 +385,7 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
         got = _arr.to_numpy(g.array)
         changed = g.changed()
         interior = g.interior_mask()
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = {"allocated": g.note} if g.note else {}
         guard = _arr.guard_report(g, changed, interior)
         if guard:
             lines.append(f"output {t.name!r}: {guard} (an unmasked store past an edge, or strides ignored?)")
@@ -444,7 +467,7 @@ def _mask_loop(values: Any, axis: int, lo: int, hi: int) -> Any:
 
 
 def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: int = MAX_PROBE_TILES,
-                     rtol: float | None = None, atol: float | None = None) -> CheckResult:
+                     rtol: float | None = None, atol: float | None = None, layout: Any = None) -> CheckResult:
     """Run once per loop tile with the inputs' loop-dim slices zero outside it; each must count once.
 
     A tile whose output matches the all-zero baseline is reported as never reaching the output; one
@@ -458,6 +481,7 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
     shp = spec.check_shape(shape)
     _check_tolerance_args(spec, "check_tile_probe", rtol=rtol, atol=atol)
     extra = _stages_override(pc, spec)
+    lay = _lay.as_layout(spec, layout)
     loop = spec.loop_dim
     tile = spec.tiles[loop]
     size = shp[loop]
@@ -474,12 +498,12 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
 
     baseline: dict[str, Any] | None = None
     problems: list[str] = []
-    details: dict[str, Any] = {"shape": str(shp), "tiles": count, "probed": [], "bad": {}}
+    details: dict[str, Any] = {"shape": str(shp), "layout": str(lay), "tiles": count, "probed": [], "bad": {}}
     worst_rel = 0.0
     for j in _probe_tiles(count, stages, max_tiles):
         lo, hi = j * tile, min((j + 1) * tile, size)
-        inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi))
-        outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe")
+        inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi), lay)
+        outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe", layout=lay)
         ref = _reference(pc, spec, shp, inputs, check="tile_probe")
         details["probed"].append(j)
         verdicts = []
@@ -505,7 +529,7 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
             details["bad"][str(j)] = text
     summary = (f"{len(details['probed'])} of {count} {loop} tiles each counted once, max rel err {worst_rel:.1e}")
     if problems:
-        lines = [f"{_where(spec, shp)}: tile probe along {loop} ({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
+        lines = [f"{_where(spec, shp)}{_lay.describe(lay, spec)}: tile probe along {loop} ({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
                  f"found {len(problems)} bad tile(s)", *problems]
         _fail(pc, "tile_probe", spec, problems[0], lines, details)
     return pc.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
@@ -540,7 +564,8 @@ def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, s
 # ----------------------------------------------------------------------------- determinism
 
 
-def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int | None = None) -> CheckResult:
+def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int | None = None,
+                      layout: Any = None) -> CheckResult:
     """``runs`` (default ``pc.config.determinism_runs``) launches on the same inputs must be bitwise equal.
 
     Skipped (recorded, with the reason) when the kernel or the test declares it non-deterministic.
@@ -558,8 +583,9 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise PipecheckError(f"spec {spec.name!r}: determinism runs={n!r} must be an integer >= 2")
     extra = _stages_override(pc, spec)
+    lay = _lay.as_layout(spec, layout)
     values = {t.name: _input_values(pc, spec, t, shp, 200 + i) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, values)
+    inputs = _alloc_inputs(pc, spec, shp, values, lay)
     first: dict[str, Any] | None = None
     lines: list[str] = []
     for run in range(n):
@@ -567,7 +593,8 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
         # and so differs between them, instead of reading as "bitwise equal" (a kernel that writes
         # nothing would pass). Such an element is reported as unwritten, not as a race.
         poison = run % _arr.POISON_VARIANTS
-        outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism", poison=poison)
+        outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism", poison=poison,
+                          layout=lay)
         got = {t.name: _arr.bits(outputs[t.name].array, t.dtype) for t in spec.outputs}
         if first is None:
             first = got
@@ -593,7 +620,8 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
             break
     if lines:
         _fail(pc, "determinism", spec, lines[0].split(";")[0],
-              [f"{_where(spec, shp)}: determinism failed over {n} runs on the same inputs", *lines,
+              [f"{_where(spec, shp)}{_lay.describe(lay, spec)}: determinism failed over {n} runs on the same inputs",
+               *lines,
                "(a kernel that is legitimately non-deterministic declares deterministic=False)"],
               {"shape": str(shp), "runs": n})
     return pc.record(CheckResult("determinism", Verdict.PASS, f"{n} runs bitwise equal", kernel=spec.name,
@@ -607,13 +635,13 @@ def check_all(pc: Pipecheck, spec: KernelSpec, shape: Any, **kwargs: Any) -> lis
     """Run the selected checks among coverage, tile_probe and determinism; raise once with every failure.
 
     Keyword arguments go to the checks that accept them (``tolerance``, ``rtol``, ``atol`` to
-    coverage; ``max_tiles`` to the tile probe; ``runs`` to determinism).
+    coverage; ``max_tiles`` to the tile probe; ``runs`` to determinism; ``layout`` to all three).
     """
     __tracebackhide__ = True
     spec.check_shape(shape)
-    plan = (("coverage", check_coverage, ("tolerance", "rtol", "atol")),
-            ("tile_probe", check_tile_probe, ("max_tiles", "rtol", "atol")),
-            ("determinism", check_determinism, ("runs",)))
+    plan = (("coverage", check_coverage, ("tolerance", "rtol", "atol", "layout")),
+            ("tile_probe", check_tile_probe, ("max_tiles", "rtol", "atol", "layout")),
+            ("determinism", check_determinism, ("runs", "layout")))
     known = {k for _, _, keys in plan for k in keys}
     unknown = [k for k in kwargs if k not in known]
     if unknown:
