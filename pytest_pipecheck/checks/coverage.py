@@ -623,9 +623,9 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
               [f"{_where(spec, shp)}{_lay.describe(lay, spec)}: determinism failed over {n} runs on the same inputs",
                *lines,
                "(a kernel that is legitimately non-deterministic declares deterministic=False)"],
-              {"shape": str(shp), "runs": n})
+              {"shape": str(shp), "layout": str(lay), "runs": n})
     return pc.record(CheckResult("determinism", Verdict.PASS, f"{n} runs bitwise equal", kernel=spec.name,
-                                 details={"shape": str(shp), "runs": n}))
+                                 details={"shape": str(shp), "layout": str(lay), "runs": n}))
 
 
 # ----------------------------------------------------------------------------- all
