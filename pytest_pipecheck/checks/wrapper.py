@@ -140,6 +140,8 @@ def _make_mode_class() -> type:
 
 
 _MODE_CLASS: type | None = None
+_OPS: dict[Any, tuple[str, bool]] | None = None
+_FRAMES: _Frames | None = None
 
 
 class PoisonAllocations:
@@ -159,10 +161,15 @@ class PoisonAllocations:
         self.guard_tile = max(1, int(guard_tile))
         self.allocations: list[Allocation] = []
         self.passed: dict[str, int] = {}
-        # op overload -> (its name, whether it leaves the memory uninitialized)
-        self.ops = {**{op: (name, True) for op, name in _resolve(EMPTY_OPS).items()},
+        global _OPS, _FRAMES
+        if _OPS is None:
+            # op overload -> (its name, whether it leaves the memory uninitialized)
+            _OPS = {**{op: (name, True) for op, name in _resolve(EMPTY_OPS).items()},
                     **{op: (name, False) for op, name in _resolve(INIT_OPS).items()}}
-        self._frames = _Frames()
+        if _FRAMES is None or (_FRAMES.triton is None and "triton" in sys.modules):
+            _FRAMES = _Frames()  # again once triton is imported: its allocations must be recognised
+        self.ops = _OPS
+        self._frames = _FRAMES
         self._mode = _MODE_CLASS(self)
 
     def __enter__(self) -> PoisonAllocations:
