@@ -164,6 +164,7 @@ def test_tuple_and_dict_returns_are_matched_by_name(pipecheck):
     r = coverage.check_coverage(pipecheck, _toy(lambda x: {"y": x * 2}), TOY)
     # a computed result is torch's own output: compared, and said not to be poisoned
     assert r.verdict is Verdict.PASS and r.details["outputs"]["y"]["allocated"].startswith("not intercepted")
+    assert r.summary.endswith("; not poisoned: y")
 
 
 @pytest.mark.pipecheck(expect_failures=True)
