@@ -114,10 +114,27 @@ def fixture_section() -> str:
         if isinstance(member, property):
             lines.append(f"| `pipecheck.{name}` (property) | {_cell(text)} |")
         elif inspect.isfunction(member):
-            sig = str(inspect.signature(member)).replace("(self, ", "(").replace("(self)", "()").replace("'", "")
+            sig = _signature(member)
             lines.append(f"| `pipecheck.{name}{_cell(sig)}` | {_cell(text)} |")
     lines.append("")
     return "\n".join(lines)
+
+
+class _Annotation(str):
+    """An annotation kept as text (``from __future__ import annotations``), shown without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _signature(fn: Any) -> str:
+    """``fn``'s signature without ``self``; annotations as written, defaults as Python would write them."""
+    sig = inspect.signature(fn)
+    params = [p.replace(annotation=_Annotation(p.annotation)) if isinstance(p.annotation, str) else p
+              for p in list(sig.parameters.values())[1:]]
+    ret = sig.return_annotation
+    ret = _Annotation(ret) if isinstance(ret, str) else ret
+    return str(sig.replace(parameters=params, return_annotation=ret))
 
 
 def _options_table(parser: argparse.ArgumentParser) -> list[str]:
@@ -209,6 +226,8 @@ def _field_default(f: Any) -> str:
 
     if f.name in _REQUIRED:
         return "required"
+    if not f.init:
+        return "derived"
     if f.default is not dataclasses.MISSING:
         return f"`{f.default!r}`"
     if f.default_factory is not dataclasses.MISSING:
@@ -226,7 +245,8 @@ def spec_section() -> str:
         "",
         "`from pytest_pipecheck import KernelSpec, Tensor, Divisible, Range`. A `KernelSpec` names either",
         "`launch` (the spec form: pipecheck allocates every array) or `call` (the wrapper form: the entry point",
-        "as shipped allocates and returns its outputs). Each check takes `layout=` (see `pytest_pipecheck.layouts`).",
+        "as shipped allocates and returns its outputs). Each check takes `values=` (a value pattern, see",
+        "`pytest_pipecheck.values`) and `layout=` (see `pytest_pipecheck.layouts`).",
         "",
     ]
     for cls in (KernelSpec, Tensor):

@@ -6,18 +6,18 @@ recorded in the project's FACTS.md, section 5. The occupancy calculation (:mod:`
 reads nothing but this table, so a wrong number here is a wrong verdict everywhere: on a GPU,
 :func:`compare_with_device` checks the row of the live device against its reported attributes.
 
-Names are parsed by :func:`pytest_pipecheck.config.normalize_arch`: ``sm_90``, ``sm_90a``, ``9.0``, ``90``
+Names are parsed by :func:`normalize_arch`, lists of them by :func:`parse_arch_list`: ``sm_90``, ``sm_90a``, ``9.0``, ``90``
 and ``compute_90`` all name compute capability 9.0. The ``a``/``f`` suffixes select arch-specific
 instructions, not different resources, so they share the base row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config import normalize_arch
 from .results import PipecheckError
 
 __all__ = [
@@ -25,9 +25,15 @@ __all__ = [
     "ArchError",
     "ArchSpec",
     "arch_spec",
+    "base_arch",
     "compare_with_device",
     "known_archs",
+    "normalize_arch",
+    "parse_arch_list",
 ]
+
+# compute capabilities with a table below, as the digits of their sm_ name
+KNOWN_CC = ("70", "75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121")
 
 
 class ArchError(PipecheckError, ValueError):
@@ -155,6 +161,64 @@ ARCHS: dict[str, ArchSpec] = {
              carve=_CARVE_100K, barriers=1),
     )
 }
+
+
+def normalize_arch(raw: str) -> str:
+    """Return the canonical ``sm_XY`` / ``sm_XYa`` spelling of an architecture name.
+
+    Accepts ``sm_90``, ``sm_90a``, ``compute_90``, ``9.0``, ``90``. Raises ValueError for anything
+    that is not one of the compute capabilities pipecheck has tables for.
+    """
+    text = raw.strip().lower()
+    m = re.fullmatch(r"(?:sm_?|compute_?)?(\d{2,3})([af]?)", text)
+    if m:
+        digits, suffix = m.group(1), m.group(2)
+    else:
+        m = re.fullmatch(r"(\d{1,2})\.(\d)([af]?)", text)
+        if not m:
+            raise ValueError(f"{raw!r} is not an architecture name (expected e.g. sm_90, sm_90a, 9.0 or 90)")
+        digits, suffix = m.group(1) + m.group(2), m.group(3)
+    if digits not in KNOWN_CC:
+        known = ", ".join("sm_" + c for c in KNOWN_CC)
+        raise ValueError(f"{raw!r} is not a known architecture; pipecheck knows {known}")
+    return f"sm_{digits}{suffix}"
+
+
+def parse_arch_list(raw: str | Iterable[str], *, where: str = "", base: bool = False) -> tuple[str, ...]:
+    """The architectures a list names, canonical, in order, each once.
+
+    ``raw`` is a string (names separated by commas and/or white space: ``"sm_80,86 9.0"``) or a
+    sequence of such strings. Every name goes through :func:`normalize_arch`; ``base=True`` drops the
+    ``a``/``f`` suffix (``sm_90a`` -> ``sm_90``) for callers that need only the resource table.
+    Raises :class:`ArchError` for a name that is not an architecture or a list that names none; the
+    message starts with ``where`` (the option, marker or argument the list came from) when given.
+    """
+    prefix = f"{where}: " if where else ""
+    if isinstance(raw, str):
+        parts = [raw]
+    else:
+        try:
+            parts = list(raw)
+        except TypeError:
+            raise ArchError(f"{prefix}{raw!r} is not a list of architecture names") from None
+    out: list[str] = []
+    for part in parts:
+        if not isinstance(part, str):
+            raise ArchError(f"{prefix}{part!r} is not an architecture name (expected e.g. sm_90)")
+        for name in re.split(r"[,\s]+", part.strip()):
+            if not name:
+                continue
+            try:
+                arch = normalize_arch(name)
+            except ValueError as exc:
+                raise ArchError(f"{prefix}{exc}") from None
+            if base:
+                arch = arch.rstrip("af")
+            if arch not in out:
+                out.append(arch)
+    if not out:
+        raise ArchError(f"{prefix}names no architecture (e.g. sm_80,sm_90)")
+    return tuple(out)
 
 
 def known_archs() -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .arch import ArchError, normalize_arch, parse_arch_list
 from .results import PipecheckError
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
 
 CHECKS = ("coverage", "tile_probe", "determinism", "occupancy", "sanitizer", "perf", "inspect")
 SANITIZER_TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
-KNOWN_CC = ("70", "75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121")
 
 
 class ConfigError(PipecheckError):
@@ -209,40 +209,11 @@ def _settle(value: Any, current: Any) -> Any:
     return value.apply(tuple(current)) if isinstance(value, _Delta) else value
 
 
-def normalize_arch(raw: str) -> str:
-    """Return the canonical ``sm_XY`` / ``sm_XYa`` spelling of an architecture name.
-
-    Accepts ``sm_90``, ``sm_90a``, ``compute_90``, ``9.0``, ``90``. Raises ValueError for anything
-    that is not one of the compute capabilities pipecheck has tables for.
-    """
-    text = raw.strip().lower()
-    m = re.fullmatch(r"(?:sm_?|compute_?)?(\d{2,3})([af]?)", text)
-    if m:
-        digits, suffix = m.group(1), m.group(2)
-    else:
-        m = re.fullmatch(r"(\d{1,2})\.(\d)([af]?)", text)
-        if not m:
-            raise ValueError(f"{raw!r} is not an architecture name (expected e.g. sm_90, sm_90a, 9.0 or 90)")
-        digits, suffix = m.group(1) + m.group(2), m.group(3)
-    if digits not in KNOWN_CC:
-        known = ", ".join("sm_" + c for c in KNOWN_CC)
-        raise ValueError(f"{raw!r} is not a known architecture; pipecheck knows {known}")
-    return f"sm_{digits}{suffix}"
-
-
 def _parse_arch_list(raw: Any) -> tuple[str, ...]:
-    names = _split(raw)
-    if not names:
-        raise _Invalid("must name at least one architecture, e.g. sm_80,sm_90")
-    out: list[str] = []
-    for n in names:
-        try:
-            arch = normalize_arch(n)
-        except ValueError as exc:
-            raise _Invalid(f"is invalid: {exc}") from None
-        if arch not in out:
-            out.append(arch)
-    return tuple(out)
+    try:
+        return parse_arch_list(raw)
+    except ArchError as exc:
+        raise _Invalid(f"is invalid: {exc}") from None
 
 
 def _parse_optional_path(must_exist: bool, *, want_file: bool = True) -> Callable[[Any], str | None]:
@@ -391,6 +362,11 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="LIST"),
     Setting("sanitizer_timeout", _float_parser(0.0, exclusive=True), 120.0,
             "seconds one test may run under a sanitizer before the watchdog calls it a hang", metavar="SECONDS"),
+    Setting("sanitizer_scope", _choice_parser(("launch", "test")), "launch",
+            "what a sanitizer child runs: launch (each correctness check launches the kernel once per shape and "
+            "judges nothing; the reference, tile probe and determinism repeats run only in the normal run) or "
+            "test (the whole test, as the normal run does); a test that fails on its own in a launch child is "
+            "sanitized again with scope test", metavar="launch|test"),
     Setting("timeout", _float_parser(0.0), 300.0,
             "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
             "pipecheck's watchdog fails it; one that cannot be stopped ends the run with exit status 88 and every "
@@ -419,7 +395,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stages", _parse_optional_int(1), None,
             "override the kernel spec's stage count", metavar="N", cli=False, ini=False),
     Setting("spec", _parse_spec, None,
-            "the KernelSpec this test checks: parametrizes a `shape` argument with its generated shapes",
+            "the KernelSpec this test checks: parametrizes a `shape` argument with its generated shapes, and a "
+            "`values` argument with its value patterns (paired with the shapes when the test takes both)",
             metavar="KernelSpec", cli=False, ini=False),
     Setting("expect_failures", _parse_expect, False,
             "the test provokes check failures on purpose (a mutant): they are reported as caught, and the "
@@ -468,6 +445,7 @@ class PipecheckConfig:
     min_blocks: int = 1
     sanitizer: tuple[str, ...] = ("racecheck", "synccheck")
     sanitizer_timeout: float = 120.0
+    sanitizer_scope: str = "launch"
     timeout: float = 300.0
     racecheck_report: str = "analysis"
     suppressions: str | None = None

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from . import plugin as _plugin
+from . import state
 from .results import CheckResult, Verdict
 
 __all__ = ["ContainmentPlugin", "probe_context", "relay_args"]
@@ -194,10 +194,10 @@ class ContainmentPlugin:
         error = probe_context()
         if error is None:
             return report
-        self.poisoned, self.poisoned_by = error, _plugin.item_nodeid(item)
+        self.poisoned, self.poisoned_by = error, state.item_nodeid(item)
         self._write(f"CUDA context unusable after {report.when} of {self.poisoned_by}: {error}")
         message, result = self._triage(item, error, report.when)
-        _plugin.item_results(item).append(result)
+        state.item_results(item).append(result)
         if report.passed and not result.expected:
             report.outcome = "failed"
             report.longrepr = message
@@ -218,7 +218,7 @@ class ContainmentPlugin:
         findings from re-running that test alone."""
         from .contract import finalize
 
-        nodeid = _plugin.item_nodeid(item)
+        nodeid = state.item_nodeid(item)
         lines = [f"pipecheck: the CUDA context of this process is unusable after the {when} of this test: "
                  f"{error}",
                  "(a sticky fault: illegal or misaligned address, launch failure or trap; every later CUDA call "
@@ -230,8 +230,8 @@ class ContainmentPlugin:
         details["triage"] = triage_details
         if triage_details.get("findings_summary"):
             summary += f"; memcheck: {triage_details['findings_summary']}"
-        cfg = _plugin.item_config(item)
-        dev = self.config.stash[_plugin.TIER].device
+        cfg = state.item_config(item)
+        dev = self.config.stash[state.TIER].device
         result = finalize(CheckResult("fault", Verdict.FAIL, summary, details=details), nodeid=nodeid,
                           kernel=cfg.kernel, expecting=bool(cfg.expect_failures),
                           gpu=f"{dev.name} (index {dev.index}, {dev.uuid})" if dev is not None else None)
@@ -240,7 +240,7 @@ class ContainmentPlugin:
     def _memcheck(self, item: pytest.Item) -> tuple[str, dict[str, Any]]:
         from .sanitizer.locate import HOW_TO_GET, find_compute_sanitizer
 
-        tier = self.config.stash[_plugin.TIER]
+        tier = self.config.stash[state.TIER]
         found = find_compute_sanitizer()
         if found is None or tier.device is None:
             why = f"compute-sanitizer not found ({HOW_TO_GET})" if tier.device is not None else "no GPU"
@@ -248,8 +248,8 @@ class ContainmentPlugin:
         from .sanitizer.pytest_hooks import child_args
         from .sanitizer.runner import BatchSpec, SanitizerRunner, default_child_env, format_failure
 
-        nodeid = _plugin.item_nodeid(item)
-        cfg = _plugin.item_config(item)
+        nodeid = state.item_nodeid(item)
+        cfg = state.item_config(item)
         self._write(f"triage: re-running {nodeid} alone under compute-sanitizer memcheck")
         runner = SanitizerRunner(found.path, cwd=str(self.config.rootpath), child_args=child_args(self.config),
                                  env=default_child_env(tier.device.uuid or str(tier.device.index)),
@@ -274,7 +274,7 @@ class ContainmentPlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
         if self.poisoned is None or self.relay_file:
             return None
-        nodeid = _plugin.item_nodeid(item)
+        nodeid = state.item_nodeid(item)
         relayed = self.cache.pop(nodeid, None)
         problem = ""
         if relayed is None:
@@ -283,7 +283,7 @@ class ContainmentPlugin:
                 self.cache.setdefault(n, r)
             relayed = self.cache.pop(nodeid, None)
             if relayed is None or not relayed.finished:
-                problem = self._describe_death(run, nodeid, relayed)
+                problem = self._describe_death(run, relayed)
         elif not relayed.finished:
             problem = "the fresh process ended before this test finished"
         ihook = item.ihook
@@ -324,7 +324,7 @@ class ContainmentPlugin:
         try:
             start = items.index(item)
         except ValueError:
-            return [_plugin.item_nodeid(item)]
+            return [state.item_nodeid(item)]
         if getattr(self.config, "workerinput", None) is None:
             later = items[start:]
         else:
@@ -332,12 +332,12 @@ class ContainmentPlugin:
 
             share = item.stash.get(SHARE, None)
             later = [item] if share is None else [i for i in items[start:] if i.stash.get(SHARE, None) == share]
-        return [_plugin.item_nodeid(i) for i in later]
+        return [state.item_nodeid(i) for i in later]
 
     def _child_command(self, nodeids: list[str], relay_file: str) -> list[str]:
         cfg = self.config
         args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                f"--pipecheck-seed={cfg.stash[_plugin.RUN_SEED]}", f"--pipecheck-relay={relay_file}"]
+                f"--pipecheck-seed={cfg.stash[state.RUN_SEED]}", f"--pipecheck-relay={relay_file}"]
         if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
             args += ["-p", "pytest_pipecheck.plugin"]
         inipath = getattr(cfg, "inipath", None)
@@ -350,8 +350,8 @@ class ContainmentPlugin:
         return args + nodeids
 
     def _time_limit(self, count: int) -> float:
-        per_test = float(getattr(self.config.stash[_plugin.RUN_CONFIG], "timeout", 0) or 0) or \
-            self.config.stash[_plugin.RUN_CONFIG].sanitizer_timeout
+        per_test = float(getattr(self.config.stash[state.RUN_CONFIG], "timeout", 0) or 0) or \
+            self.config.stash[state.RUN_CONFIG].sanitizer_timeout
         return 120.0 + count * per_test
 
     def _run_child(self, nodeids: list[str]) -> _ChildRun:
@@ -390,7 +390,7 @@ class ContainmentPlugin:
                     pass
         return _ChildRun(tests, rc, output, timed_out, nodeids)
 
-    def _describe_death(self, run: _ChildRun, nodeid: str, relayed: _Relayed | None) -> str:
+    def _describe_death(self, run: _ChildRun, relayed: _Relayed | None) -> str:
         tail = run.output[-_OUTPUT_TAIL:]
         if run.timed_out:
             what = "was killed after its time limit while running this test"

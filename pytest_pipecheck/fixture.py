@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -21,9 +21,16 @@ from .device import TierInfo
 from .results import CheckResult, PipecheckFailure, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .perf.baseline import EnvKey
+    from .perf.stats import Samples
     from .spec import KernelSpec
 
 __all__ = ["Pipecheck", "derive_seed"]
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The keywords a caller gave (not None): the checks keep their own defaults for the rest."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def derive_seed(run_seed: int, nodeid: str) -> int:
@@ -47,12 +54,25 @@ class Pipecheck:
         # the pytest rootdir here
         self.rootdir: str = "."
         self._expecting = config.expect_failures
+        #: (spec, shape) pairs already launched for the sanitizer (scope "launch": once per shape)
+        self.sanitizer_launched: set[tuple[int, str]] = set()
 
     # ------------------------------------------------------------------ basics
     @property
     def spec(self) -> Any:
         """The KernelSpec named by the test's ``pipecheck(spec=...)`` marker, or None."""
         return self.config.spec
+
+    @property
+    def sanitizer_launch_only(self) -> bool:
+        """True in a sanitizer child of scope ``launch`` (the setting ``sanitizer_scope``): coverage, the
+        tile probe and determinism launch the kernel once per shape for the tool and judge nothing; the
+        normal run judges them."""
+        import os
+
+        from .sanitizer.runner import SCOPE_ENV
+
+        return bool(os.environ.get("PIPECHECK_CHILD")) and os.environ.get(SCOPE_ENV) == "launch"
 
     @property
     def has_gpu(self) -> bool:
@@ -196,6 +216,9 @@ class Pipecheck:
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
         """Every selected correctness check for ``spec`` at ``shape``: the results of those that ran.
 
+        ``values="negative"`` (any pattern of :mod:`pytest_pipecheck.values`) sets the input values;
+        ``layout="a-transposed"`` (any layout of :mod:`pytest_pipecheck.layouts`) places the tensors.
+
         A deselected check is recorded as skipped (the summary says why) but not returned.
         """
         __tracebackhide__ = True
@@ -205,32 +228,111 @@ class Pipecheck:
 
         return coverage.check_all(self, spec, shape, **kwargs)
 
-    def check_occupancy(self, *args: Any, **kwargs: Any) -> CheckResult:
-        """Assert a kernel reaches the blocks/SM floor on every target architecture."""
+    def check_occupancy(
+        self,
+        target: object = None,
+        *,
+        threads: int | None = None,
+        registers: int | None = None,
+        static_smem: int = 0,
+        dynamic_smem: int | None = None,
+        arch: str | Sequence[str] | None = None,
+        min_blocks: int | None = None,
+        kernel: str | None = None,
+        opt_in: bool = True,
+        barriers: int | None = None,
+        args: Sequence[Any] | Mapping[str, Any] | None = None,
+        options: Sequence[str] | None = None,
+        include_dirs: Sequence[str] | None = None,
+        defines: Mapping[str, str | int | None] | None = None,
+        num_warps: int | None = None,
+        num_stages: int | None = None,
+        **constexprs: Any,
+    ) -> CheckResult:
+        """Assert a kernel reaches the blocks/SM floor on every target architecture.
+
+        ``target``: :class:`~pytest_pipecheck.resources.cubin.KernelResources`, a dict of them per
+        architecture, a Triton kernel (with ``args``, ``num_warps``, ``num_stages`` and its constexprs),
+        a .cu path (with ``kernel``, ``options``, ``include_dirs``, ``defines``), or None with
+        ``threads`` and ``registers``. See :func:`pytest_pipecheck.checks.occupancy_check.check_occupancy`.
+        """
         __tracebackhide__ = True
-        skipped = self.selected("occupancy", kernel=kwargs.get("kernel"))
+        skipped = self.selected("occupancy", kernel=kernel)
         if skipped is not None:
             return skipped
         from .checks import occupancy_check
 
-        return occupancy_check.check_occupancy(self, *args, **kwargs)
+        given = _given(args=args, options=options, include_dirs=include_dirs, defines=defines,
+                       num_warps=num_warps, num_stages=num_stages)
+        return occupancy_check.check_occupancy(
+            self, target, threads=threads, registers=registers, static_smem=static_smem,
+            dynamic_smem=dynamic_smem, arch=arch, min_blocks=min_blocks, kernel=kernel, opt_in=opt_in,
+            barriers=barriers, **given, **constexprs)
 
-    def check_sass(self, *args: Any, **kwargs: Any) -> CheckResult:
-        """Assert what the compiled code contains (async copies, overlap, MMA kind, no spills)."""
+    def check_sass(
+        self,
+        target: object,
+        *,
+        expect: str | Mapping[str, Any] | Sequence[str | Mapping[str, Any]],
+        arch: str | Sequence[str] | None = None,
+        kernel: str | None = None,
+        args: Sequence[Any] | None = None,
+        options: Sequence[str] | None = None,
+        include_dirs: Sequence[str] | None = None,
+        defines: Mapping[str, str | int | None] | None = None,
+        **triton_options: Any,
+    ) -> CheckResult:
+        """Assert what the compiled code contains (async copies, overlap, MMA kind, no spills).
+
+        ``target``: cubin bytes, a .cubin or .cu path (``options``, ``include_dirs``, ``defines``
+        compile it), a ``@triton.jit`` function (with ``args`` and Triton's compile options) or a
+        compiled Triton kernel. See :func:`pytest_pipecheck.checks.inspect_check.check_sass`.
+        """
         __tracebackhide__ = True
-        skipped = self.selected("inspect", kernel=kwargs.get("kernel"))
+        skipped = self.selected("inspect", kernel=kernel)
         if skipped is not None:
             return skipped
         from .checks import inspect_check
 
-        return inspect_check.check_sass(self, *args, **kwargs)
+        given = _given(args=args, options=options, include_dirs=include_dirs, defines=defines)
+        return inspect_check.check_sass(self, target, expect=expect, arch=arch, kernel=kernel, **given,
+                                        **triton_options)
 
-    def check_perf(self, *args: Any, **kwargs: Any) -> CheckResult:
-        """Time a kernel on the device and gate it against its stored baseline."""
+    def check_perf(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        flops: float | None = None,
+        bytes: float | None = None,  # shadows the builtin: the public keyword the docs use
+        case: str | None = None,
+        samples: Samples | Sequence[float] | None = None,
+        hot_cache: bool = False,
+        graph: bool = False,
+        dtype: str = "fp16",
+        kernel: str | None = None,
+        benchmark: Any = None,
+        env: EnvKey | Mapping[str, Any] | None = None,
+        anchor: str | None = "auto",
+        n_samples: int | None = None,
+        warmup_s: float | None = None,
+        max_time_s: float | None = None,
+        n_inputs: int | None = None,
+        reps: int | None = None,
+        settle_s: float | None = None,
+    ) -> CheckResult:
+        """Time a kernel on the device and gate it against its stored baseline.
+
+        ``n_samples`` ... ``settle_s`` go to :func:`pytest_pipecheck.perf.timing.measure` (its defaults
+        where not given). See :func:`pytest_pipecheck.perf.gate.check_perf` for the rest.
+        """
         __tracebackhide__ = True
         from .perf import gate  # applies the selection itself: a deselected check must still free `benchmark`
 
-        return gate.check_perf(self, *args, **kwargs)
+        timing = _given(n_samples=n_samples, warmup_s=warmup_s, max_time_s=max_time_s, n_inputs=n_inputs,
+                        reps=reps, settle_s=settle_s)
+        return gate.check_perf(self, fn, flops=flops, bytes=bytes, case=case, samples=samples,
+                               hot_cache=hot_cache, graph=graph, dtype=dtype, kernel=kernel,
+                               benchmark=benchmark, env=env, anchor=anchor, **timing)
 
     def check_stage_sweep(self, run: Callable[[int], Any], stages: Iterable[int], *, chosen: int | None = None,
                           max_loss: float = 0.05, kernel: str | None = None, flops: float | None = None,

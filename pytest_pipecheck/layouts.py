@@ -32,25 +32,36 @@ case per variant (one tensor in a variant layout, the others in their base), bou
 ``contiguous`` or ``base`` for the base case, ``a-transposed``, ``out-sliced`` for a variant. The
 checks take ``layout=`` (a Layout, its id, or ``{tensor name: layout}``); the plugin parametrizes a
 test argument named ``layout`` when the marker names a spec.
+
+Pairing (:func:`pair`): a test taking ``shape`` and ``layout`` runs every generated shape (and, when it
+also takes ``values``, every (shape, value pattern) case) in the base layout, and each variant layout
+at :data:`PER_LAYOUT` shapes (small 2, medium 3, large 4) under the ``normal`` pattern, chosen among
+the shapes with a partial tile (where masks meet strides), rotating so that different variants land on
+different shapes. A stride mix-up shows at any shape; crossing every variant with every shape and
+every pattern would multiply the cases (8 shapes x 4 layouts x ... at the small level) for nothing a
+variant at two shapes does not show. At the small level a spec gets 8 + 3 x 2 = 14 cases instead of 32.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .results import PipecheckError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .spec import KernelSpec, Tensor
+    from .spec import KernelSpec, Shape, Tensor
 
-__all__ = ["KINDS", "LEVEL_COUNTS", "STRIDED", "Layout", "as_layout", "base", "generate", "kinds_of"]
+__all__ = ["KINDS", "LEVEL_COUNTS", "PER_LAYOUT", "STRIDED", "Layout", "as_layout", "base", "generate", "kinds_of",
+           "pair"]
 
 KINDS = ("contiguous", "padded", "transposed", "sliced", "offset")
 STRIDED = ("padded", "transposed", "sliced", "offset")
 VARIANTS = ("transposed", "sliced", "offset")
 LEVEL_COUNTS = {"small": 4, "medium": 8, "large": 16}
+# how many shapes each variant layout is paired with, per shape level (see :func:`pair`)
+PER_LAYOUT = {"small": 2, "medium": 3, "large": 4}
 
 
 def _parse(spec: KernelSpec, t: Tensor) -> tuple[str, ...] | None:
@@ -157,6 +168,20 @@ def generate(spec: KernelSpec, level: str = "small", max_count: int | None = Non
                 kinds = tuple((name, kind if name == t.name else k) for name, k in first.kinds)
                 out.append(Layout(kinds, f"{t.name}-{kind}"))
     return out[:cap]
+
+
+def pair(spec: KernelSpec, shapes: Sequence[Shape], level: str = "small") -> list[tuple[Shape, Layout]]:
+    """(shape, variant layout) cases: each variant of :func:`generate` at ``PER_LAYOUT[level]`` of
+    ``shapes`` (those with a partial tile first), rotating; the base layout is not among them (the
+    caller runs every shape in it). Raises PipecheckError naming the spec for a bad level."""
+    from .values import _ragged
+
+    variants = generate(spec, level)[1:]
+    if not variants or not shapes:
+        return []
+    pool = _ragged(spec, shapes)
+    k = min(PER_LAYOUT.get(level, 1), len(pool))
+    return [(pool[(i * k + j) % len(pool)], lay) for i, lay in enumerate(variants) for j in range(k)]
 
 
 def as_layout(spec: KernelSpec, layout: Any) -> Layout:

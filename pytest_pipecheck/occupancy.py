@@ -175,27 +175,6 @@ class Occupancy:
     smem_up: int | None
     smem_down: int | None
 
-    # per-limit block counts as attributes, for readability in tests and tables
-    @property
-    def warps_limit(self) -> int | None:
-        return self.limits["warps"]
-
-    @property
-    def registers_limit(self) -> int | None:
-        return self.limits["registers"]
-
-    @property
-    def smem_limit(self) -> int | None:
-        return self.limits["shared_memory"]
-
-    @property
-    def blocks_limit(self) -> int | None:
-        return self.limits["blocks"]
-
-    @property
-    def barriers_limit(self) -> int | None:
-        return self.limits["barriers"]
-
     @property
     def smem(self) -> int:
         """Static plus dynamic shared memory per block, as the kernel asks for it (no reservation)."""

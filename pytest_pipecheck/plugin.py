@@ -21,21 +21,25 @@ from .config import (
     marker_signature,
     resolve,
 )
-from .device import TierInfo, arch_table_note, detect_tier, list_devices
+from .device import arch_table_note, detect_tier, list_devices
 from .fixture import Pipecheck
 from .report.outcomes import TestOutcomes
 from .results import CheckResult, Verdict
-
-RUN_CONFIG = pytest.StashKey[PipecheckConfig]()
-RUN_SEED = pytest.StashKey[int]()
-TIER = pytest.StashKey[TierInfo]()
-SESSION_RESULTS = pytest.StashKey[list[CheckResult]]()
-SESSION_OUTCOMES = pytest.StashKey["TestOutcomes"]()  # the tests' own outcomes, for the reports
-ITEM_CONFIG = pytest.StashKey[PipecheckConfig]()
-ITEM_CONFIG_ERROR = pytest.StashKey[str]()
-ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
-ITEM_NODEID = pytest.StashKey[str]()
-ATTACHED = pytest.StashKey[int]()  # how many of the item's results went out on its reports
+from .state import (
+    ATTACHED,
+    ITEM_CONFIG,
+    ITEM_CONFIG_ERROR,
+    ITEM_NODEID,
+    ITEM_RESULTS,
+    RUN_CONFIG,
+    RUN_SEED,
+    SESSION_OUTCOMES,
+    SESSION_RESULTS,
+    TIER,
+    item_config,
+    item_nodeid,
+    item_results,
+)
 
 MARKER_DOC = (
     "{sig}: configure pipecheck for this test; every keyword overrides the --pipecheck-* option / "
@@ -338,9 +342,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes,
-    and one taking ``layout`` with SPEC's layouts (:func:`pytest_pipecheck.layouts.generate`)."""
-    if "shape" not in metafunc.fixturenames and "layout" not in metafunc.fixturenames:
+    """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes;
+    one taking ``values`` too gets (shape, value pattern) pairs (see :func:`pytest_pipecheck.values.pair`),
+    one taking only ``values`` every pattern of SPEC. One taking ``layout`` gets SPEC's layouts
+    (:func:`pytest_pipecheck.layouts.generate`), paired with the other cases (see the comment below)."""
+    wants_shape = "shape" in metafunc.fixturenames
+    wants_values = "values" in metafunc.fixturenames
+    wants_layout = "layout" in metafunc.fixturenames
+    if not wants_shape and not wants_values and not wants_layout:
         return
     markers = list(metafunc.definition.iter_markers("pipecheck"))
     if not any("spec" in m.kwargs for m in markers):
@@ -353,34 +362,47 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # reported with the test at setup, as every marker error is
     if cfg.spec is None:
         return
-    from . import layouts, shapes
+    from . import layouts, shapes, values
 
-    if "shape" in metafunc.fixturenames:
+    spec = cfg.spec
+    # (shape, pattern) cases: every shape with normal, each other pattern at a few ragged shapes
+    # (values.pair); without a shape argument, every pattern (or one case when values is not taken)
+    why: dict[Any, str | None] = {None: None}
+    kept: list[Any] = []
+    if wants_shape:
         # a shape over the memory budget is a skip that says why, not an allocator traceback at run time
-        cases = shapes.generate_cases(cfg.spec, level=cfg.shape_level, stages=cfg.stages,
+        cases = shapes.generate_cases(spec, level=cfg.shape_level, stages=cfg.stages,
                                       max_bytes=cfg.shape_budget_mib << 20)
-        params = [pytest.param(c.shape, id=str(c.shape),
-                               marks=() if c.dropped is None else pytest.mark.skip(reason=f"pipecheck: {c.dropped}"))
-                  for c in cases]
-        metafunc.parametrize("shape", params)
-    if "layout" in metafunc.fixturenames:
-        metafunc.parametrize("layout", [pytest.param(lay, id=str(lay))
-                                        for lay in layouts.generate(cfg.spec, level=cfg.shape_level)])
+        why.update({c.shape: c.dropped for c in cases})
+        kept = [c.shape for c in cases if c.dropped is None]
+        base: list[tuple[Any, Any]] = (values.pair(spec, [c.shape for c in cases], level=cfg.shape_level)
+                                       if wants_values else [(c.shape, None) for c in cases])
+    else:
+        base = [(None, n) for n in values.names_for(spec)] if wants_values else [(None, None)]
+    # Layouts do not multiply these cases: every one runs in the base layout, and each variant layout
+    # runs at a few shapes (layouts.pair: PER_LAYOUT per level, shapes with a partial tile first) under
+    # the normal pattern, or once when the test takes no shape. A stride mix-up shows at any shape and
+    # under any pattern; shapes x patterns x layouts would be 13 x 4 cases at the small level for
+    # nothing these 13 + 6 do not show.
+    full: list[tuple[Any, Any, Any]] = [(s, n, None) for s, n in base]
+    if wants_layout:
+        first = layouts.base(spec)
+        normal = "normal" if wants_values else None
+        variants = (layouts.pair(spec, kept, level=cfg.shape_level) if wants_shape
+                    else [(None, lay) for lay in layouts.generate(spec, level=cfg.shape_level)[1:]])
+        full = [(s, n, first) for s, n in base] + [(s, normal, lay) for s, lay in variants]
 
-
-def item_nodeid(item: pytest.Item) -> str:
-    """The test's node id as collected (without a pytest-xdist group suffix)."""
-    return item.stash.get(ITEM_NODEID, item.nodeid)
-
-
-def item_config(item: pytest.Item) -> PipecheckConfig:
-    return item.stash.get(ITEM_CONFIG, item.config.stash[RUN_CONFIG])
-
-
-def item_results(item: pytest.Item) -> list[CheckResult]:
-    if ITEM_RESULTS not in item.stash:
-        item.stash[ITEM_RESULTS] = []
-    return item.stash[ITEM_RESULTS]
+    names = [name for name, wanted in (("shape", wants_shape), ("values", wants_values), ("layout", wants_layout))
+             if wanted]
+    params = []
+    for s, n, lay in full:
+        args = [a for a, wanted in ((s, wants_shape), (n, wants_values), (lay, wants_layout)) if wanted]
+        ident = "-".join(part for part, wanted in ((str(s), wants_shape), (f"values={n}", wants_values),
+                                                   (str(lay), wants_layout)) if wanted)
+        dropped = why.get(s)
+        params.append(pytest.param(*args, id=ident,
+                                   marks=() if dropped is None else pytest.mark.skip(reason=f"pipecheck: {dropped}")))
+    metafunc.parametrize(names if len(names) > 1 else names[0], params)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -9,7 +9,15 @@ From the tile sizes, the loop dimension and the stage count of a :class:`~pytest
   depth wraps around with a partial last tile), each either exact or with a partial last tile;
 * with ``sm_count``, a grid of one full wave plus one block (a partial last wave), which also
   exercises persistent kernels whose programs loop over tiles;
-* dimensions without a tile (batch, heads) cycle through 1, 2 (and 3 at larger levels).
+* dimensions without a tile (batch, heads) cycle through 1, 2 (and 3 at larger levels);
+* with several tile sizes on one dimension (``tiles={"N": (64, 128)}``) the cases above follow the
+  smallest, and shapes are added until *each* size has loop trip counts of both parities above the
+  stage count with a partial last tile (the ring wraps), or, off the loop, a partial tile past the
+  first; with ``blocks_per_program={"K": 4}`` (one program covers 4 tiles), shapes are added where the
+  last program covers every one of its tiles with the last partial, and where a second program gets
+  a single partial tile (on the loop dimension: the last program's trip counts of both parities).
+  These additions come after the level's cap: at most two per extra tile size and two per dimension
+  with several blocks per program.
 
 "One over"/"one under" step by the dimension's alignment (the lcm of its ``Divisible``
 preconditions), so every shape respects the declared preconditions; a shape a callable
@@ -147,8 +155,9 @@ def shape_bytes(spec: KernelSpec, shape: Mapping[str, int]) -> int:
     from .layouts import kinds_of, slot
 
     total = 0
+    guard = spec.guard_tiles
     for t in spec.tensors:
-        tiles = [spec.tiles.get(d, 1) for d in t.dims]
+        tiles = [guard.get(d, 1) for d in t.dims]
         # the largest of the tensor's layouts (a sliced one spans twice the elements)
         total += max(allocation_elements(t.shape(shape), tiles, kind, slot(spec, t.name))
                      for kind in kinds_of(spec, t)) * _itemsize(t.dtype)
@@ -264,7 +273,7 @@ def generate_cases(spec: KernelSpec, level: str = "small", sm_count: int | None 
 
     out: list[Case] = []
     seen: set[Shape] = set()
-    for shp in shapes:
+    for shp in _with_tile_extras(spec, s, shapes, cap):
         if shp in seen or spec.violations(shp):
             continue
         seen.add(shp)
@@ -275,12 +284,93 @@ def generate_cases(spec: KernelSpec, level: str = "small", sm_count: int | None 
                    f"(guarded allocations of one launch), over the shape memory budget of {_format_bytes(budget)} "
                    "(shape_budget_mib: --pipecheck-shape-budget-mib, the ini key or the marker)")
         out.append(Case(shp, why))
-        if len(out) >= cap:
-            break
     if not out:
         raise PipecheckError(f"spec {spec.name!r}: no generated shape meets the preconditions "
                              f"({', '.join(str(p) for p in spec.preconditions)})")
     return out
+
+
+def _program_trips(spec: KernelSpec, dim: str, tile: int, n: int) -> tuple[int, ...]:
+    """The trip counts of the programs along ``dim`` at size ``n`` (tiles per program): all equal to
+    ``blocks_per_program`` but the last one."""
+    trips = math.ceil(n / tile)
+    per = (spec.blocks_per_program or {}).get(dim, 0)
+    if not per or trips <= per:
+        return (trips,)
+    return (per, (trips - 1) % per + 1)
+
+
+def _requirements(spec: KernelSpec, stages: int) -> list[tuple[str, int, str, int]]:
+    """(dim, tile, kind, target) each generated list must meet beyond what the primary tile gives.
+
+    kind ``odd``/``even``: a loop trip count (of the last program) of that parity, above the stage count
+    where possible, with a partial last tile; ``partial``: a partial tile past the first; ``full_program``
+    and ``lone_tile``: the last program covers all its tiles / a single one, the last partial.
+    """
+    reqs: list[tuple[str, int, str, int]] = []
+    bpp = spec.blocks_per_program or {}
+    for dim, sizes in spec.tile_sizes.items():
+        per = bpp.get(dim, 0)
+        for tile in sizes:
+            if dim == spec.loop_dim and (len(sizes) > 1 or per > 1):
+                top = per if per > 1 else 2 * stages + 3
+                for parity in (1, 0):
+                    target = next((t for t in range(stages + 1, top + 1) if t % 2 == parity), None)
+                    if target is None:  # blocks_per_program <= stages: the ring cannot wrap
+                        target = next((t for t in range(1, top + 1) if t % 2 == parity), 1)
+                    reqs.append((dim, tile, "odd" if parity else "even", target))
+            elif dim != spec.loop_dim and len(sizes) > 1 and tile != sizes[0]:
+                reqs.append((dim, tile, "partial", 2))
+            if per > 1:
+                reqs.append((dim, tile, "full_program", per))
+                reqs.append((dim, tile, "lone_tile", per + 1))
+    return reqs
+
+
+def _meets(spec: KernelSpec, shape: Mapping[str, int], dim: str, tile: int, kind: str, target: int) -> bool:
+    n = shape[dim]
+    if not n % tile:
+        return False  # every requirement wants a partial last tile
+    trips = _program_trips(spec, dim, tile, n)
+    if kind in ("odd", "even"):
+        return trips[-1] == target or (trips[-1] % 2 == target % 2 and trips[-1] > min(target, spec.stages))
+    if kind == "partial":
+        return trips[0] >= 2
+    if kind == "full_program":
+        return len(trips) >= 1 and trips[-1] == target
+    if kind == "lone_tile":
+        return len(trips) == 2 and trips[-1] == 1
+    raise ValueError(kind)  # pragma: no cover - internal table
+
+
+def _with_tile_extras(spec: KernelSpec, stages: int, shapes: list[Shape], cap: int) -> list[Shape]:
+    """The first ``cap`` distinct shapes, then one shape per unmet requirement of :func:`_requirements`."""
+    kept: list[Shape] = []
+    for shp in shapes:
+        if shp not in kept and not spec.violations(shp):
+            kept.append(shp)
+        if len(kept) >= cap:
+            break
+    if not kept:
+        return kept
+    base = kept[min(2, len(kept) - 1)]
+    for dim, tile, kind, target in _requirements(spec, stages):
+        if any(_meets(spec, shp, dim, tile, kind, target) for shp in kept):
+            continue
+        if kind in ("odd", "even"):
+            per = (spec.blocks_per_program or {}).get(dim, 0)
+            trips = (per + target) if per > 1 else target  # a full program, then the last with `target`
+        elif kind == "partial":
+            trips = 2
+        else:
+            trips = target
+        step = _align(spec, dim) if _align(spec, dim) < tile else 1
+        # `trips` tiles, the last partial; lone_tile: one tile past a full program
+        value = trips * tile - step if kind != "lone_tile" else (trips - 1) * tile + step
+        candidate = base.replace(**{dim: _fit(spec, dim, value)})
+        if _meets(spec, candidate, dim, tile, kind, target) and not spec.violations(candidate):
+            kept.append(candidate)
+    return kept
 
 
 def _wave_shape(spec: KernelSpec, sm_count: int, stages: int) -> Shape:

@@ -7,7 +7,8 @@ The API (stable; other modules and kernel packages are written against it)::
         launch,              # launch(arrays, dims) -> None: writes the outputs in place
         reference,           # reference(arrays, dims) -> {output name: array}, higher precision
         tensors,             # sequence of Tensor(...): inputs and outputs with named dims
-        tiles,               # {"M": 128, "N": 128, "K": 64}: tile size per dimension
+        tiles,               # {"M": 128, "N": 128, "K": 64}: tile size per dimension, or several
+                             # sizes of one dimension: {"N": (64, 128)} (BLOCK_M and BLOCK_N on it)
         loop_dim,            # the pipelined loop dimension, e.g. "K"
         stages=1,            # pipeline depth (num_stages); drives the generated trip counts
         backend="torch",     # "torch" (CPU or CUDA tensors) or "cupy"
@@ -20,6 +21,8 @@ The API (stable; other modules and kernel packages are written against it)::
         same_precision=None,       # same_precision(arrays, dims) -> outputs in the output dtype:
                                    # enables the calibrated tolerance mode
         calibration_k=2.0,         # calibrated mode: error <= k * same-precision error
+        values=None,               # value patterns generated for it (default: pytest_pipecheck.values.DEFAULT)
+        blocks_per_program=None,   # {"K": 4}: one program covers 4 tiles of K (drives the shapes)
     )
 
     Tensor(name, dims, dtype="float16", role="input", init="randn",
@@ -31,9 +34,21 @@ The wrapper form checks the Python entry point as shipped instead of a launcher:
     KernelSpec(name, call=my_op, reference=..., tensors=..., tiles=..., loop_dim=...,
                returns=("y",))     # names of the call's return values (default: the outputs, in order)
 
-``call(*inputs)`` gets the inputs positionally, in declared order, and returns its outputs; the
+``call(*inputs)`` gets the inputs and inouts positionally, in declared order, and returns its outputs
+(an inout is updated in place; an output of the wrapper form cannot take ``init="zeros"``); the
 allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are poisoned and guarded
 (:mod:`pytest_pipecheck.checks.wrapper` says exactly what is and is not intercepted).
+
+* ``role``: ``"input"``, ``"output"`` (poisoned before the launch; every element must be written) or
+  ``"inout"`` (updated in place: it holds its input values when the kernel starts, and the reference
+  gets the pre-call values and returns the expected post-call value under its name, or updates its
+  copy in place). An inout tensor cannot be poisoned: an element the kernel should update but leaves
+  alone is found only where the update changes its value.
+* An output with ``init="zeros"`` is zeroed before the launch, as the caller does for a kernel that
+  accumulates into it (split-K with atomic adds). It cannot be poisoned either, so its coverage
+  compares values only: an element never written is found only where the reference is not zero.
+* ``rtol``/``atol`` may also be callables of the shape, ``rtol=lambda dims: 1e-3 * (dims["K"] // 256 + 1)``,
+  returning a float or ``{output name: float}`` (split-K rounds once per split).
 
 * ``launch`` gets ``arrays`` (name -> torch tensor on the test's device, or CuPy array when
   ``backend="cupy"``) and ``dims`` (name -> int). Arrays may be *strided views* into larger guarded
@@ -41,10 +56,13 @@ allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are po
   that accepts a ``stages`` keyword lets the ``stages=`` marker/config override reach the kernel.
 * ``reference`` returns every output, computed from the inputs in higher precision (float32 or
   float64 for 16-bit outputs), with the output's shape. It may return torch, CuPy or NumPy arrays.
-* ``init`` is ``"randn"`` (normal values), ``"randint"`` (small integers in [-3, 3], never all zero:
-  keeps sums exact), ``"uniform"`` ([0, 1)), or a callable ``init(shape, generator) -> array`` that
-  returns values (torch/NumPy, any dtype); pipecheck casts them and places them on the device.
-  ``generator`` is a ``torch.Generator`` (torch backend) or ``numpy.random.Generator`` (CuPy).
+* ``init`` is ``"randn"`` (normal values; the value patterns of :mod:`pytest_pipecheck.values` apply
+  to these), ``"randint"`` (small integers in [-3, 3], never all zero: keeps sums exact),
+  ``"uniform"`` ([0, 1)), or a callable ``init(shape, generator) -> array`` that returns values
+  (torch/NumPy, any dtype); pipecheck casts them and places them on the device. ``generator`` is a
+  ``torch.Generator`` (torch backend) or ``numpy.random.Generator`` (CuPy). A callable that takes a
+  third argument (or a keyword ``dims``) also gets the shape's sizes, for inputs constrained by
+  another dimension: ``init=lambda shape, gen, dims: torch.randint(0, dims["V"], shape, generator=gen)``.
 
 :class:`Shape` is a frozen, hashable mapping of dimension sizes whose ``str`` is the pytest id
 (``M129-N65-K200``), so ``pytest.mark.parametrize("shape", shapes, ids=str)`` reads well.
@@ -59,7 +77,7 @@ import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .results import PipecheckError
@@ -91,7 +109,8 @@ DTYPES: dict[str, tuple[str, int]] = {
 _DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
                   "fp32": "float32", "double": "float64", "fp64": "float64"}
 INITS = ("randn", "randint", "uniform")
-ROLES = ("input", "output")
+ROLES = ("input", "output", "inout")
+OUTPUT_INITS = ("zeros",)  # besides the default: how an output starts
 
 
 def normalize_dtype(dtype: Any) -> str:
@@ -272,9 +291,12 @@ class Tensor:
     dims: tuple[str, ...]
     #: float16, bfloat16, float32, float64, int8, int16, int32, int64 or uint8 (torch dtypes accepted)
     dtype: str = "float16"
-    #: ``"input"`` or ``"output"``
+    #: ``"input"``, ``"output"`` (poisoned; every element must be written) or ``"inout"`` (updated in place:
+    #: holds its input values at the start, compared with the reference's post-call value after)
     role: str = "input"
-    #: how an input is filled: ``"randn"``, ``"randint"`` (small integers), ``"uniform"`` or ``init(shape, gen)``
+    #: how an input is filled: ``"randn"`` (value patterns apply), ``"randint"`` (small integers), ``"uniform"``,
+    #: or ``init(shape, gen)`` / ``init(shape, gen, dims)``; for an output, ``"zeros"``: the caller zeroes it
+    #: before the launch (split-K atomics), so coverage compares values only
     init: str | Callable[..., Any] = "randn"
     #: memory layout: ``"contiguous"``, ``"padded"``, ``"transposed"``, ``"sliced"``, ``"offset"``, ``"strided"``
     #: (padded plus the three variants), or a tuple of them (the first is the base, the rest are generated
@@ -288,6 +310,33 @@ class Tensor:
     @property
     def is_output(self) -> bool:
         return self.role == "output"
+
+    @property
+    def is_inout(self) -> bool:
+        return self.role == "inout"
+
+    @property
+    def zeroed(self) -> bool:
+        """An output the caller zeroes before the launch (``init="zeros"``): it cannot be poisoned."""
+        return self.role == "output" and self.init == "zeros"
+
+    @property
+    def compared(self) -> bool:
+        """Whether its value after the launch is compared with the reference (outputs and inouts)."""
+        return self.role in ("output", "inout")
+
+    def init_takes_dims(self) -> bool:
+        """Whether a callable ``init`` takes the shape's sizes (a third parameter or a ``dims`` keyword)."""
+        if not callable(self.init):
+            return False
+        try:
+            params = list(inspect.signature(self.init).parameters.values())
+        except (TypeError, ValueError):
+            return False
+        if any(p.name == "dims" for p in params) or any(p.kind is p.VAR_POSITIONAL for p in params):
+            return True
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return len(positional) >= 3
 
     def shape(self, dims: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(int(dims[d]) for d in self.dims)
@@ -309,7 +358,8 @@ class KernelSpec:
     reference: Callable[..., Any] | None = None
     #: the kernel's inputs and outputs, each a :class:`Tensor` with named dims
     tensors: Sequence[Tensor] = ()
-    #: tile size per dimension, e.g. ``{"M": 128, "N": 128, "K": 64}``
+    #: tile size per dimension, e.g. ``{"M": 128, "N": 128, "K": 64}``, or several sizes of one dimension,
+    #: ``{"N": (64, 128)}`` (BLOCK_M and BLOCK_N both on it): shapes get ragged trip counts for each
     tiles: Mapping[str, int] = dataclasses.field(default_factory=dict)
     #: the pipelined loop dimension (its tiles are probed one by one)
     loop_dim: str = ""
@@ -327,24 +377,50 @@ class KernelSpec:
     bytes_moved: Callable[[Mapping[str, int]], float] | None = None
     #: one line on what the kernel computes
     description: str = ""
-    #: relative tolerance override: a float, or ``{output name: float}``
+    #: relative tolerance override: a float, ``{output name: float}``, or a callable of the shape's sizes
+    #: returning either (``lambda dims: 1e-3 * (dims["K"] // 256 + 1)``)
     rtol: float | Mapping[str, float] | None = None
-    #: absolute tolerance override: a float, or ``{output name: float}``
+    #: absolute tolerance override: a float, ``{output name: float}``, or a callable of the shape's sizes
     atol: float | Mapping[str, float] | None = None
     #: ``same_precision(arrays, dims) -> outputs`` in the output dtype: enables the calibrated tolerance
+    #: (coverage and tile probe)
     same_precision: Callable[..., Any] | None = None
     #: calibrated mode: the error may be at most ``calibration_k`` times the same-precision error
     calibration_k: float = 2.0
+    #: value patterns generated for it (``("normal", "negative", ...)``, see :mod:`pytest_pipecheck.values`);
+    #: default: the non-extreme patterns. Extreme ones (``nan``, ``inf``, ``max``, ``denormal``) are opt-in
+    values: Sequence[str] | None = None
+    #: ``{"K": 4}``: one program covers 4 tiles of K (guards and generated shapes count the program's extent)
+    blocks_per_program: Mapping[str, int] | None = None
     #: the wrapper form: ``call(*inputs) -> outputs``, the user's entry point as shipped; its torch
     #: allocations are poisoned and guarded (see :mod:`pytest_pipecheck.checks.wrapper`)
     call: Callable[..., Any] | None = None
     #: the wrapper form: names of the call's return values in order (``None`` skips one);
-    #: default: the outputs in declared order. A returned dict is matched by name.
+    #: default: the outputs in declared order. A returned dict is matched by name. An inout may be
+    #: named too (a call that returns the tensor it updated in place)
     returns: Sequence[str | None] | None = None
+    #: derived from ``tiles``: every tile size of each dimension, smallest first (``{"N": (64, 128)}``);
+    #: ``tiles`` keeps the smallest of each
+    tile_sizes: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tensors", tuple(self.tensors))
-        object.__setattr__(self, "tiles", dict(self.tiles))
+        sizes: dict[str, tuple[int, ...]] = {}
+        for dim, size in dict(self.tiles).items():
+            many = tuple(size) if isinstance(size, (tuple, list)) else (size,)
+            for one in many:
+                if isinstance(one, bool) or not isinstance(one, int) or one < 1:
+                    raise self._error(f"tile size {dim}={size!r} must be an integer >= 1 or a tuple of them")
+            if not many:
+                raise self._error(f"tile size {dim}={size!r} is an empty tuple")
+            sizes[dim] = tuple(sorted(set(many)))
+        object.__setattr__(self, "tile_sizes", sizes)
+        object.__setattr__(self, "tiles", {d: s[0] for d, s in sizes.items()})
+        object.__setattr__(self, "blocks_per_program", dict(self.blocks_per_program or {}))
+        if self.values is not None:
+            from .values import validate_names
+
+            object.__setattr__(self, "values", validate_names(self.values, self.name))
         object.__setattr__(self, "preconditions", tuple(self.preconditions))
         self.validate()
 
@@ -379,20 +455,26 @@ class KernelSpec:
                 raise self._error(f"tensor name {t.name!r} is declared twice")
             seen.add(t.name)
             if t.role not in ROLES:
-                raise self._error(f"tensor {t.name!r} has role {t.role!r}; must be 'input' or 'output'")
+                raise self._error(f"tensor {t.name!r} has role {t.role!r}; must be 'input', 'output' or 'inout'")
+            if t.role == "output" and isinstance(t.init, str) and t.init not in ("randn", *OUTPUT_INITS):
+                raise self._error(f"output {t.name!r} has init {t.init!r}; an output starts poisoned, or zeroed "
+                                  "with init='zeros' (when the caller zeroes it first)")
+            if t.role == "output" and callable(t.init):
+                raise self._error(f"output {t.name!r} has a callable init; an output starts poisoned, or zeroed "
+                                  "with init='zeros'")
             if not t.dims or not all(isinstance(d, str) and d for d in t.dims):
                 raise self._error(f"tensor {t.name!r} dims must be a non-empty tuple of names, got {t.dims!r}")
             try:
                 object.__setattr__(t, "dtype", normalize_dtype(t.dtype))
             except ValueError as exc:
                 raise self._error(f"tensor {t.name!r}: {exc}") from None
-            if isinstance(t.init, str) and t.init not in INITS:
+            if t.role != "output" and isinstance(t.init, str) and t.init not in INITS:
                 raise self._error(f"tensor {t.name!r} init {t.init!r} is not one of {', '.join(INITS)} "
                                   "or a callable")
             if not isinstance(t.init, str) and not callable(t.init):
                 raise self._error(f"tensor {t.name!r} init must be a name or a callable, got {t.init!r}")
-        if not self.outputs:
-            raise self._error("no tensor has role='output'; nothing to check")
+        if not self.compared:
+            raise self._error("no tensor has role='output' or 'inout'; nothing to check")
         if self.call is not None:
             self._validate_call()
         elif self.returns is not None:
@@ -401,18 +483,21 @@ class KernelSpec:
 
         validate_spec(self)
         if not self.inputs:
-            raise self._error("no tensor has role='input'")
+            raise self._error("no tensor has role='input' or 'inout'")
         input_dims = {d for t in self.inputs for d in t.dims}
         if self.loop_dim not in input_dims:
             names = ", ".join(t.name for t in self.inputs)
             raise self._error(f"loop_dim {self.loop_dim!r} is not a dimension of any input ({names})")
         all_dims = set(self.dim_names)
-        for dim, size in self.tiles.items():
+        for dim in self.tiles:
             if dim not in all_dims:
                 raise self._error(f"tiles names {dim!r}, which is not a dimension of any tensor "
                                   f"(dims: {', '.join(self.dim_names)})")
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise self._error(f"tile size {dim}={size!r} must be an integer >= 1")
+        for dim, n in (self.blocks_per_program or {}).items():
+            if dim not in self.tiles:
+                raise self._error(f"blocks_per_program names {dim!r}, which has no entry in tiles")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise self._error(f"blocks_per_program {dim}={n!r} must be an integer >= 1")
         if self.loop_dim not in self.tiles:
             raise self._error(f"tiles has no entry for the loop dimension {self.loop_dim!r}")
         if isinstance(self.stages, bool) or not isinstance(self.stages, int) or self.stages < 1:
@@ -431,10 +516,10 @@ class KernelSpec:
 
         for tol_name in ("rtol", "atol"):
             tol = getattr(self, tol_name)
-            if tol is None:
+            if tol is None or callable(tol):  # a callable of the shape is checked where it is called
                 continue
             if isinstance(tol, Mapping):
-                unknown = [k for k in tol if k not in {t.name for t in self.outputs}]
+                unknown = [k for k in tol if k not in {t.name for t in self.compared}]
                 if unknown:
                     raise self._error(f"{tol_name} names {unknown[0]!r}, which is not an output")
                 for key, value in tol.items():
@@ -453,14 +538,20 @@ class KernelSpec:
         if self.backend != "torch":
             raise self._error(f"call= needs backend='torch' (its allocations are intercepted with torch's dispatch "
                               f"mode), got backend={self.backend!r}")
+        zeroed = [t.name for t in self.outputs if t.zeroed]
+        if zeroed:
+            raise self._error(f"output {zeroed[0]!r} has init='zeros', but the wrapper form's call allocates its "
+                              "outputs itself (init='zeros' says what the caller does before a launch(); a wrapper "
+                              "that zeroes its output with torch.zeros is seen doing so)")
         if self.returns is None:
             return
         returns = (self.returns,) if isinstance(self.returns, str) else tuple(self.returns)
         object.__setattr__(self, "returns", returns)
         outputs = [t.name for t in self.outputs]
+        returnable = [t.name for t in self.compared]
         for r in returns:
-            if r is not None and r not in outputs:
-                raise self._error(f"returns names {r!r}, which is not an output ({', '.join(outputs)})")
+            if r is not None and r not in returnable:
+                raise self._error(f"returns names {r!r}, which is not an output or inout ({', '.join(returnable)})")
         named = [r for r in returns if r is not None]
         twice = [r for r in named if named.count(r) > 1]
         if twice:
@@ -473,11 +564,50 @@ class KernelSpec:
     # -------------------------------------------------------------- views
     @property
     def inputs(self) -> tuple[Tensor, ...]:
-        return tuple(t for t in self.tensors if t.role == "input")
+        """Tensors that hold values when the kernel starts: inputs and inouts."""
+        return tuple(t for t in self.tensors if t.role in ("input", "inout"))
 
     @property
     def outputs(self) -> tuple[Tensor, ...]:
+        """Tensors the kernel writes from nothing (poisoned, or zeroed with ``init="zeros"``)."""
         return tuple(t for t in self.tensors if t.role == "output")
+
+    @property
+    def compared(self) -> tuple[Tensor, ...]:
+        """Tensors compared with the reference after the launch: outputs and inouts, in declared order."""
+        return tuple(t for t in self.tensors if t.role in ("output", "inout"))
+
+    @property
+    def guard_tiles(self) -> dict[str, int]:
+        """The largest extent one program may reach past an edge per dimension (guards are sized by it)."""
+        bpp = self.blocks_per_program or {}
+        return {d: s[-1] * bpp.get(d, 1) for d, s in self.tile_sizes.items()}
+
+    def tolerances(self, shape: Mapping[str, int]) -> tuple[Any, Any]:
+        """The spec's (rtol, atol) at ``shape``: callables of the shape are called and their results checked.
+
+        Raises PipecheckError naming the spec, the shape and the bad value.
+        """
+        from .checks.tolerance import problem
+
+        out = []
+        for tol_name in ("rtol", "atol"):
+            tol = getattr(self, tol_name)
+            if callable(tol):
+                try:
+                    tol = tol(dict(shape))
+                except Exception as exc:
+                    raise self._error(f"{tol_name}(dims) raised at {dict(shape)}: {type(exc).__name__}: {exc}") from exc
+                values = tol.items() if isinstance(tol, Mapping) else [(None, tol)]
+                for key, value in values:
+                    if key is not None and key not in {t.name for t in self.compared}:
+                        raise self._error(f"{tol_name}(dims) names {key!r}, which is not an output")
+                    why = None if value is None else problem(value)
+                    if why:
+                        where = f"[{key!r}]" if key is not None else ""
+                        raise self._error(f"{tol_name}(dims){where} returned {value!r} at {dict(shape)}: {why}")
+            out.append(tol)
+        return out[0], out[1]
 
     @property
     def dim_names(self) -> tuple[str, ...]:

@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 
+from . import state
+
 __all__ = ["EXIT_HUNG", "SIGNAL", "TimeoutPlugin", "limit_for"]
 
 #: exit status of a process whose test could not be stopped after its timeout
@@ -42,12 +44,10 @@ _START = pytest.StashKey[float]()
 
 def limit_for(item: pytest.Item) -> tuple[float, str]:
     """The test's time limit in seconds (0: none) and where it came from, for the failure message."""
-    from . import plugin as _plugin
-
-    cfg = _plugin.item_config(item)
+    cfg = state.item_config(item)
     source = cfg.sources.get("timeout")
     if source == "marker":
-        where = f"timeout= of the pipecheck marker on {_plugin.item_nodeid(item)}"
+        where = f"timeout= of the pipecheck marker on {state.item_nodeid(item)}"
     elif source == "command line":
         where = "--pipecheck-timeout"
     elif source == "ini":
@@ -138,9 +138,7 @@ class TimeoutPlugin:
         # setup and call share one limit; teardown has its own, so that a test stopped at its limit
         # still releases its fixtures (and a teardown that hangs is still bounded)
         start = now if phase == "teardown" else item.stash.setdefault(_START, now)
-        from . import plugin as _plugin
-
-        return _Guard(self, _plugin.item_nodeid(item), phase, start + limit, limit, where)
+        return _Guard(self, state.item_nodeid(item), phase, start + limit, limit, where)
 
     def _run(self, item: pytest.Item, phase: str) -> Generator[None, object, object]:
         guard = self._guard(item, phase)

@@ -7,6 +7,10 @@
 #
 # PART is any of: pytest, scripts, or the name of one script in scripts/gpu/ (without .py), optionally
 # with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
+# Every script takes its output folder first, except ladder_profile, which takes the builds to launch
+# (ladder_profile=k3_cp_async:4,k3_cp_async_wide:4) and runs under Nsight Compute (ncu), its report in
+# OUTDIR/ladder_profile/ncu.csv; without ncu it is skipped and steps.txt says so. (A build with
+# several macros needs commas of its own: run ladder_profile.py under ncu by hand for that.)
 # Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
 # hang cannot eat the whole run; a step's exit code and duration go to OUTDIR/steps.txt.
 set -u
@@ -37,6 +41,9 @@ export PIPECHECK_EVIDENCE_DIR="$out/evidence"
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 \
   || { echo "install failed"; cat "$out/install.log"; exit 1; }
 
+# Builds ladder_profile launches when none are named (see scripts/gpu/ladder_profile.py).
+LADDER_PROFILE_BUILDS=(k3_cp_async:4 k3_cp_async_wide:4 k3_cp_async_wide:4:PIPECHECK_XTILE)
+
 step() {
   local name=$1; shift
   local t0; t0=$(date +%s)
@@ -44,6 +51,21 @@ step() {
   local rc=$?
   echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$out/steps.txt"
   tail -n 25 "$out/$name.log"
+}
+
+# ladder_profile.py measures nothing itself: it launches the builds named in its arguments once each,
+# for the profiler around it. It needs build names, not an output folder.
+ladder_profile() {
+  local builds=("$@")
+  [ ${#builds[@]} -eq 0 ] && builds=("${LADDER_PROFILE_BUILDS[@]}")
+  if ! command -v ncu > /dev/null 2>&1; then
+    echo "ladder_profile skipped: ncu (Nsight Compute) not found" | tee -a "$out/steps.txt"
+    return
+  fi
+  mkdir -p "$out/ladder_profile"
+  step ladder_profile ncu --target-processes all --kernel-name regex:gemm_k --section SpeedOfLight \
+    --section WarpStateStats --csv --page details --log-file "$out/ladder_profile/ncu.csv" \
+    python3 scripts/gpu/ladder_profile.py "${builds[@]}"
 }
 
 for part in "${parts[@]}"; do
@@ -57,14 +79,22 @@ for part in "${parts[@]}"; do
     scripts)
       for s in scripts/gpu/*.py; do
         n=$(basename "$s" .py)
-        step "$n" python3 "$s" "$out/$n"
+        if [ "$n" = ladder_profile ]; then
+          ladder_profile
+        else
+          step "$n" python3 "$s" "$out/$n"
+        fi
       done
       ;;
     *)
       # NAME or NAME=ARG,ARG...: one script of scripts/gpu/, with its options (cuda_ladder_bench=--quick)
       name=${part%%=*}; extra=()
       [ "$name" != "$part" ] && IFS=, read -r -a extra <<< "${part#*=}"
-      step "$name" python3 "scripts/gpu/$name.py" "$out/$name" "${extra[@]}"
+      if [ "$name" = ladder_profile ]; then
+        ladder_profile "${extra[@]}"
+      else
+        step "$name" python3 "scripts/gpu/$name.py" "$out/$name" "${extra[@]}"
+      fi
       ;;
   esac
 done

@@ -2,10 +2,10 @@
 
 CPU only; no GPU, no new timing. Reads recordings written by ``scripts/gpu/perf_gate_rates.py``
 (``perf_gate_rates.json[.gz]``: the per-run samples under ``families.<kernel>.raw_runs_us``, the rates
-the GPU session computed under ``families.<kernel>.rates``, its settings under ``gate``) and:
+the GPU run computed under ``families.<kernel>.rates``, its settings under ``gate``) and:
 
 1. recomputes, from the stored samples and with the plugin's own statistics
-   (:func:`pytest_pipecheck.perf.stats.resample_rates`, called as ``perf_gate_rates.rates`` calls
+   (:func:`perf_rates.resample_rates`, called as ``perf_gate_rates.rates`` calls
    it, on runs decoded by ``perf_gate_rates.decode``), the all-pairs A/A false-alarm rate and the
    all-pairs scaled +3/+5/+10% detection rates of every gate the recording has rates for (raw,
    anchored, adaptive), plus the cross-process A/A counts where child runs were recorded;
@@ -13,8 +13,8 @@ the GPU session computed under ``families.<kernel>.rates``, its settings under `
    else it names every difference and exits with status 2 before sweeping anything. Two kinds of
    difference are reported but tolerated unless ``--strict``: "knife-edge" (a scaled +x% count at
    threshold x that differs only through the pairs whose run levels are equal, so that their ratio
-   sits exactly on 1 + threshold and floating-point rounding decides the verdict; session 1's +3%)
-   and "not recomputable" (a stored count whose runs were not recorded: session 1's cross-process);
+   sits exactly on 1 + threshold and floating-point rounding decides the verdict; s1's +3%)
+   and "not recomputable" (a stored count whose runs were not recorded: s1's cross-process);
 3. sweeps the practical threshold, alpha and (adaptive gate) clock tolerance, for the raw, anchored
    and adaptive gates and for "per-kind" gating (raw times for kernels whose automatic anchor is a
    copy, i.e. memory-bound, as with ``anchor=None``; kernel/anchor ratios for matmul-anchored,
@@ -39,8 +39,8 @@ Usage::
         [--select s2,s3] [--holdout s4] [--pool-sizes 1,2,3] [--pool-thresholds 0.025,0.0275,0.03]
         [--pool-gap 0]
 
-Without recordings it reads the four H200 sessions of 2026-11-22 (s1..s4; s1 has raw runs only, so
-it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
+Without recordings it reads the four H200 recordings of 2026-11-22 (s1..s4, in time order; s1 has raw runs
+only, so it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
 (the pooled section about 25 s of it); exit status 2 if validation fails or the pooled path
 disagrees with its checks.
 """
@@ -58,29 +58,30 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "scripts"):  # the package, and perf_rates next to this script
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 import numpy as np  # noqa: E402
+from perf_rates import (  # noqa: E402
+    RateEstimate,
+    estimate,  # the Wilson interval resample_rates attaches to its counts
+    gate_rows,  # the vectorised gate resample_rates applies; used for the cross-process and pooled pairs
+    resample_rates,
+)
 from scipy import stats as sps  # noqa: E402
 
 from pytest_pipecheck.config import PipecheckConfig  # noqa: E402
-from pytest_pipecheck.perf.stats import (  # noqa: E402
-    DEFAULT_CLOCK_TOLERANCE,
-    RateEstimate,
-    Samples,
-    _estimate,  # the Wilson interval resample_rates attaches to its counts
-    _gate_rows,  # the vectorised gate resample_rates applies; used for the cross-process and pooled pairs
-    compare,
-    resample_rates,
-)
+from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE, Samples, compare  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "docs" / "validation"
+#: The H200 recordings of 2026-11-22, labelled s1..s4 in time order (02:32, 03:18, 04:55 and 07:55 UTC;
+#: docs/validation/README.md); the one of 2026-11-23 11:22 UTC is s5 where it is passed.
 DEFAULT_RECORDINGS = (
-    f"s1={RESULTS / '2026-11-22-h200' / 'perf_gate_rates.json'}",
-    f"s2={RESULTS / '2026-11-22-h200' / 'perf_gate_rates-run2.json.gz'}",
-    f"s3={RESULTS / '2026-11-22-h200-session3' / 'perf_gate_rates.json.gz'}",
-    f"s4={RESULTS / '2026-11-22-h200-session4' / 'perf_gate_rates.json.gz'}",
+    f"s1={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0232.json.gz'}",
+    f"s2={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0318.json.gz'}",
+    f"s3={RESULTS / '2026-11-22-h200-0453' / 'perf_gate_rates.json.gz'}",
+    f"s4={RESULTS / '2026-11-22-h200-0754' / 'perf_gate_rates.json.gz'}",
 )
 DEFAULT_THRESHOLDS = (0.015, 0.02, 0.025, 0.0275, 0.03)
 DEFAULT_ALPHAS = (1e-3, 1e-4)
@@ -145,7 +146,7 @@ class Session:
 
 
 def load_session(label: str, path: str) -> Session:
-    """Decode a recording the way ``perf_gate_rates.offline_families`` reads it (session 1: raw only)."""
+    """Decode a recording the way ``perf_gate_rates.offline_families`` reads it (s1: raw only)."""
     rec = PGR.load_recording(path)
     s = Session(label, path, rec)
     for fam, data in rec.get("families", {}).items():
@@ -267,7 +268,7 @@ class Rates:
                 if mode != "raw":
                     base_a = np.array([p[0].anchor_us for p in pairs])
                     cand_a = np.array([p[1].anchor_us for p in pairs])
-                regressed, _ = _gate_rows(mode, base, cand, base_a, cand_a, threshold=threshold, alpha=alpha,
+                regressed, _ = gate_rows(mode, base, cand, base_a, cand_a, threshold=threshold, alpha=alpha,
                                           clock_tolerance=DEFAULT_CLOCK_TOLERANCE if tol is None else tol)
                 self._cross[key] = (int(np.sum(regressed)), len(pairs))
         return self._cross[key]
@@ -454,7 +455,7 @@ def pooled_verdicts(runs: Sequence[Samples], kb: int, kc: int, mode: str, thresh
     """The gate ``mode`` on a baseline of kb pooled runs against a candidate of kc pooled runs, for every
     window pair (:func:`window_pairs`); for power the candidate's kernel samples are multiplied by
     ``1 + slowdown``, its anchor samples left as they are (as ``resample_rates`` does). Decided by the
-    vectorised rule ``resample_rates`` and ``compare`` apply (``_gate_rows``), on rows of pooled samples:
+    vectorised rule ``resample_rates`` and ``compare`` apply (``gate_rows``), on rows of pooled samples:
     row t is exactly ``compare(pooled(runs, i, kb), pooled(runs, j, kc))`` for pair t = (i, j)."""
     pairs = window_pairs(len(runs), kb, kc, gap)
     if not pairs:
@@ -474,7 +475,7 @@ def pooled_verdicts(runs: Sequence[Samples], kb: int, kc: int, mode: str, thresh
     regressed: dict[tuple[float, float], Any] = {}
     for s in slowdowns:
         for t in thresholds:
-            regressed[(t, s)] = _gate_rows(mode, base, cand * (1.0 + s), base_a, cand_a, threshold=t, alpha=alpha,
+            regressed[(t, s)] = gate_rows(mode, base, cand * (1.0 + s), base_a, cand_a, threshold=t, alpha=alpha,
                                            clock_tolerance=clock_tolerance)[0]
     lb, lc = (base, cand) if mode == "raw" else (base / base_a, cand / cand_a)
     log_ratio = np.log(np.median(lc, axis=1) / np.median(lb, axis=1))
@@ -485,7 +486,7 @@ def pooled_rates(runs: Sequence[Samples], kb: int, kc: int, mode: str, threshold
                  slowdowns: Iterable[float], gap: int = 0) -> dict[tuple[float, float], RateEstimate]:
     """Failure counts of :func:`pooled_verdicts` per (threshold, slowdown)."""
     v = pooled_verdicts(runs, kb, kc, mode, thresholds, alpha, slowdowns, gap)
-    return {key: _estimate(key[1], int(np.sum(reg)), len(reg)) for key, reg in v.regressed.items()}
+    return {key: estimate(key[1], int(np.sum(reg)), len(reg)) for key, reg in v.regressed.items()}
 
 
 @dataclass(frozen=True)
@@ -551,8 +552,8 @@ class PooledRates:
             return None
         aa, pw = v.regressed[(ps.threshold, 0.0)], v.regressed[(ps.threshold, self.slowdown)]
         runs = len(self.runs(label, fam, mode))
-        return PoolCell(mode, _estimate(0.0, int(np.sum(aa)), len(aa)),
-                        _estimate(self.slowdown, int(np.sum(pw)), len(pw)), runs, runs // (ps.kb + ps.kc), v.rms_log)
+        return PoolCell(mode, estimate(0.0, int(np.sum(aa)), len(aa)),
+                        estimate(self.slowdown, int(np.sum(pw)), len(pw)), runs, runs // (ps.kb + ps.kc), v.rms_log)
 
     def spot_check(self, per_class: int = 1, seed: int = 0) -> tuple[int, list[str]]:
         """Re-decide some pooled comparisons one at a time with ``compare`` on :func:`pooled` samples.
@@ -1002,7 +1003,7 @@ def run_timing(s: Session, fam: str) -> tuple[int, float | None]:
     """(rounds, mean seconds per run) of one kernel's round-robin runs, from the recording's phase time.
 
     Each round of ``perf_gate_rates.take_runs`` is A, A, +3%, +5%, +10%, each as a raw run then an
-    anchored run (session 1: raw runs only), so a round is 5 runs per recorded run kind."""
+    anchored run (s1: raw runs only), so a round is 5 runs per recorded run kind."""
     kinds = s.a_runs[fam]
     rounds = max(len(v) for v in kinds.values()) // 2
     secs = (s.recording.get("phase_seconds") or {}).get(f"{fam}:runs")
@@ -1030,7 +1031,7 @@ def render_pooled(pr: PooledRates, families: Sequence[str], select: Sequence[str
              "sd x sqrt(2)); does pooling several runs per side bring the gate within both targets? "
              f"A pooled run is the runs' samples concatenated (kb x {n_per_run} samples; for the anchored "
              "gate the kernel and the anchor samples concatenated alike, so each kernel/anchor ratio stays paired), "
-             "and the plugin's own rule decides exactly as for one run (`compare`'s vectorised form `_gate_rows`, "
+             "and the plugin's own rule decides exactly as for one run (`compare`'s vectorised form `gate_rows`, "
              f"as `resample_rates` calls it; alpha {pr.alpha:g}). Power: the candidate's kernel samples x "
              f"{1 + slow:g}, its anchor samples untouched.", "",
              "Enumeration: **windows of consecutive runs**, not random draws. A/A runs are taken in recording order "
@@ -1045,7 +1046,7 @@ def render_pooled(pr: PooledRates, families: Sequence[str], select: Sequence[str
              "(kernel alone) followed by one anchored run (kernel and anchor interleaved sample by sample). So the "
              "raw and the anchored A runs are two separate, interleaved series: A runs 2r and 2r+1 of one kind are "
              "from round r, one run of the other kind apart; A run 2r+1 and 2r+2 are 7 runs apart (the other "
-             "kind's second A run and the three slowed variants of both kinds). Session 1 (raw only) recorded "
+             "kind's second A run and the three slowed variants of both kinds). s1 (raw only) recorded "
              "A, A, +3%, +5%, +10% per round without anchored runs (40 A and 20 runs per slowed variant match "
              "that). All of a kernel's runs of a session lie within one phase of about 7-26 s:", "",
              "| session | kernel | rounds | A runs per kind | run kinds | phase s | s per run (mean) |",

@@ -18,6 +18,15 @@ an ERROR naming the spec and the output, never agreement. Integer outputs run tw
 different poisons (any integer poison is a value a kernel may write); determinism runs alternate
 the two poisons, so outputs nobody wrote differ between runs and are reported as unwritten.
 
+Every check takes ``values=``, a value pattern (:mod:`pytest_pipecheck.values`: ``negative``,
+``offset``, ...) that transforms the normal inputs. An ``inout`` tensor starts with its input values
+in a fresh copy for each launch and is compared after it (the reference gets the values before); an
+output with ``init="zeros"`` starts zeroed. Neither can be poisoned, so for them coverage compares
+values only: an element never written is found only where the expected value differs from the
+starting one. The spec's ``rtol``/``atol`` may be callables of the shape. Every check also takes
+``layout=`` (:mod:`pytest_pipecheck.layouts`: where each tensor sits in its guarded allocation), and
+a wrapper-form spec (``call=``) is launched through its call (:mod:`.wrapper`) under both.
+
 Each check records one CheckResult (``coverage``, ``tile_probe``, ``determinism``) on the fixture
 and raises PipecheckFailure on a defect; a bad spec or input raises PipecheckError naming the spec
 (recorded as an ERROR where the check could not reach a verdict).
@@ -32,6 +41,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import layouts as _lay
+from .. import values as _values
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from ..spec import KernelSpec, Shape, Tensor
 from . import arrays as _arr
@@ -50,8 +60,19 @@ MAX_ERROR_LINE_CHARS = 240
 # ----------------------------------------------------------------------------- plumbing
 
 
-def _where(spec: KernelSpec, shape: Shape) -> str:
-    return f"{spec.name} at {shape}"
+def _where(spec: KernelSpec, shape: Shape, pattern: _values.Pattern | None = None) -> str:
+    if pattern is None or pattern.name == "normal":
+        return f"{spec.name} at {shape}"
+    return f"{spec.name} at {shape} {pattern.id}"
+
+
+def _pattern(spec: KernelSpec, values: Any) -> _values.Pattern:
+    return _values.resolve(values, spec.name)
+
+
+def _spec_tolerances(spec: KernelSpec, shape: Shape) -> tuple[Any, Any]:
+    """The spec's rtol/atol at ``shape`` (callables of the shape called and checked)."""
+    return spec.tolerances(shape)
 
 
 def _stages_override(pc: Pipecheck, spec: KernelSpec) -> dict[str, Any]:
@@ -74,11 +95,33 @@ def _check_tolerance_args(spec: KernelSpec, call: str, **values: Any) -> None:
 
 
 def _tiles_of(spec: KernelSpec, t: Tensor) -> list[int]:
-    return [spec.tiles.get(d, 1) for d in t.dims]
+    # guards cover the largest extent one program reaches (every tile size, blocks per program)
+    guard = spec.guard_tiles
+    return [guard.get(d, 1) for d in t.dims]
 
 
-def _input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offset: int) -> Any:
-    """Values for one input from the test's seed; small or normal values, never all zero."""
+def _call_init(t: Tensor, dims: tuple[int, ...], gen: Any, shape: Shape) -> Any:
+    assert callable(t.init)
+    if t.init_takes_dims():
+        return t.init(dims, gen, shape.dims)
+    return t.init(dims, gen)
+
+
+def _input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offset: int,
+                  pattern: _values.Pattern | None = None) -> Any:
+    """Values for one input from the test's seed; small or normal values, never all zero.
+
+    ``pattern`` (a value pattern, see :mod:`pytest_pipecheck.values`) transforms the normal values of
+    floating-point inputs with ``init="randn"``; ``normal`` (or None) leaves them as they are.
+    """
+    values = _base_input_values(pc, spec, t, shape, offset)
+    if pattern is not None and pattern.name != "normal" and _values.applies(t):
+        loop = shape[spec.loop_dim]
+        values = _values.apply(pattern, values, t.dtype, loop)
+    return values
+
+
+def _base_input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offset: int) -> Any:
     dims = t.shape(shape)
     values: Any
     if spec.backend == "cupy":
@@ -86,7 +129,7 @@ def _input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offs
 
         rng = pc.numpy_rng(offset)
         if callable(t.init):
-            values = np.asarray(_arr.to_numpy(t.init(dims, rng)))
+            values = np.asarray(_arr.to_numpy(_call_init(t, dims, rng, shape)))
         elif t.init == "randint" or not t.dtype.startswith(("float", "bfloat")):
             values = rng.integers(-3, 4, size=dims)
         elif t.init == "uniform":
@@ -100,7 +143,7 @@ def _input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offs
 
     gen = pc.torch_generator(offset=offset)
     if callable(t.init):
-        out = t.init(dims, gen)
+        out = _call_init(t, dims, gen, shape)
         values = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
     elif t.init == "randint" or not t.dtype.startswith(("float", "bfloat")):
         values = torch.randint(-3, 4, dims, generator=gen)
@@ -130,10 +173,34 @@ def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, values: Mapping
 def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 0,
                    layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
     lay = layout or _lay.base(spec)
-    return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
-                                       device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
-                                       layout=lay.of(t.name), slot=_lay.slot(spec, t.name))
-            for t in spec.outputs}
+    out = {}
+    for t in spec.outputs:
+        g = _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
+                               device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
+                               layout=lay.of(t.name), slot=_lay.slot(spec, t.name))
+        if t.zeroed:
+            # what the caller does before a kernel that accumulates into its output (split-K atomics)
+            g.array[...] = 0
+            g.snapshot()
+        out[t.name] = g
+    return out
+
+
+def _fresh_inouts(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+                  layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
+    """New allocations of the inout tensors holding the pre-call values of ``inputs``, in the same layout:
+    each launch updates its own, and ``inputs`` keeps the pre-call values the reference gets."""
+    lay = layout or _lay.base(spec)
+    return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
+                                       device=_device(pc, spec), values=_arr.clone(inputs[t.name].array),
+                                       tiles=_tiles_of(spec, t), layout=lay.of(t.name),
+                                       slot=_lay.slot(spec, t.name))
+            for t in spec.inputs if t.is_inout}
+
+
+def _poisoned(t: Tensor) -> bool:
+    """Whether an unwritten element of ``t`` can be told by its poison (not for inouts and zeroed outputs)."""
+    return t.is_output and not t.zeroed
 
 
 def _error_lines(exc: BaseException, max_lines: int = MAX_ERROR_LINES,
@@ -161,26 +228,30 @@ def _error_lines(exc: BaseException, max_lines: int = MAX_ERROR_LINES,
 
 def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
             extra: Mapping[str, Any], what: str, check: str, poison: int = 0,
+            pattern: _values.Pattern | None = None,
             layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
-    """Allocate outputs poisoned with variant ``poison``, launch once, synchronize; a crash becomes a
-    PipecheckFailure. The wrapper form calls the wrapper instead (:mod:`.wrapper`)."""
+    """Allocate outputs poisoned with variant ``poison`` (and fresh copies of the inouts), launch once,
+    synchronize; a crash becomes a PipecheckFailure. Returns the outputs and the updated inouts. The
+    wrapper form calls the wrapper instead (:mod:`.wrapper`), on the same fresh inouts."""
     __tracebackhide__ = True
+    inouts = _fresh_inouts(pc, spec, shape, inputs, layout)
     if spec.call is not None:
         from . import wrapper
 
-        return wrapper.launch(pc, spec, shape, inputs, extra, what, check, poison)
-    outputs = _alloc_outputs(pc, spec, shape, poison, layout)
+        returned = wrapper.launch(pc, spec, shape, {**inputs, **inouts}, extra, what, check, poison, pattern)
+        return {**returned, **inouts}
+    outputs = {**_alloc_outputs(pc, spec, shape, poison, layout), **inouts}
     arrays = {name: g.array for name, g in {**inputs, **outputs}.items()}
     try:
         spec.launch(arrays, shape.dims, **extra)  # type: ignore[misc]  # validate(): launch or call is set
         _arr.synchronize(spec.backend, _device(pc, spec))
     except Exception as exc:
-        _raised(pc, spec, shape, exc, what, check)
+        _raised(pc, spec, shape, exc, what, check, pattern=pattern)
     return outputs
 
 
 def _raised(pc: Pipecheck, spec: KernelSpec, shape: Shape, exc: Exception, what: str, check: str,
-            who: str = "the kernel") -> NoReturn:
+            who: str = "the kernel", pattern: _values.Pattern | None = None) -> NoReturn:
     """Record and raise the PipecheckFailure for ``exc``, raised by ``who`` during ``what``."""
     __tracebackhide__ = True
     last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
@@ -189,11 +260,38 @@ def _raised(pc: Pipecheck, spec: KernelSpec, shape: Shape, exc: Exception, what:
     if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
         hint = "; an unmasked load or store past an edge?"
     first, *rest = _error_lines(exc) or [""]
-    message = "\n    ".join([f"{_where(spec, shape)}: {who} raised during {what}: {type(exc).__name__}: "
+    message = "\n    ".join([f"{_where(spec, shape, pattern)}: {who} raised during {what}: {type(exc).__name__}: "
                              f"{first}{loc}{hint}", *rest])
     result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
                                    kernel=spec.name, details={"shape": str(shape), "error": message}))
     raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc
+
+
+def _launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Shape, check: str,
+                          pattern: _values.Pattern | None = None,
+                          layout: _lay.Layout | None = None) -> CheckResult:
+    """In a sanitizer child of scope ``launch``: launch the kernel once at ``shape`` (the first of the
+    three checks to ask does it) the way the normal run's coverage check does: its inputs under the
+    test's value pattern, in the test's layout, through the launcher or (wrapper form) the call, and
+    judge nothing.
+
+    compute-sanitizer judges the launch; the reference, the comparison, the tile probe's launches and
+    the determinism repeats add nothing it could see (the same kernel, grid and access pattern) and
+    cost most of a child's time, since every launch under racecheck is instrumented. The normal run
+    judges the check.
+    """
+    lay = layout or _lay.base(spec)
+    key = (id(spec), f"{shape} {pattern.id if pattern is not None else ''} {lay}")
+    if key not in pc.sanitizer_launched:
+        pc.sanitizer_launched.add(key)
+        values = {t.name: _input_values(pc, spec, t, shape, i, pattern) for i, t in enumerate(spec.inputs)}
+        inputs = _alloc_inputs(pc, spec, shape, values, lay)
+        _launch(pc, spec, shape, inputs, _stages_override(pc, spec), "the launch for the sanitizer", check,
+                pattern=pattern, layout=lay)
+    why = ("not judged in a sanitizer child (sanitizer_scope=launch): the kernel launched once at this shape for "
+           f"the tool; the normal run judges {check}")
+    return pc.record(CheckResult(check, Verdict.SKIP, why, kernel=spec.name,
+                                 details={"shape": str(shape), "layout": str(lay), "reason": why}))
 
 
 def _inconclusive(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, message: str,
@@ -231,6 +329,8 @@ def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[st
                              f"{type(exc).__name__}: {exc}") from exc
     _arr.synchronize(spec.backend, _device(pc, spec))
     for name, g in inputs.items():
+        if spec.tensor(name).is_inout:
+            continue  # updated in place by design: a reference may update its copy instead of returning it
         changed = _arr.bits(copies[name], g.dtype) != before[name]
         if changed.any():
             n = int(changed.sum())
@@ -245,9 +345,16 @@ def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[st
                 {"shape": str(shape), "input": name, "changed": n, "culprit": label})
     if not isinstance(got, Mapping):
         raise PipecheckError(f"spec {spec.name!r}: the {label} must return a dict of outputs "
-                             f"({', '.join(t.name for t in spec.outputs)}), got {type(got).__name__}")
+                             f"({', '.join(t.name for t in spec.compared)}), got {type(got).__name__}")
     out: dict[str, Any] = {}
-    for t in spec.outputs:
+    for t in spec.compared:
+        if t.is_inout and t.name not in got:
+            # the reference updated its copy of the inout in place: that copy is the expected value
+            host = np.asarray(_arr.to_numpy(copies[t.name]), dtype=np.float64)
+            if require_finite:
+                _require_finite(pc, check, spec, shape, t, host, label)
+            out[t.name] = host
+            continue
         if t.name not in got:
             raise PipecheckError(f"spec {spec.name!r}: the {label} returned no {t.name!r} "
                                  f"(returned: {', '.join(map(str, got)) or 'nothing'})")
@@ -333,44 +440,51 @@ def _pct(n: int, total: int) -> str:
 
 
 def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: str = "auto",
-                   rtol: float | None = None, atol: float | None = None, layout: Any = None) -> CheckResult:
+                   rtol: float | None = None, atol: float | None = None, values: Any = None,
+                   layout: Any = None) -> CheckResult:
     """Poisoned, guarded outputs; every element written; guards intact; match the reference.
 
     ``tolerance``: "auto" (calibrated when the spec has ``same_precision``, else by dtype), "fixed"
-    or "calibrated". ``rtol``/``atol`` override everything else. ``layout``: each tensor's memory layout
-    (a :class:`~pytest_pipecheck.layouts.Layout`, its id or ``{tensor: layout}``; default: the spec's
-    base layout). Raises PipecheckFailure with counts,
-    the worst element by index and tile and the tolerance used; PipecheckError for a bad spec/shape.
+    or "calibrated". ``rtol``/``atol`` override everything else. ``values``: a value pattern name
+    (``"negative"``; see :mod:`pytest_pipecheck.values`), default ``normal``. ``layout``: each
+    tensor's memory layout (a :class:`~pytest_pipecheck.layouts.Layout`, its id or ``{tensor: layout}``;
+    default: the spec's base layout). Raises PipecheckFailure with counts, the worst element by index
+    and tile and the tolerance used; PipecheckError for a bad spec/shape/pattern/layout.
     """
     __tracebackhide__ = True
     shp = spec.check_shape(shape)
+    pattern = _pattern(spec, values)
     _check_tolerance_args(spec, "check_coverage", rtol=rtol, atol=atol)
-    if tolerance not in ("auto", "fixed", "calibrated"):
-        raise PipecheckError(f"spec {spec.name!r}: tolerance={tolerance!r} must be auto, fixed or calibrated")
-    if tolerance == "calibrated" and spec.same_precision is None:
-        raise PipecheckError(f"spec {spec.name!r}: tolerance='calibrated' needs the spec's same_precision "
-                             "implementation")
-    extra = _stages_override(pc, spec)
+    _check_tolerance_mode(spec, tolerance)
+    spec_rtol, spec_atol = _spec_tolerances(spec, shp)
     lay = _lay.as_layout(spec, layout)
-    values = {t.name: _input_values(pc, spec, t, shp, i) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, values, lay)
-    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage", layout=lay)
+    if pc.sanitizer_launch_only:
+        return _launch_for_sanitizer(pc, spec, shp, "coverage", pattern, lay)
+    extra = _stages_override(pc, spec)
+    vals = {t.name: _input_values(pc, spec, t, shp, i, pattern) for i, t in enumerate(spec.inputs)}
+    inputs = _alloc_inputs(pc, spec, shp, vals, lay)
+    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage", pattern=pattern, layout=lay)
     # An integer poison is a value a kernel may legitimately write (7 in a uint8 output): integer
     # outputs run a second time under the other poison, and only an element holding the poison of
     # each run is unwritten. Float poisons are NaN payloads no arithmetic produces: one run is enough.
     second: dict[str, _arr.GuardedArray] | None = None
-    if any(not _arr.is_float(t.dtype) for t in spec.outputs):
+    if any(not _arr.is_float(t.dtype) and _poisoned(t) for t in spec.outputs):
         second = _launch(pc, spec, shp, inputs, extra, "the coverage run (second poison)", "coverage", poison=1,
-                         layout=lay)
+                         pattern=pattern, layout=lay)
     # the kernel's writes to its inputs, read before the reference runs (it gets copies anyway)
     input_writes = {name: int(g.changed().sum()) for name, g in inputs.items()}
-    ref = _reference(pc, spec, shp, inputs)
+    ref = _reference(pc, spec, shp, inputs, require_finite=not pattern.nonfinite)
+    skipped = _out_of_range(pc, "coverage", spec, shp, pattern, ref)
+    if skipped is not None:
+        return skipped
     lowp = None
     if spec.same_precision is not None and tolerance in ("auto", "calibrated") and rtol is None and atol is None:
-        lowp = _reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation")
+        lowp = _reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation",
+                          require_finite=not pattern.nonfinite)
 
-    lines = [f"{_where(spec, shp)}{_lay.describe(lay, spec)}: coverage failed"]
-    details: dict[str, Any] = {"shape": str(shp), "layout": str(lay), "outputs": {}}
+    where_text = f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}"
+    lines = [f"{where_text}: coverage failed"]
+    details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "layout": str(lay), "outputs": {}}
     worst_rel = 0.0
     tol_used: _tol.Tolerance | None = None
     for name, n in input_writes.items():
@@ -379,21 +493,26 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
                          "its inputs (an output pointer or stride mixed up?)")
     import numpy as np
 
-    for t in spec.outputs:
+    for t in spec.compared:
         g = outputs[t.name]
         want = ref[t.name]
         got = _arr.to_numpy(g.array)
         changed = g.changed()
         interior = g.interior_mask()
         info: dict[str, Any] = {"allocated": g.note} if g.note else {}
+        if not _poisoned(t):
+            info["unwritten_not_checked"] = ("inout: updated in place" if t.is_inout else
+                                             "init='zeros': zeroed by the caller")
         guard = _arr.guard_report(g, changed, interior)
         if guard:
-            lines.append(f"output {t.name!r}: {guard} (an unmasked store past an edge, or strides ignored?)")
+            lines.append(f"{_kind(t)} {t.name!r}: {guard} (an unmasked store past an edge, or strides ignored?)")
             info["outside_writes"] = int((changed & ~interior).sum())
         # unwritten: the bits still equal the poison (of both runs, for an integer output)
-        unwritten = _arr.bits(g.array, t.dtype) == _arr.poison_bits(t.dtype)
-        if second is not None and not _arr.is_float(t.dtype):
-            unwritten &= _arr.bits(second[t.name].array, t.dtype) == _arr.poison_bits(t.dtype, 1)
+        unwritten = np.zeros(want.shape, dtype=bool)
+        if _poisoned(t):
+            unwritten = _arr.bits(g.array, t.dtype) == _arr.poison_bits(t.dtype)
+            if second is not None and not _arr.is_float(t.dtype):
+                unwritten &= _arr.bits(second[t.name].array, t.dtype) == _arr.poison_bits(t.dtype, 1)
         n_unwritten = int(unwritten.sum())
         if n_unwritten:
             first = tuple(int(i) for i in np.argwhere(unwritten)[0])
@@ -402,33 +521,31 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
             info["unwritten"] = n_unwritten
         if lowp is not None:
             # both are finite here (_reference made a NaN or inf an error)
-            err = float(np.max(np.abs(lowp[t.name] - want))) if want.size else 0.0
-            tol = _tol.calibrated(t.dtype, err, float(np.max(np.abs(want))) if want.size else 0.0,
-                                  spec.calibration_k)
-            if not (math.isfinite(tol.atol) and math.isfinite(tol.rtol)):
-                _inconclusive(pc, "coverage", spec, f"inconclusive: calibrated tolerance of {t.name!r} is not finite",
-                              f"spec {spec.name!r}: the calibrated tolerance of {t.name!r} at {shp} is {tol}: not "
-                              "a finite number, so it would accept any output; use tolerance='fixed' or explicit "
-                              "rtol=/atol=", {"shape": str(shp), "output": t.name, "tolerance": str(tol)})
+            tol = _calibrated(pc, "coverage", spec, shp, t, want, lowp[t.name])
         else:
-            tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec.rtol, spec_atol=spec.atol,
+            tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
                                config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
+        tol = _pattern_tolerance(tol, pattern, want)
         tol_used = tol
-        cmp = _tol.compare(got, want, tol, exclude=unwritten)
+        nonfinite_lines, exclude = _nonfinite_expectations(pattern, t, got, want, unwritten, spec)
+        cmp = _tol.compare(got, np.where(exclude, 0.0, want) if pattern.nonfinite else want, tol, exclude=exclude)
         worst_rel = max(worst_rel, cmp.max_rel)
         info.update(tolerance=str(tol), max_abs_err=cmp.max_abs, max_rel_err=cmp.max_rel, bad=cmp.bad,
                     nan=cmp.nan)
+        lines.extend(nonfinite_lines)
         if cmp.bad:
             nan_note = (f", {cmp.nan} of them NaN where the reference is finite (read a NaN guard band: an "
                         "unmasked load past an edge?)") if cmp.nan else ""
             where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.tiles, want.shape)
             lines.append(
-                f"output {t.name!r}: {_pct(cmp.bad, want.size)} elements exceed the tolerance{nan_note}; "
+                f"{_kind(t)} {t.name!r}: {_pct(cmp.bad, want.size)} elements exceed the tolerance{nan_note}; "
                 f"worst at {where}: got {cmp.worst_got:.6g}, expected {cmp.worst_want:.6g} "
                 f"(abs err {abs(cmp.worst_got - cmp.worst_want):.3g}); tolerance {tol}")
         details["outputs"][t.name] = info
 
     summary = f"max rel err {worst_rel:.1e}" + (f" (tol {tol_used.short})" if tol_used else "")
+    if pattern.name != "normal":
+        summary += f", {pattern.id}"
     # the wrapper form: an output its call did not allocate through torch was compared but never poisoned
     bare = [t.name for t in spec.outputs if outputs[t.name].note.startswith("not intercepted")]
     if bare:
@@ -436,6 +553,106 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     if len(lines) > 1:
         _fail(pc, "coverage", spec, summary + f", {len(lines) - 1} defect(s) at {shp}", lines, details)
     return pc.record(CheckResult("coverage", Verdict.PASS, summary, kernel=spec.name, details=details))
+
+
+def _kind(t: Tensor) -> str:
+    return "inout" if t.is_inout else "output"
+
+
+def _check_tolerance_mode(spec: KernelSpec, tolerance: str) -> None:
+    if tolerance not in ("auto", "fixed", "calibrated"):
+        raise PipecheckError(f"spec {spec.name!r}: tolerance={tolerance!r} must be auto, fixed or calibrated")
+    if tolerance == "calibrated" and spec.same_precision is None:
+        raise PipecheckError(f"spec {spec.name!r}: tolerance='calibrated' needs the spec's same_precision "
+                             "implementation")
+
+
+def _calibrated(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t: Tensor, want: Any,
+                lowp: Any) -> _tol.Tolerance:
+    """k times the same-precision implementation's worst error on these inputs (an ERROR if not finite)."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(lowp - want)
+    finite = np.isfinite(want)
+    err = float(np.max(diff[finite])) if finite.any() else 0.0
+    absmax = float(np.max(np.abs(want[finite]))) if finite.any() else 0.0
+    tol = _tol.calibrated(t.dtype, err, absmax, spec.calibration_k)
+    if not (math.isfinite(tol.atol) and math.isfinite(tol.rtol)):
+        _inconclusive(pc, check, spec, f"inconclusive: calibrated tolerance of {t.name!r} is not finite",
+                      f"spec {spec.name!r}: the calibrated tolerance of {t.name!r} at {shp} is {tol}: not "
+                      "a finite number, so it would accept any output; use tolerance='fixed' or explicit "
+                      "rtol=/atol=", {"shape": str(shp), "output": t.name, "tolerance": str(tol)})
+    return tol
+
+
+def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any) -> _tol.Tolerance:
+    """Under ``tiny``/``denormal`` the absolute tolerance shrinks with the reference's magnitude (below 1):
+    otherwise any output smaller than the dtype's atol would agree with it."""
+    import numpy as np
+
+    if not pattern.scale_atol or not want.size:
+        return tol
+    finite = want[np.isfinite(want)]
+    scale = min(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0)
+    if scale >= 1.0:
+        return tol
+    return _tol.Tolerance(tol.rtol, tol.atol * scale,
+                          f"{tol.source}; atol x {scale:.1e}, the reference's magnitude under {pattern.id}")
+
+
+_RANGE = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+
+
+def _out_of_range(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, pattern: _values.Pattern,
+                  ref: Mapping[str, Any]) -> CheckResult | None:
+    """A skip when a (finite) pattern drives the reference past an output dtype's range; else None.
+
+    A correct kernel writes inf there and nothing can be compared: not the kernel's fault, never a pass.
+    """
+    import numpy as np
+
+    if pattern.name == "normal" or pattern.nonfinite:
+        return None
+    for t in spec.compared:
+        top = _RANGE.get(t.dtype)
+        want = ref[t.name]
+        if top is None or not want.size:
+            continue
+        peak = float(np.max(np.abs(want)))
+        if peak > top:
+            return pc.skip_check(check, f"{spec.name} at {shp} {pattern.id}: the reference's {t.name!r} reaches "
+                                 f"{peak:.3g}, beyond the {t.dtype} range ({top:.5g}); this pattern does not "
+                                 "apply at this shape", kernel=spec.name)
+    return None
+
+
+def _nonfinite_expectations(pattern: _values.Pattern, t: Tensor, got: Any, want: Any, unwritten: Any,
+                            spec: KernelSpec) -> tuple[list[str], Any]:
+    """Under ``nan``/``inf``/``max``: where the reference, rounded to the output dtype, is NaN the kernel
+    must write NaN, where it is +/-inf the same inf. Returns the failure lines and the mask of elements
+    handled here (plus the unwritten ones), which the tolerance comparison leaves out."""
+    import numpy as np
+
+    if not pattern.nonfinite:
+        return [], unwritten
+    np_dtype = {"float16": np.float16, "bfloat16": np.float32, "float32": np.float32}.get(t.dtype, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = want.astype(np_dtype).astype(np.float64) if _arr.is_float(t.dtype) else want
+    special = ~np.isfinite(rounded)
+    g = np.asarray(got, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (np.isnan(rounded) & np.isnan(g)) | (np.isinf(rounded) & (g == rounded))
+    bad = special & ~ok & ~unwritten
+    lines = []
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = _arr.describe_index(first, t.dims, spec.tiles, want.shape)
+        lines.append(f"{_kind(t)} {t.name!r}: {_pct(int(bad.sum()), want.size)} elements should be NaN or inf "
+                     f"(the reference under {pattern.id}, rounded to {t.dtype}) but are not; first at {where}: "
+                     f"got {float(g[first]):.6g}, expected {float(rounded[first]):.6g}")
+    return lines, unwritten | special
+
 
 
 # ----------------------------------------------------------------------------- tile probe
@@ -471,27 +688,43 @@ def _mask_loop(values: Any, axis: int, lo: int, hi: int) -> Any:
 
 
 def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: int = MAX_PROBE_TILES,
-                     rtol: float | None = None, atol: float | None = None, layout: Any = None) -> CheckResult:
+                     rtol: float | None = None, atol: float | None = None, tolerance: str = "auto",
+                     values: Any = None, layout: Any = None) -> CheckResult:
     """Run once per loop tile with the inputs' loop-dim slices zero outside it; each must count once.
 
     A tile whose output matches the all-zero baseline is reported as never reaching the output; one
     that contributes about twice as "counted twice". Raises PipecheckFailure naming each bad tile
     (``K tile 7 of 8, the last (epilogue), never reached the output``) and PipecheckError for a bad
     spec or shape. At most ``max_tiles`` tiles are probed (first stages+1, middle, last two).
+    ``tolerance``: as for coverage ("auto": calibrated per probe when the spec has ``same_precision``
+    and no ``rtol``/``atol`` is given). ``values``: a value pattern; under ``nan``, ``inf`` and ``max``
+    the probe is skipped (recorded with the reason). With several tile sizes on the loop dimension the
+    probe steps by the smallest.
     """
     __tracebackhide__ = True
     import numpy as np
 
     shp = spec.check_shape(shape)
+    pattern = _pattern(spec, values)
     _check_tolerance_args(spec, "check_tile_probe", rtol=rtol, atol=atol)
-    extra = _stages_override(pc, spec)
+    _check_tolerance_mode(spec, tolerance)
     lay = _lay.as_layout(spec, layout)
+    if pc.sanitizer_launch_only:
+        return _launch_for_sanitizer(pc, spec, shp, "tile_probe", pattern, lay)
+    if pattern.nonfinite:
+        return pc.skip_check("tile_probe", f"{spec.name} at {shp} {pattern.id}: the tile probe zeros the inputs "
+                             "outside one tile and compares contributions; NaN and inf do not cancel, so it does "
+                             "not run under this pattern", kernel=spec.name)
+    spec_rtol, spec_atol = _spec_tolerances(spec, shp)
+    calibrate = (spec.same_precision is not None and tolerance in ("auto", "calibrated") and rtol is None
+                 and atol is None)
+    extra = _stages_override(pc, spec)
     loop = spec.loop_dim
     tile = spec.tiles[loop]
     size = shp[loop]
     count = math.ceil(size / tile)
     stages = extra.get("stages", spec.stages)
-    base_values = {t.name: _input_values(pc, spec, t, shp, 100 + i) for i, t in enumerate(spec.inputs)}
+    base_values = {t.name: _input_values(pc, spec, t, shp, 100 + i, pattern) for i, t in enumerate(spec.inputs)}
     looped = [t for t in spec.inputs if loop in t.dims]
 
     def probe_values(lo: int, hi: int) -> dict[str, Any]:
@@ -502,20 +735,32 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
 
     baseline: dict[str, Any] | None = None
     problems: list[str] = []
-    details: dict[str, Any] = {"shape": str(shp), "layout": str(lay), "tiles": count, "probed": [], "bad": {}}
+    details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "layout": str(lay), "tiles": count,
+                               "probed": [], "bad": {}}
     worst_rel = 0.0
     for j in _probe_tiles(count, stages, max_tiles):
         lo, hi = j * tile, min((j + 1) * tile, size)
         inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi), lay)
-        outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe", layout=lay)
+        outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe",
+                          pattern=pattern, layout=lay)
         ref = _reference(pc, spec, shp, inputs, check="tile_probe")
+        if not details["probed"]:
+            skipped = _out_of_range(pc, "tile_probe", spec, shp, pattern, ref)
+            if skipped is not None:
+                return skipped
+        lowp = (_reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation",
+                           check="tile_probe") if calibrate else None)
         details["probed"].append(j)
         verdicts = []
-        for t in spec.outputs:
+        for t in spec.compared:
             got = _arr.to_numpy(outputs[t.name].array).astype(np.float64)
             want = ref[t.name]
-            tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec.rtol, spec_atol=spec.atol,
-                               config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
+            if lowp is not None:
+                tol = _calibrated(pc, "tile_probe", spec, shp, t, want, lowp[t.name])
+            else:
+                tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
+                                   config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
+            tol = _pattern_tolerance(tol, pattern, want)
             cmp = _tol.compare(got, want, tol)
             worst_rel = max(worst_rel, cmp.max_rel)
             if not cmp.bad:
@@ -533,7 +778,8 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
             details["bad"][str(j)] = text
     summary = (f"{len(details['probed'])} of {count} {loop} tiles each counted once, max rel err {worst_rel:.1e}")
     if problems:
-        lines = [f"{_where(spec, shp)}{_lay.describe(lay, spec)}: tile probe along {loop} ({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
+        lines = [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: tile probe along {loop} "
+                 f"({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
                  f"found {len(problems)} bad tile(s)", *problems]
         _fail(pc, "tile_probe", spec, problems[0], lines, details)
     return pc.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
@@ -569,7 +815,7 @@ def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, s
 
 
 def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int | None = None,
-                      layout: Any = None) -> CheckResult:
+                      values: Any = None, layout: Any = None) -> CheckResult:
     """``runs`` (default ``pc.config.determinism_runs``) launches on the same inputs must be bitwise equal.
 
     Skipped (recorded, with the reason) when the kernel or the test declares it non-deterministic.
@@ -579,6 +825,7 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
     import numpy as np
 
     shp = spec.check_shape(shape)
+    pattern = _pattern(spec, values)
     deterministic = pc.config.deterministic if "deterministic" in pc.config.sources else spec.deterministic
     if not deterministic:
         return pc.skip_check("determinism", f"{spec.name} is declared non-deterministic (deterministic=False)",
@@ -586,10 +833,12 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
     n = runs if runs is not None else pc.config.determinism_runs
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise PipecheckError(f"spec {spec.name!r}: determinism runs={n!r} must be an integer >= 2")
-    extra = _stages_override(pc, spec)
     lay = _lay.as_layout(spec, layout)
-    values = {t.name: _input_values(pc, spec, t, shp, 200 + i) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, values, lay)
+    if pc.sanitizer_launch_only:
+        return _launch_for_sanitizer(pc, spec, shp, "determinism", pattern, lay)
+    extra = _stages_override(pc, spec)
+    vals = {t.name: _input_values(pc, spec, t, shp, 200 + i, pattern) for i, t in enumerate(spec.inputs)}
+    inputs = _alloc_inputs(pc, spec, shp, vals, lay)
     first: dict[str, Any] | None = None
     lines: list[str] = []
     for run in range(n):
@@ -598,17 +847,19 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
         # nothing would pass). Such an element is reported as unwritten, not as a race.
         poison = run % _arr.POISON_VARIANTS
         outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism", poison=poison,
-                          layout=lay)
-        got = {t.name: _arr.bits(outputs[t.name].array, t.dtype) for t in spec.outputs}
+                          pattern=pattern, layout=lay)
+        got = {t.name: _arr.bits(outputs[t.name].array, t.dtype) for t in spec.compared}
         if first is None:
             first = got
             continue
-        for t in spec.outputs:
+        for t in spec.compared:
             diff = got[t.name] != first[t.name]
             if not diff.any():
                 continue
             unwritten = diff & (first[t.name] == _arr.poison_bits(t.dtype, 0)) & (
                 got[t.name] == _arr.poison_bits(t.dtype, poison))
+            if not _poisoned(t):
+                unwritten &= False
             race = diff & ~unwritten
             if unwritten.any():
                 idx = tuple(int(i) for i in np.argwhere(unwritten)[0])
@@ -624,12 +875,12 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
             break
     if lines:
         _fail(pc, "determinism", spec, lines[0].split(";")[0],
-              [f"{_where(spec, shp)}{_lay.describe(lay, spec)}: determinism failed over {n} runs on the same inputs",
-               *lines,
+              [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: determinism failed over {n} runs on the "
+               "same inputs", *lines,
                "(a kernel that is legitimately non-deterministic declares deterministic=False)"],
-              {"shape": str(shp), "layout": str(lay), "runs": n})
+              {"shape": str(shp), "runs": n, "values": pattern.name, "layout": str(lay)})
     return pc.record(CheckResult("determinism", Verdict.PASS, f"{n} runs bitwise equal", kernel=spec.name,
-                                 details={"shape": str(shp), "layout": str(lay), "runs": n}))
+                                 details={"shape": str(shp), "runs": n, "values": pattern.name, "layout": str(lay)}))
 
 
 # ----------------------------------------------------------------------------- all
@@ -638,14 +889,15 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
 def check_all(pc: Pipecheck, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
     """Run the selected checks among coverage, tile_probe and determinism; raise once with every failure.
 
-    Keyword arguments go to the checks that accept them (``tolerance``, ``rtol``, ``atol`` to
-    coverage; ``max_tiles`` to the tile probe; ``runs`` to determinism; ``layout`` to all three).
+    Keyword arguments go to the checks that accept them (``tolerance``, ``rtol``, ``atol`` to coverage
+    and the tile probe; ``max_tiles`` to the tile probe; ``runs`` to determinism; ``values``, the value
+    pattern, and ``layout`` to all three).
     """
     __tracebackhide__ = True
     spec.check_shape(shape)
-    plan = (("coverage", check_coverage, ("tolerance", "rtol", "atol", "layout")),
-            ("tile_probe", check_tile_probe, ("max_tiles", "rtol", "atol", "layout")),
-            ("determinism", check_determinism, ("runs", "layout")))
+    plan = (("coverage", check_coverage, ("tolerance", "rtol", "atol", "values", "layout")),
+            ("tile_probe", check_tile_probe, ("max_tiles", "rtol", "atol", "tolerance", "values", "layout")),
+            ("determinism", check_determinism, ("runs", "values", "layout")))
     known = {k for _, _, keys in plan for k in keys}
     unknown = [k for k in kwargs if k not in known]
     if unknown:

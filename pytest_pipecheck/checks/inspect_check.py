@@ -30,6 +30,7 @@ Expectations (``expect``), a dict, a preset name, or a list of both:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,22 +203,10 @@ def _copies(findings: KernelFindings) -> str:
 # ----------------------------------------------------------------------------- targets
 
 
-def _archs(arch: Any, pc: Pipecheck) -> list[str]:
-    from ..config import normalize_arch
+def _archs(arch: str | Sequence[str] | None, pc: Pipecheck) -> list[str]:
+    from ..arch import parse_arch_list
 
-    raw = arch if arch is not None else pc.config.arch
-    names = [raw] if isinstance(raw, str) else list(raw)
-    out = []
-    for name in names:
-        for part in str(name).split(","):
-            if part.strip():
-                try:
-                    out.append(normalize_arch(part))
-                except ValueError as exc:
-                    raise PipecheckError(f"check_sass arch: {exc}") from None
-    if not out:
-        raise PipecheckError("check_sass arch: name at least one architecture, e.g. 'sm_90'")
-    return out
+    return list(parse_arch_list(pc.config.arch if arch is None else arch, where="check_sass(arch=...)"))
 
 
 def _cuda_arch(arch: str) -> str:
@@ -226,7 +215,7 @@ def _cuda_arch(arch: str) -> str:
 
 
 def _collect(
-    pc: Pipecheck, target: Any, arch: Any, kernel: str | None, kw: dict[str, Any]
+    pc: Pipecheck, target: Any, arch: str | Sequence[str] | None, kernel: str | None, kw: dict[str, Any]
 ) -> list[tuple[str, KernelFindings, TritonFindings | None]]:
     from ..inspect import inspect_cu, inspect_cubin
     from ..inspect.triton_ir import analyze_triton, aot_compile
@@ -290,7 +279,7 @@ def check_sass(
     target: Any,
     *,
     expect: Any,
-    arch: Any = None,
+    arch: str | Sequence[str] | None = None,
     kernel: str | None = None,
     **kw: Any,
 ) -> CheckResult:

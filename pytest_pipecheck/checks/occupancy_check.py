@@ -32,23 +32,10 @@ __all__ = ["check_occupancy", "launch_or_occupancy_failure", "occupancy_table"]
 
 
 def _arch_list(arch: str | Sequence[str] | None, pc: Pipecheck) -> list[str]:
-    if arch is None:
-        names: Sequence[str] = pc.config.arch
-    elif isinstance(arch, str):
-        names = [a for a in arch.replace(" ", ",").split(",") if a]
-    else:
-        names = list(arch)
-    out: list[str] = []
-    for n in names:
-        try:
-            full = base_arch(n)
-        except PipecheckError as exc:
-            raise PipecheckError(f"check_occupancy(arch=...): {exc}") from None
-        if full not in out:
-            out.append(full)
-    if not out:
-        raise PipecheckError("check_occupancy: no target architecture (give arch= or --pipecheck-arch)")
-    return out
+    from ..arch import parse_arch_list
+
+    return list(parse_arch_list(pc.config.arch if arch is None else arch, where="check_occupancy(arch=...)",
+                                base=True))
 
 
 def _is_triton_kernel(obj: Any) -> bool:
@@ -56,7 +43,7 @@ def _is_triton_kernel(obj: Any) -> bool:
     return mod.startswith("triton") and hasattr(obj, "fn")
 
 
-def _resources_per_arch(pc: Pipecheck, target: Any, archs: list[str], kernel: str | None,
+def _resources_per_arch(target: Any, archs: list[str], kernel: str | None,
                         kw: dict[str, Any]) -> dict[str, KernelResources]:
     from ..resources.cubin import KernelResources, compile_resources
 
@@ -156,7 +143,7 @@ def check_occupancy(
             rows.append(occupancy(a, threads, registers, static_smem, dynamic_smem or 0, opt_in=opt_in,
                                   barriers=1 if barriers is None else barriers))
     else:
-        per_arch = _resources_per_arch(pc, target, archs, kernel, dict(kw))
+        per_arch = _resources_per_arch(target, archs, kernel, dict(kw))
         if isinstance(target, Mapping) or type(target).__name__ == "KernelResources":
             archs = [a for a in archs if a in per_arch] or list(per_arch)
         for a in archs:

@@ -1,9 +1,10 @@
 """The wrapper form: check the user's entry point as shipped (``y = my_op(x, w)``).
 
 A spec with ``call=my_op`` (see :class:`~pytest_pipecheck.spec.KernelSpec`) is checked by the same
-coverage, tile-probe and determinism checks as a launcher; only the launch differs. pipecheck
-allocates the inputs as usual (guarded, in the spec's layouts: contiguous by default), calls
-``my_op(*inputs)`` under :class:`PoisonAllocations`, a ``torch.utils._python_dispatch.TorchDispatchMode``,
+coverage, tile-probe and determinism checks as a launcher, under the same value patterns and
+layouts; only the launch differs. pipecheck allocates the inputs as usual (guarded, in the spec's
+layouts: contiguous by default, values from the test's pattern), calls ``my_op(*inputs)`` (inouts
+among them, each a fresh copy per call that the call updates in place) under :class:`PoisonAllocations`, a ``torch.utils._python_dispatch.TorchDispatchMode``,
 and checks the tensors it returns as the outputs, in the order ``returns=`` names them.
 
 What is intercepted
@@ -223,11 +224,17 @@ class ReturnMismatch(Exception):
     """The call returned something other than the spec declares (count, name, shape or dtype)."""
 
 
-def _returned(spec: KernelSpec, shape: Shape, got: Any) -> dict[str, Any]:
-    """Map the call's return value to output names, checking count, shape and dtype."""
+def _returned(spec: KernelSpec, shape: Shape, got: Any, passed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Map the call's return value to output names, checking count, shape and dtype.
+
+    An inout named in ``returns`` must come back as the tensor the call was given (``passed``): it is
+    updated in place, and that tensor is what is compared.
+    """
     import torch
 
     names = tuple(spec.returns) if spec.returns is not None else tuple(t.name for t in spec.outputs)
+    if got is None and not names:
+        return {}  # an in-place call with no outputs
     if isinstance(got, Mapping):
         missing = [t.name for t in spec.outputs if t.name not in got]
         if missing:
@@ -240,6 +247,13 @@ def _returned(spec: KernelSpec, shape: Shape, got: Any) -> dict[str, Any]:
             raise ReturnMismatch(f"the call returned {len(items)} value(s), but returns= names {len(names)} "
                                  f"({', '.join(str(n) for n in names)})")
         values = {n: v for n, v in zip(names, items) if n is not None}
+    for t in spec.inputs:
+        if t.name not in values or passed is None:
+            continue
+        v = values.pop(t.name)
+        if not isinstance(v, torch.Tensor) or _storage(v) != _storage(passed[t.name]):
+            raise ReturnMismatch(f"the call returned a new {type(v).__name__} for inout {t.name!r}; returns= names an "
+                                 "inout only when the call returns the tensor it updated in place")
     for t in spec.outputs:
         v = values[t.name]
         if not isinstance(v, torch.Tensor):
@@ -290,8 +304,13 @@ def _contiguous_strides(shape: Any) -> tuple[int, ...]:
 
 
 def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
-           extra: Mapping[str, Any], what: str, check: str, poison: int = 0) -> dict[str, _arr.GuardedArray]:
+           extra: Mapping[str, Any], what: str, check: str, poison: int = 0,
+           pattern: Any = None) -> dict[str, _arr.GuardedArray]:
     """Call ``spec.call`` on the inputs under :class:`PoisonAllocations`; return its outputs as GuardedArrays.
+
+    ``inputs`` holds every input and inout (the caller's fresh copy of each inout, which the call
+    updates in place), in the layouts the check chose; ``pattern`` (the value pattern, for messages)
+    names the inputs' values where a failure is reported.
 
     A raising call, a return value that does not match the spec, and a write outside any intercepted
     allocation the call did not return (a scratch buffer) are PipecheckFailures recorded under
@@ -301,16 +320,17 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
     from .coverage import _fail, _raised, _where
 
     device = pc.device
-    mode = PoisonAllocations(poison, max(spec.tiles.values(), default=1))
+    # guard bands as wide as the largest extent one program reaches (every tile size, blocks per program)
+    mode = PoisonAllocations(poison, max(spec.guard_tiles.values(), default=1))
     args = [inputs[t.name].array for t in spec.inputs]
     assert spec.call is not None
     try:
         with mode:
             got = spec.call(*args, **extra)
         _arr.synchronize(spec.backend, device)
-        values = _returned(spec, shape, got)
+        values = _returned(spec, shape, got, {t.name: inputs[t.name].array for t in spec.inputs if t.is_inout})
     except Exception as exc:
-        _raised(pc, spec, shape, exc, what, check, who="the call")
+        _raised(pc, spec, shape, exc, what, check, who="the call", pattern=pattern)
     outputs = {t.name: _output(t.name, values[t.name], t.dtype, mode, inputs) for t in spec.outputs}
     returned = {_storage(g.buffer) for g in outputs.values()}
     lines: list[str] = []
@@ -324,6 +344,6 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
     if lines:
         details = {"shape": str(shape), "allocations": [a.describe() for a in mode.allocations]}
         _fail(pc, check, spec, f"write outside a wrapper allocation at {shape}",
-              [f"{_where(spec, shape)}: during {what}, the kernel wrote outside an allocation the call made", *lines],
+              [f"{_where(spec, shape, pattern)}: during {what}, the kernel wrote outside an allocation the call made", *lines],
               details)
     return outputs

@@ -117,19 +117,11 @@ def _render(row: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``inspect`` on ``args.files``; print findings; return the exit status."""
-    from ..config import normalize_arch
+    from ..arch import parse_arch_list
     from ..results import PipecheckError
 
     try:
-        archs = []
-        for part in str(args.arch).split(","):
-            if part.strip():
-                try:
-                    archs.append(normalize_arch(part))
-                except ValueError as exc:
-                    raise PipecheckError(f"--arch: {exc}") from None
-        if not archs:
-            raise PipecheckError("--arch: name at least one architecture, e.g. sm_80")
+        archs = list(parse_arch_list(str(args.arch), where="--arch"))
         rows: list[dict[str, Any]] = []
         for file in args.files:
             rows += _inspect_file(Path(file), archs, args)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..arch import base_arch
+from ..arch import parse_arch_list as _parse_arch_list
 from ..occupancy import LIMITERS, Occupancy, format_bytes, occupancy
 from ..results import PipecheckError
 
@@ -30,19 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_arch_list(text: str) -> list[str]:
-    """``"sm_80,86, 9.0"`` -> ``["sm_80", "sm_86", "sm_90"]``; raises PipecheckError naming a bad name."""
-    out: list[str] = []
-    for part in text.replace(" ", ",").split(","):
-        if part.strip():
-            try:
-                name = base_arch(part)
-            except PipecheckError as exc:
-                raise PipecheckError(f"--arch: {exc}") from None
-            if name not in out:
-                out.append(name)
-    if not out:
-        raise PipecheckError("--arch names no architecture (e.g. --arch sm_80,sm_90)")
-    return out
+    """``"sm_80,86, 9.0"`` -> ``["sm_80", "sm_86", "sm_90"]`` (the resource tables' names); raises
+    :class:`~pytest_pipecheck.arch.ArchError` naming ``--arch`` and the bad name."""
+    return list(_parse_arch_list(text, where="--arch", base=True))
 
 
 def _row(o: Occupancy, floor: int | None) -> str:

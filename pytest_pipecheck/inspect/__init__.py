@@ -10,10 +10,7 @@ whether the software pipeliner fired and whether warp specialization was applied
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import subprocess
-import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..results import PipecheckError
@@ -88,78 +85,36 @@ def inspect_cubin(
     return analyze_sass(kernels, ptxas_log)
 
 
-def _nvcc() -> str:
-    for cand in (
-        os.environ.get("PIPECHECK_NVCC"),
-        shutil.which("nvcc"),
-        *(
-            os.path.join(os.environ[v], "bin", "nvcc")
-            for v in ("CUDA_HOME", "CUDA_PATH")
-            if os.environ.get(v)
-        ),
-        "/usr/local/cuda/bin/nvcc",
-    ):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    raise PipecheckError(
-        "nvcc not found (needed to compile a .cu file): install the CUDA toolkit and put its bin/ on "
-        "PATH or set CUDA_HOME, or pass a cubin instead"
-    )
-
-
-def _gencode(arch: str) -> list[str]:
-    m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
-    if not m:
-        raise PipecheckError(f"arch {arch!r} is not an architecture name (expected e.g. sm_80 or sm_90a)")
-    digits, suffix = m.groups()
-    return [f"-gencode=arch=compute_{digits}{suffix},code=sm_{digits}{suffix}"]
-
-
 def compile_cu(
     source: str | os.PathLike[str],
     arch: str,
     *,
-    defines: dict[str, str | int] | None = None,
-    include_dirs: tuple[str, ...] = (),
-    options: tuple[str, ...] = (),
+    defines: Mapping[str, str | int | None] | None = None,
+    include_dirs: Sequence[str] = (),
+    options: Sequence[str] = (),
 ) -> tuple[bytes, str]:
-    """Compile a .cu file to a cubin for ``arch`` with nvcc; returns (cubin, ptxas -v log).
+    """Compile a .cu file (or source text) to a cubin for ``arch``; returns (cubin, ptxas -v log).
 
-    Raises :class:`PipecheckError` naming the file when it is missing or does not compile.
+    The one compiler of :func:`pytest_pipecheck.toolkit.compile_cuda` (nvcc, else NVRTC; cached).
+    Raises :class:`~pytest_pipecheck.toolkit.CompileError` naming the file, target and compiler output
+    when it does not compile, and :class:`~pytest_pipecheck.toolkit.ToolkitError` when it is missing.
     """
-    path = Path(source)
-    if not path.is_file():
-        raise PipecheckError(f"CUDA source {path} does not exist")
-    cmd = [_nvcc(), "-cubin", *_gencode(arch), "-Xptxas", "-v", "-lineinfo", *options]
-    cmd += [f"-I{d}" for d in (str(path.parent), *include_dirs)]
-    cmd += [f"-D{k}={v}" for k, v in (defines or {}).items()]
-    with tempfile.TemporaryDirectory(prefix="pipecheck-cu-") as tmp:
-        out = os.path.join(tmp, "out.cubin")
-        try:
-            proc = subprocess.run(
-                [*cmd, "-o", out, str(path)], capture_output=True, text=True, timeout=600, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise PipecheckError(f"could not compile {path} for {arch}: {exc}") from None
-        if proc.returncode != 0:
-            errors = [
-                ln for ln in proc.stderr.splitlines() if "error" in ln.lower()
-            ] or proc.stderr.splitlines()
-            first = errors[0].strip() if errors else f"exit status {proc.returncode}"
-            raise PipecheckError(f"nvcc failed on {path} for {arch}: {first}")
-        return Path(out).read_bytes(), proc.stderr + proc.stdout
+    from ..toolkit import compile_cuda
+
+    compiled = compile_cuda(source, arch, options=options, include_dirs=include_dirs, defines=defines)
+    return compiled.cubin, compiled.log
 
 
 def inspect_cu(
     source: str | os.PathLike[str],
     arch: str,
     *,
-    defines: dict[str, str | int] | None = None,
-    include_dirs: tuple[str, ...] = (),
-    options: tuple[str, ...] = (),
+    defines: Mapping[str, str | int | None] | None = None,
+    include_dirs: Sequence[str] = (),
+    options: Sequence[str] = (),
     kernel: str | None = None,
 ) -> list[KernelFindings]:
-    """Compile ``source`` for ``arch`` (nvcc) and inspect it; spill bytes come from ptxas -v.
+    """Compile ``source`` for ``arch`` (:func:`compile_cu`) and inspect it; spill bytes come from ptxas -v.
 
     Raises :class:`NoKernelsError` for a file without kernels and the errors of
     :func:`compile_cu` and :func:`inspect_cubin`.

@@ -1,10 +1,10 @@
 """Find a SASS disassembler (cuobjdump or nvdisasm) and run it on a cubin.
 
-Search order, first hit wins per tool: ``PIPECHECK_CUOBJDUMP`` / ``PIPECHECK_NVDISASM``, Triton's own
-override variables (``TRITON_CUOBJDUMP_PATH`` / ``TRITON_NVDISASM_PATH``), ``PATH``, ``CUDA_HOME`` /
-``CUDA_PATH`` / ``CUDA_ROOT``, the usual toolkit prefixes, the copies Triton's wheel carries under
-``triton/backends/nvidia/bin``, and NVIDIA's pip packages (``nvidia-cuda-cuobjdump``,
-``nvidia-cuda-nvdisasm``). Triton is located with ``importlib.util.find_spec``, never imported.
+Each tool is found in the one search order of :mod:`pytest_pipecheck.toolkit`: ``PIPECHECK_CUOBJDUMP`` /
+``PIPECHECK_NVDISASM``, Triton's own override variables (``TRITON_CUOBJDUMP_PATH`` /
+``TRITON_NVDISASM_PATH``), the absolute ``PATH`` entries, ``CUDA_HOME`` / ``CUDA_PATH`` / ``CUDA_ROOT``,
+the usual toolkit prefixes, NVIDIA's pip packages (``nvidia-cuda-cuobjdump``, ``nvidia-cuda-nvdisasm``),
+and the copies Triton's wheel carries under ``triton/backends/nvidia/bin``.
 
 A trap measured here: cuobjdump given a cubin for an architecture it does not know prints
 ``code for sm_99`` and nothing else, with exit status 0. :func:`disassemble` therefore compares
@@ -15,18 +15,15 @@ the listing against the kernels named in the cubin's own ELF section table and r
 from __future__ import annotations
 
 import functools
-import glob
-import importlib.util
 import os
 import re
-import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import toolkit
 from ..results import PipecheckError
 
 __all__ = [
@@ -78,64 +75,16 @@ class Disassembler:
         return f"{self.tool}{ver} at {self.path} [{self.found_via}]"
 
 
-def _triton_bin_dirs() -> list[str]:
-    try:
-        spec = importlib.util.find_spec("triton")
-    except (ImportError, ValueError):
-        return []
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    return [os.path.join(loc, "backends", "nvidia", "bin") for loc in spec.submodule_search_locations]
-
-
-def _candidates(tool: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for var in (f"PIPECHECK_{tool.upper()}", f"TRITON_{tool.upper()}_PATH"):
-        value = os.environ.get(var)
-        if value:
-            out.append((value, var))
-    which = shutil.which(tool)
-    if which:
-        out.append((which, "PATH"))
-    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
-        root = os.environ.get(var)
-        if root:
-            out.append((os.path.join(root, "bin", tool), var))
-    for root in [*sorted(glob.glob("/usr/local/cuda*"), reverse=True), "/opt/cuda", "/usr"]:
-        out.append((os.path.join(root, "bin", tool), root))
-    for d in _triton_bin_dirs():
-        out.append((os.path.join(d, tool), "triton wheel"))
-    # NVIDIA's pip packages: nvidia/cuda_cuobjdump/bin (cu12 wheels), nvidia/cu13/bin (cu13 wheels)
-    for site in sys.path:
-        if site and os.path.isdir(os.path.join(site, "nvidia")):
-            for hit in sorted(glob.glob(os.path.join(site, "nvidia", "*", "bin", tool))):
-                out.append((hit, "pip package"))
-    return out
-
-
-def _version(path: str) -> str | None:
-    try:
-        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    m = re.search(r"release\s+([\d.]+)", proc.stdout + proc.stderr)
-    return m.group(1) if m else None
-
-
 @functools.lru_cache(maxsize=8)
 def find_disassembler(prefer: tuple[str, ...] = TOOLS) -> Disassembler | None:
     """The first usable disassembler, trying the tools in ``prefer`` order; None when there is none."""
     for tool in prefer:
         if tool not in TOOLS:
             raise ValueError(f"unknown disassembler {tool!r}; expected one of {', '.join(TOOLS)}")
-        seen: set[str] = set()
-        for path, via in _candidates(tool):
-            real = os.path.realpath(path)
-            if real in seen:
-                continue
-            seen.add(real)
-            if os.path.isfile(real) and os.access(real, os.X_OK):
-                return Disassembler(tool=tool, path=path, found_via=via, version=_version(path))
+        found = toolkit.find_tool(tool)
+        if found is not None:
+            return Disassembler(tool=tool, path=found.path, found_via=found.found_via,
+                                version=toolkit.tool_version(found.path))
     return None
 
 

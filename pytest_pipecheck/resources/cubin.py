@@ -15,21 +15,18 @@ are ignored. A cubin without a log (Triton's) is read with ``cuobjdump -res-usag
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
-import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..arch import ArchError, arch_spec
-from ..config import normalize_arch
-from ..results import PipecheckError
+from .. import toolkit
+from ..arch import arch_spec
+from ..toolkit import Compiled, CompileError, ToolkitError, clear_cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..occupancy import Occupancy
@@ -38,23 +35,17 @@ __all__ = [
     "CompileError",
     "KernelResources",
     "ResourceError",
+    "clear_cache",
     "compile_cubin",
     "compile_resources",
     "demangle",
-    "find_tool",
     "parse_ptxas_log",
     "parse_res_usage",
 ]
 
-COMPILE_TIMEOUT_S = 300.0
-
-
-class ResourceError(PipecheckError):
-    """Resources could not be determined (a missing tool, an unreadable file)."""
-
-
-class CompileError(ResourceError):
-    """The kernel source did not compile; the message holds the compiler's output and the target."""
+# Resources could not be determined: a missing tool, an unreadable file. The toolkit's error, so that a
+# CompileError (the kernel source did not compile) is one too.
+ResourceError = ToolkitError
 
 
 @dataclass(frozen=True)
@@ -309,7 +300,8 @@ def demangle(mangled: Sequence[str]) -> dict[str, str]:
     """
     todo = [n for n in mangled if n.startswith("_Z") and n not in _DEMANGLE_CACHE]
     if todo:
-        tool = find_tool("cu++filt") or shutil.which("c++filt") or shutil.which("llvm-cxxfilt")
+        cufilt = toolkit.find_tool("cu++filt")
+        tool = cufilt.path if cufilt is not None else toolkit.which("c++filt") or toolkit.which("llvm-cxxfilt")
         results: list[str] | None = None
         if tool:
             try:
@@ -329,188 +321,7 @@ def demangle(mangled: Sequence[str]) -> dict[str, str]:
     return {n: _DEMANGLE_CACHE.get(n, n) for n in mangled}
 
 
-# ----------------------------------------------------------------------------- tools
-
-def _cuda_roots() -> list[Path]:
-    roots: list[Path] = []
-    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
-        if os.environ.get(var):
-            roots.append(Path(os.environ[var]))
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append(Path(nvcc).resolve().parent.parent)
-    roots.append(Path("/usr/local/cuda"))
-    return roots
-
-
-def find_tool(name: str) -> str | None:
-    """Path of a CUDA tool (nvcc, ptxas, cuobjdump, cu++filt): PATH, the CUDA toolkit, Triton's wheel."""
-    found = shutil.which(name)
-    if found:
-        return found
-    for root in _cuda_roots():
-        cand = root / "bin" / name
-        if cand.is_file() and os.access(cand, os.X_OK):
-            return str(cand)
-    try:
-        import importlib.util
-
-        spec = importlib.util.find_spec("triton")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        cand = Path(spec.origin).parent / "backends" / "nvidia" / "bin" / name
-        if cand.is_file():
-            return str(cand)
-    return None
-
-
 # ----------------------------------------------------------------------------- compiling
-
-@dataclass(frozen=True)
-class _Compiled:
-    cubin: bytes
-    log: str
-    compiler: str
-
-
-_CACHE: dict[tuple[Any, ...], _Compiled] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, Path | None]:
-    """(text, display name, path or None). A str is a path if it names an existing .cu-like file."""
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
-                                            and len(source) < 4096 and source.strip().endswith(
-                                                (".cu", ".cuh", ".cpp", ".cc", ".cxx"))):
-        path = Path(os.fspath(source))
-        if not path.is_file():
-            raise ResourceError(f"CUDA source {str(path)!r} does not exist")
-        try:
-            return path.read_text(), str(path), path
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ResourceError(f"cannot read CUDA source {str(path)!r}: {exc}") from None
-    if not isinstance(source, str):
-        raise ResourceError(f"CUDA source must be a path or source text, got {type(source).__name__}")
-    if not source.strip():
-        raise ResourceError("CUDA source text is empty")
-    return source, "<source text>", None
-
-
-def _target(arch: str) -> str:
-    try:
-        canonical = normalize_arch(str(arch))
-    except ValueError as exc:
-        raise ArchError(str(exc)) from None
-    arch_spec(canonical)
-    return canonical
-
-
-def _flags(options: Sequence[str], include_dirs: Sequence[str], defines: Mapping[str, str]) -> list[str]:
-    flags = [str(o) for o in options]
-    flags += [f"-I{d}" for d in include_dirs]
-    for k, v in defines.items():
-        flags.append(f"-D{k}" if v is None or v == "" else f"-D{k}={v}")
-    return flags
-
-
-def _compile(source: str | os.PathLike[str], arch: str, options: Sequence[str],
-             include_dirs: Sequence[str], defines: Mapping[str, str]) -> tuple[_Compiled, str]:
-    text, shown, path = _read_source(source)
-    target = _target(arch)
-    flags = _flags(options, include_dirs, defines)
-    key = (hashlib.sha256(text.encode()).hexdigest(), str(path) if path else None, target, tuple(flags))
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-    if hit is not None:
-        return hit, target
-    nvcc = find_tool("nvcc")
-    if nvcc is not None:
-        result = _compile_nvcc(nvcc, text, shown, path, target, flags)
-    else:
-        result = _compile_nvrtc(text, shown, path, target, flags)
-    with _CACHE_LOCK:
-        _CACHE[key] = result
-    return result, target
-
-
-def _compile_nvcc(nvcc: str, text: str, shown: str, path: Path | None, target: str,
-                  flags: list[str]) -> _Compiled:
-    with tempfile.TemporaryDirectory(prefix="pipecheck-cubin-") as tmp:
-        src = path if path is not None else Path(tmp) / "kernels.cu"
-        if path is None:
-            src.write_text(text)
-        out = Path(tmp) / "out.cubin"
-        cmd = [nvcc, "-cubin", f"-arch={target}", "-Xptxas", "-v", *flags, str(src), "-o", str(out)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise CompileError(f"nvcc did not finish compiling {shown} for {target} within "
-                               f"{COMPILE_TIMEOUT_S:.0f} s") from None
-        except OSError as exc:
-            raise CompileError(f"could not run nvcc ({nvcc}) for {shown}: {exc}") from None
-        log = proc.stdout + proc.stderr
-        if proc.returncode != 0 or not out.is_file():
-            raise CompileError(f"nvcc failed to compile {shown} for {target} (exit {proc.returncode}):\n"
-                               f"{_trim(log)}")
-        return _Compiled(out.read_bytes(), log, "nvcc")
-
-
-def _trim(log: str, limit: int = 4000) -> str:
-    lines = [ln for ln in log.strip().splitlines() if not ln.startswith("ptxas info")]
-    text = "\n".join(lines)
-    return text if len(text) <= limit else text[:limit] + "\n[... compiler output truncated]"
-
-
-def _compile_nvrtc(text: str, shown: str, path: Path | None, target: str, flags: list[str]) -> _Compiled:
-    import importlib
-
-    nvrtc: Any = None
-    for mod in ("cuda.bindings.nvrtc", "cuda.nvrtc"):  # cuda-python >= 12.6, then older
-        try:
-            nvrtc = importlib.import_module(mod)
-            break
-        except ImportError:
-            continue
-    if nvrtc is None:
-        raise ResourceError(
-            f"cannot compile {shown} for {target}: neither nvcc (CUDA toolkit; set CUDA_HOME) nor NVRTC "
-            "(pip install cuda-python) is available"
-        ) from None
-
-    def check(result: Any, what: str) -> Any:
-        err = result[0]
-        if int(err) != 0:
-            raise CompileError(f"NVRTC {what} failed for {shown} on {target}: {err}")
-        return result[1] if len(result) == 2 else result[1:]
-
-    opts = [f"--gpu-architecture={target}", "-Xptxas=-v", *flags]
-    if path is not None:
-        opts.append(f"-I{path.parent}")
-    for root in _cuda_roots():
-        if (root / "include" / "cuda_pipeline.h").is_file():
-            # CUDA 13 keeps libcu++ (<cuda/pipeline>, <cuda/std/...>) under include/cccl, which nvcc
-            # searches by itself and NVRTC does not
-            if (root / "include" / "cccl").is_dir():
-                opts.append(f"-I{root / 'include' / 'cccl'}")
-            opts.append(f"-I{root / 'include'}")
-            break
-    prog = check(nvrtc.nvrtcCreateProgram(text.encode(), (path.name if path else "kernels.cu").encode(),
-                                          0, [], []), "create")
-    try:
-        status = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])[0]
-        size = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        buf = b" " * int(size)
-        check((nvrtc.nvrtcGetProgramLog(prog, buf)[0], None), "log")
-        log = buf.rstrip(b"\x00 ").decode(errors="replace")
-        if int(status) != 0:
-            raise CompileError(f"NVRTC failed to compile {shown} for {target}:\n{_trim(log)}")
-        csize = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
-        cubin = b" " * int(csize)
-        check((nvrtc.nvrtcGetCUBIN(prog, cubin)[0], None), "cubin")
-        return _Compiled(bytes(cubin), log, "nvrtc")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
 
 
 def compile_cubin(source: str | os.PathLike[str], arch: str, *, options: Sequence[str] = (),
@@ -521,8 +332,7 @@ def compile_cubin(source: str | os.PathLike[str], arch: str, *, options: Sequenc
     :class:`CompileError` with the compiler's output when it does not compile, :class:`ArchError` for
     an unknown architecture, :class:`ResourceError` when no compiler is available.
     """
-    compiled, _ = _compile(source, arch, options, include_dirs, defines or {})
-    return compiled.cubin
+    return toolkit.compile_cuda(source, arch, options=options, include_dirs=include_dirs, defines=defines).cubin
 
 
 def compile_resources(source: str | os.PathLike[str], arch: str, *, options: Sequence[str] = (),
@@ -537,11 +347,11 @@ def compile_resources(source: str | os.PathLike[str], arch: str, *, options: Seq
     :class:`ArchError`, or :class:`ResourceError` when no compiler is available or the log names no
     kernel.
     """
-    compiled, target = _compile(source, arch, options, include_dirs, defines or {})
-    return _resources_from_log(compiled, target)
+    compiled = toolkit.compile_cuda(source, arch, options=options, include_dirs=include_dirs, defines=defines)
+    return _resources_from_log(compiled, compiled.target)
 
 
-def _resources_from_log(compiled: _Compiled, target: str) -> dict[str, KernelResources]:
+def _resources_from_log(compiled: Compiled, target: str) -> dict[str, KernelResources]:
     parsed = parse_ptxas_log(compiled.log, arch=target)
     if not parsed and compiled.cubin:
         # no verbose log (an unusual NVRTC build): fall back to reading the cubin
@@ -575,10 +385,12 @@ def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") 
     ``static_smem`` means the same as ptxas's "bytes smem". Spill counts are not in this report (0).
     Raises :class:`ResourceError` when cuobjdump is not found or fails.
     """
-    target = _target(arch)
-    tool = find_tool("cuobjdump")
-    if tool is None:
-        raise ResourceError("cuobjdump not found (CUDA toolkit or the triton wheel provides it)")
+    target = toolkit.target(arch)
+    found = toolkit.find_tool("cuobjdump")
+    if found is None:
+        raise ResourceError("cuobjdump not found (the CUDA toolkit or the triton wheel provides it; "
+                            "or point PIPECHECK_CUOBJDUMP at it)")
+    tool = found.path
     with tempfile.TemporaryDirectory(prefix="pipecheck-res-") as tmp:
         f = Path(tmp) / "k.cubin"
         f.write_bytes(cubin)
@@ -587,7 +399,7 @@ def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") 
         except (OSError, subprocess.SubprocessError) as exc:
             raise ResourceError(f"cuobjdump -res-usage failed: {exc}") from None
     if proc.returncode != 0:
-        raise ResourceError(f"cuobjdump -res-usage failed (exit {proc.returncode}): {_trim(proc.stderr)}")
+        raise ResourceError(f"cuobjdump -res-usage failed (exit {proc.returncode}): {toolkit.trim_log(proc.stderr)}")
     usage = parse_res_usage(proc.stdout)
     reserved = arch_spec(target).smem_reserved_per_block if arch_spec(target).major >= 9 else 0
     names = demangle(list(usage))
@@ -600,13 +412,3 @@ def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") 
         )
     return out
 
-
-def clear_cache() -> None:
-    """Forget compiled results (tests use it to measure cold compiles)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
-
-
-def with_launch(res: KernelResources, **changes: Any) -> KernelResources:
-    """A copy of ``res`` with launch facts filled in (``dynamic_smem``, ``num_warps``)."""
-    return replace(res, **changes)

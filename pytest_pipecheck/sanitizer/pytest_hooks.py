@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .. import plugin as _plugin
+from .. import state
 from ..results import CheckResult, PipecheckFailure, Verdict
 from .costs import assign_shares, load_costs, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer
@@ -41,7 +41,8 @@ def shares_for(config: pytest.Config, nodeids: list[str], shares: int) -> list[i
 
     Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck, one worker per GPU):
     equal-count shares 1.65x faster than -n 0, one GPU busy 92 s and the other 56 s
-    (docs/validation/2026-11-22-session4.md); shares dealt round robin were slower (session 3)."""
+    (docs/validation/2026-11-22-h200-0754.md); shares dealt round robin were slower
+    (docs/validation/2026-11-22-h200-0453.md)."""
     return assign_shares(nodeids, shares, load_costs(config))
 
 
@@ -52,7 +53,7 @@ def _selected(item: pytest.Item) -> bool:
 def child_args(config: pytest.Config) -> list[str]:
     """The command line of a child pytest that runs some of this session's tests under the sanitizer."""
     args = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
-            f"--pipecheck-seed={config.stash[_plugin.RUN_SEED]}"]
+            f"--pipecheck-seed={config.stash[state.RUN_SEED]}"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         # the entry point is not loaded in the child; load pipecheck's plugin explicitly
         args += ["-p", "pytest_pipecheck.plugin"]
@@ -71,10 +72,10 @@ def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str
     Returns the recorded results, in the order of ``outcomes``."""
     from ..contract import finalize
 
-    cfg = _plugin.item_config(item)
-    dev = config.stash[_plugin.TIER].device  # the child ran on this process's GPU (under xdist: the worker's)
+    cfg = state.item_config(item)
+    dev = config.stash[state.TIER].device  # the child ran on this process's GPU (under xdist: the worker's)
     gpu = f"{dev.name} (index {dev.index}, {dev.uuid})" if dev is not None else None
-    results = _plugin.item_results(item)
+    results = state.item_results(item)
     recorded = []
     for tool, out in outcomes.items():
         details = out.details()
@@ -82,7 +83,7 @@ def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str
         if found_kernel is not None:
             details["finding_kernel"] = found_kernel
         result = finalize(CheckResult(f"sanitizer:{tool}", out.verdict, out.summary, details=details),
-                          nodeid=_plugin.item_nodeid(item), kernel=cfg.kernel or found_kernel,
+                          nodeid=state.item_nodeid(item), kernel=cfg.kernel or found_kernel,
                           expecting=bool(cfg.expect_failures), gpu=gpu)
         results.append(result)
         recorded.append(result)
@@ -98,8 +99,8 @@ class SanitizerPlugin:
         self.runner: SanitizerRunner | None = None
         if not self.active:
             return
-        run_config = config.stash[_plugin.RUN_CONFIG]
-        tier = config.stash[_plugin.TIER]
+        run_config = config.stash[state.RUN_CONFIG]
+        tier = config.stash[state.TIER]
         if run_config.tier == "gpu" and tier.has_gpu and find_compute_sanitizer() is None:
             raise pytest.UsageError(
                 f"pipecheck: --pipecheck-tier=gpu needs compute-sanitizer for the sanitizer check, and it "
@@ -140,7 +141,7 @@ class SanitizerPlugin:
         """On the controller (or a run without xdist): remember each test's sanitizer seconds in pytest's
         cache, so that the next run's shares are balanced by cost (costs.py)."""
         if self.active and getattr(session.config, "workerinput", None) is None:
-            results: list[CheckResult] = session.config.stash.get(_plugin.SESSION_RESULTS, [])
+            results: list[CheckResult] = session.config.stash.get(state.SESSION_RESULTS, [])
             record_costs(session.config, results)
 
     @pytest.hookimpl(trylast=True)
@@ -174,36 +175,36 @@ class SanitizerPlugin:
         self._run_all([i for i in item.session.items if i.stash.get(SHARE, None) == share])
 
     def _run_all(self, items: list[pytest.Item]) -> None:
-        tier = self.config.stash[_plugin.TIER]
+        tier = self.config.stash[state.TIER]
         found = find_compute_sanitizer()
         batches: dict[tuple[Any, ...], list[pytest.Item]] = {}
         timeouts: dict[str, float] = {}
         for item in items:
-            if not _selected(item) or _plugin.ITEM_CONFIG_ERROR in item.stash:
+            if not _selected(item) or state.ITEM_CONFIG_ERROR in item.stash:
                 continue
-            cfg = _plugin.item_config(item)
+            cfg = state.item_config(item)
             if not cfg.wants("sanitizer") or not cfg.sanitizer:
                 continue
             outcomes = item.stash.setdefault(OUTCOMES, {})
             for tool in cfg.sanitizer:
                 if not tier.has_gpu:
-                    outcomes[tool] = TestOutcome(_plugin.item_nodeid(item), tool, Verdict.SKIP,
+                    outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP,
                                                  f"needs a CUDA GPU: {tier.reason}")
                     continue
                 if found is None:
-                    outcomes[tool] = TestOutcome(_plugin.item_nodeid(item), tool, Verdict.SKIP,
+                    outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP,
                                                  f"compute-sanitizer not found: {HOW_TO_GET}")
                     continue
                 if cfg.suppressions:
                     try:
                         load_suppressions(cfg.suppressions, f"the pipecheck marker on {item.nodeid}")
                     except SuppressionError as exc:
-                        outcomes[tool] = TestOutcome(_plugin.item_nodeid(item), tool, Verdict.ERROR, str(exc))
+                        outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.ERROR, str(exc))
                         continue
                 key = (tool, cfg.racecheck_report if tool == "racecheck" else "", cfg.suppressions,
-                       cfg.kernel_filter, cfg.kernel_exclude)
+                       cfg.kernel_filter, cfg.kernel_exclude, cfg.sanitizer_scope)
                 batches.setdefault(key, []).append(item)
-                timeouts[_plugin.item_nodeid(item)] = cfg.sanitizer_timeout
+                timeouts[state.item_nodeid(item)] = cfg.sanitizer_timeout
         if not batches or found is None or tier.device is None:
             return
         device = tier.device
@@ -211,13 +212,13 @@ class SanitizerPlugin:
         use_xml = os.environ.get("PIPECHECK_SANITIZER_XML", "1") != "0"
         self.runner = SanitizerRunner(
             found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
-            timeouts=timeouts, default_timeout=self.config.stash[_plugin.RUN_CONFIG].sanitizer_timeout,
+            timeouts=timeouts, default_timeout=self.config.stash[state.RUN_CONFIG].sanitizer_timeout,
             progress=self._write, use_xml=use_xml)
         self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)")
         for key, group in batches.items():
-            tool, report, supp, kfilter, kexclude = key
-            spec = BatchSpec(tool, tuple(_plugin.item_nodeid(i) for i in group), report or "analysis", supp,
-                             kfilter, kexclude)
+            tool, report, supp, kfilter, kexclude, scope = key
+            spec = BatchSpec(tool, tuple(state.item_nodeid(i) for i in group), report or "analysis", supp,
+                             kfilter, kexclude, scope=scope)
             notes: list[str] = []
             if supp:
                 reasons = load_suppressions(supp)
@@ -228,12 +229,12 @@ class SanitizerPlugin:
             try:
                 results = self.runner.run(spec)
             except Exception as exc:  # a runner bug must surface as an error, never as a pass
-                results = {_plugin.item_nodeid(i): TestOutcome(
-                    _plugin.item_nodeid(i), tool, Verdict.ERROR,
+                results = {state.item_nodeid(i): TestOutcome(
+                    state.item_nodeid(i), tool, Verdict.ERROR,
                     f"inconclusive: runner failed: {type(exc).__name__}: {exc}") for i in group}
             self._write(f"{tool}: done in {time.monotonic() - start:.1f} s, {self.runner.children} child(ren) so far")
             for item in group:
-                nodeid = _plugin.item_nodeid(item)
+                nodeid = state.item_nodeid(item)
                 out = results.get(nodeid) or TestOutcome(nodeid, tool, Verdict.ERROR,
                                                          "inconclusive: no result from the runner")
                 if notes:

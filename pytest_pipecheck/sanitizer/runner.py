@@ -21,12 +21,12 @@ an error (inconclusive), never a pass.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import shlex
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -80,6 +80,10 @@ _INTERRUPTED_RC = 2  # pytest's exit status after session.shouldstop
 _OUTPUT_KEEP = 6000  # characters of a test's output kept in a result's details
 
 
+#: tells a sanitizer child what to run of each test: "launch" (the kernel launches only) or "test"
+SCOPE_ENV = "PIPECHECK_SANITIZER_SCOPE"
+
+
 def canary_nodeid(tool: str) -> str:
     """The pseudo node id the child prints around the canary kernel for ``tool``."""
     return f"pipecheck-canary::{tool}"
@@ -96,10 +100,7 @@ class BatchSpec:
     kernel_filter: str | None = None
     kernel_exclude: str | None = None
     print_limit: int = DEFAULT_PRINT_LIMIT
-
-    def with_nodeids(self, nodeids: Sequence[str]) -> BatchSpec:
-        return BatchSpec(self.tool, tuple(nodeids), self.racecheck_report, self.suppressions,
-                         self.kernel_filter, self.kernel_exclude, self.print_limit)
+    scope: str = "launch"  # what the child runs of each test (the setting sanitizer_scope)
 
 
 @dataclass
@@ -404,6 +405,7 @@ class SanitizerRunner:
     # ------------------------------------------------------------------ internals
     def _child(self, spec: BatchSpec, nodeids: list[str], canary: bool, total: int, done: int) -> ChildRun:
         env = dict(self.env)
+        env[SCOPE_ENV] = spec.scope
         if canary:
             env["PIPECHECK_CANARY"] = "1"
         else:
@@ -512,7 +514,25 @@ class SanitizerRunner:
 
     def _decide(self, spec: BatchSpec, nodeids: list[str], run: ChildRun, an: _ChildAnalysis,
                 depth: int) -> tuple[dict[str, TestOutcome], list[str]]:
-        """Verdicts this child settles, and the tests that must run again in a new child."""
+        """Verdicts this child settles, and the tests that must run again in a new child.
+
+        A test that failed on its own in a child of scope ``launch`` (its body needs what that scope
+        skips: a check's numbers, a reference) is sanitized again, whole, in a child of scope ``test``,
+        so the scope never changes a verdict.
+        """
+        decided, rerun = self._decide_child(spec, nodeids, run, an, depth)
+        if spec.scope != "launch":
+            return decided, rerun
+        widen = [n for n, out in decided.items()
+                 if out.verdict == Verdict.ERROR and out.child_outcome == "failed" and not out.findings]
+        if widen:
+            self.progress(f"{spec.tool}: {len(widen)} test(s) failed on their own with sanitizer_scope=launch; "
+                          "sanitizing them whole")
+            decided.update(self._run_tests(dataclasses.replace(spec, scope="test"), widen, depth + 1))
+        return decided, rerun
+
+    def _decide_child(self, spec: BatchSpec, nodeids: list[str], run: ChildRun, an: _ChildAnalysis,
+                      depth: int) -> tuple[dict[str, TestOutcome], list[str]]:
         decided: dict[str, TestOutcome] = {}
         rerun: list[str] = []
         interrupted = run.killed_in is not None or (an.split.open is not None and run.returncode != 0)
@@ -640,6 +660,3 @@ def default_child_env(device_id: str | None) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = device_id
     return env
 
-
-def python_executable() -> str:
-    return sys.executable

@@ -49,7 +49,7 @@
 // without spilling for sm_86, sm_89 and sm_90 (166 registers on sm_90); sm_80's ptxas reloads a few
 // loop-invariant scalars (ldmatrix offsets, ring position) from local memory once per K tile (74 B
 // stored, 88 B loaded).
-// Numbers reached (2026-11-22, benchmarks/results/2026-11-22-h200-session3/cuda_ladder_bench.md, H200): 265 TFLOP/s at 4096^3 with 3 stages
+// Numbers reached (2026-11-22, docs/validation/2026-11-22-h200-0453/cuda_ladder_bench.md, H200): 265 TFLOP/s at 4096^3 with 3 stages
 // (35% of torch.matmul's 750), 262 with 4, 243 with 2: faster than the synchronous k1 (219). With
 // named-barrier hand-offs the same kernel reached 289 (an earlier run that day) but racecheck flagged them.
 #include <cuda/pipeline>

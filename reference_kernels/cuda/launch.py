@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -218,11 +217,11 @@ def _find_include_dirs() -> list[str]:
                 dirs.append(str(d))
     except ImportError:
         pass
-    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
-    for root in roots:
-        if root and (Path(root) / "include" / "cuda_pipeline.h").is_file():
-            dirs.append(str(Path(root) / "include"))
-            break
+    from pytest_pipecheck.toolkit import find_include_dir
+
+    include = find_include_dir("cuda_pipeline.h")
+    if include is not None:
+        dirs.append(str(include))
     return dirs
 
 

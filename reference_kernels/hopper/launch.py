@@ -6,10 +6,11 @@ is how pipecheck's coverage check hands over its guarded views.
 
 How it gets onto the GPU, and why this way:
 
-* **Compile**: ``nvcc -cubin -gencode=arch=compute_90a,code=sm_90a`` to a cubin cached on disk by the
-  hash of the source, the macros and the nvcc version (wgmma and setmaxnreg exist only on the
+* **Compile**: pipecheck's one CUDA compiler (:func:`pytest_pipecheck.toolkit.compile_cuda`: nvcc
+  ``-cubin -arch=sm_90a``, or NVRTC through cuda-python without nvcc) to a cubin cached on disk by the
+  hash of the source, the macros and the compiler (wgmma and setmaxnreg exist only on the
   arch-specific sm_90a target; CuPy's RawModule picks ``-arch`` from the device itself, sm_90, which
-  rejects them). Without nvcc, NVRTC through ``cuda.bindings.nvrtc`` with ``--gpu-architecture=sm_90a``.
+  rejects them).
 * **Tensor maps**: ``cuda.bindings.driver.cuTensorMapEncodeTiled``, 2-D, box (64, rows), 128-byte
   swizzle (the layout the kernel's WGMMA descriptors assume), out-of-bounds fill with zeros.
 * **Launch**: ``cuModuleLoadData`` + ``cuLaunchKernel`` with a ``void*[]`` built with ctypes; the two
@@ -28,13 +29,11 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_pipecheck import toolkit
 from pytest_pipecheck.results import PipecheckError
 
 __all__ = [
@@ -44,10 +43,8 @@ __all__ = [
     "HopperLaunchError",
     "Variant",
     "compile_cubin",
-    "find_nvcc",
     "gemm",
     "kernel_source",
-    "nvcc_command",
     "prepare",
 ]
 
@@ -133,26 +130,8 @@ def kernel_source(mutant: str | None = None) -> str:
     return text
 
 
-def find_nvcc() -> str | None:
-    """nvcc from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin; None when there is none."""
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and (Path(root) / "bin" / "nvcc").is_file():
-            return str(Path(root) / "bin" / "nvcc")
-    return None
-
-
-def _define_flags(defines: dict[str, str | None]) -> list[str]:
-    return [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in sorted(defines.items())]
-
-
-def nvcc_command(nvcc: str, source_path: str, out_path: str, variant: Variant,
-                 extra: tuple[str, ...] = ()) -> list[str]:
-    """The nvcc command line that builds the sm_90a cubin (``-lineinfo`` for the sanitizer's file:line)."""
-    return [nvcc, "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-lineinfo",
-            "-Xptxas", "-v", *_define_flags(variant.defines()), *extra, "-o", out_path, source_path]
+# nvcc options besides the target and the macros (the toolkit adds -lineinfo and ptxas -v itself)
+OPTIONS = ("-std=c++17",)
 
 
 def _cache_dir() -> Path | None:
@@ -167,81 +146,40 @@ def _cache_dir() -> Path | None:
     return path
 
 
-def _nvcc_version(nvcc: str) -> str:
-    try:
-        return subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+def _compiler_id() -> str:
+    """Which compiler :func:`pytest_pipecheck.toolkit.compile_cuda` will use, with its version."""
+    nvcc = toolkit.find_tool("nvcc")
+    if nvcc is None:
+        return "nvrtc"
+    return f"nvcc {nvcc.path} {toolkit.cached_version(nvcc.path)}"
 
 
 def compile_cubin(source: str, variant: Variant, *, label: str = "hopper_tma_wgmma_gemm",
                   use_cache: bool = True) -> tuple[bytes, str]:
     """(cubin bytes, compiler log) for ``source`` built as ``variant`` for sm_90a.
 
-    Uses nvcc when it is found, else NVRTC (cuda.bindings.nvrtc). Raises HopperCompileError with the
-    command and the log when compilation fails or no compiler is available.
+    Compiled by :func:`pytest_pipecheck.toolkit.compile_cuda` (nvcc when it is found, else NVRTC), and
+    kept on disk by the hash of the source, the macros and the compiler. Raises HopperCompileError with
+    the compiler's output when compilation fails or no compiler is available.
     """
-    nvcc = find_nvcc()
-    if nvcc is None:
-        return _compile_nvrtc(source, variant, label), "(NVRTC)"
-    key = hashlib.sha256("\0".join([source, repr(sorted(variant.defines().items())),
-                                    _nvcc_version(nvcc)]).encode()).hexdigest()[:24]
+    defines = variant.defines()
+    key = hashlib.sha256("\0".join([source, repr(sorted(defines.items())), _compiler_id()]).encode()).hexdigest()[:24]
     cache = _cache_dir() if use_cache else None
     cached = cache / f"{label}-{key}.cubin" if cache is not None else None
     if cached is not None and cached.is_file():
         return cached.read_bytes(), "(cached)"
-    with tempfile.TemporaryDirectory(prefix="pipecheck-hopper-") as tmp:
-        src = os.path.join(tmp, f"{label}.cu")
-        out = os.path.join(tmp, f"{label}.cubin")
-        Path(src).write_text(source)
-        cmd = nvcc_command(nvcc, src, out, variant)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise HopperCompileError(f"{label} ({variant}): could not run {' '.join(cmd)}: {exc}") from None
-        log = proc.stdout + proc.stderr
-        if proc.returncode != 0 or not os.path.isfile(out):
-            raise HopperCompileError(f"{label} ({variant}): nvcc failed (exit {proc.returncode}):\n"
-                                     f"  {' '.join(cmd)}\n{log}")
-        data = Path(out).read_bytes()
+    try:
+        compiled = toolkit.compile_cuda(source, ARCH, options=OPTIONS, defines=defines)
+    except toolkit.ToolkitError as exc:
+        raise HopperCompileError(f"{label} ({variant}): {exc}") from None
     if cached is not None:
         try:  # write-then-rename, so a concurrent reader never sees half a cubin
             tmp_path = cached.with_suffix(f".{os.getpid()}.tmp")
-            tmp_path.write_bytes(data)
+            tmp_path.write_bytes(compiled.cubin)
             os.replace(tmp_path, cached)
         except OSError:
             pass  # an unwritable cache only costs a rebuild next time
-    return data, log
-
-
-def _compile_nvrtc(source: str, variant: Variant, label: str) -> bytes:
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as exc:
-        raise HopperCompileError(f"{label}: neither nvcc nor cuda.bindings.nvrtc is available to build "
-                                 f"for {ARCH} ({exc})") from None
-
-    def check(result: Any, what: str) -> Any:
-        err = result[0]
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise HopperCompileError(f"{label} ({variant}): NVRTC {what} failed: {err}")
-        return result[1] if len(result) == 2 else result[1:]
-
-    prog = check(nvrtc.nvrtcCreateProgram(source.encode(), f"{label}.cu".encode(), 0, [], []),
-                 "nvrtcCreateProgram")
-    opts = [f"--gpu-architecture={ARCH}", "-std=c++17", "--generate-line-info",
-            *_define_flags(variant.defines())]
-    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        log = b" " * size
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        raise HopperCompileError(f"{label} ({variant}): NVRTC failed with {' '.join(opts)}:\n"
-                                 f"{log.decode(errors='replace')}")
-    size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-    cubin = b" " * size
-    check((nvrtc.nvrtcGetCUBIN(prog, cubin)[0], None), "nvrtcGetCUBIN")
-    return cubin
+    return compiled.cubin, compiled.log
 
 
 # ----------------------------------------------------------------------------- driver

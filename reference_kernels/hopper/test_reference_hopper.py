@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # (2026-11-22, compute-sanitizer 2025.3.1) the Hopper tests under racecheck outran the 120 s per-test
 # watchdog twice, forcing the whole racecheck batch to restart. Racecheck on this kernel is run
 # directly, with its own timeout, by tests/gpu/test_hopper_gpu.py (0 hazards on the reference at
-# 128x128x1024 in the first H200 run; see docs/validation/).
+# 128x128x1024 on the H200 on 2026-11-22; see docs/validation/2026-11-22-h200-0223.md).
 pytestmark = pytest.mark.pipecheck(sanitizer="synccheck")
 
 

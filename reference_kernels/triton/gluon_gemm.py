@@ -55,7 +55,7 @@ Triton versions
     ``async_copy_shared_to_global`` in 3.6, ``async_load`` / ``async_store`` in 3.9, where the old
     names raise) and the CTA barrier (``thread_barrier`` in 3.6, ``barrier`` in 3.9).
 
-Numbers (H200, Triton 3.6, fp16 4096^3; benchmarks/results/2026-11-23-h200-session6/)
+Numbers (H200, Triton 3.6, fp16 4096^3; docs/validation/2026-11-23-h200-1257/)
     Correct at every generated shape under pipecheck's coverage, tile probe and determinism checks
     (fp16 and bf16), synccheck clean; racecheck's only hazards are on Triton's warp-specialize
     dispatch state, none on this kernel's ring or staging buffers, and Triton's ConSan finds no race

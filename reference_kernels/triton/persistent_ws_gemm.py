@@ -26,7 +26,7 @@ Preconditions
 Spec tiles
     GPU: BLOCK 128 x 128 x 64, 3 stages, 8 warps (FACTS.md section 4 measured 683 TFLOP/s for a
     stages-3 warp-specialized GEMM on the H200). This kernel on the H200 with Triton 3.6
-    (benchmarks/results/2026-11-22-h200-session3/ws_partition_probe.md): 496 TFLOP/s at 4096^3 with 8 warps (65% of torch.matmul), 508 with
+    (docs/validation/2026-11-22-h200-0453/ws_partition_probe.md): 496 TFLOP/s at 4096^3 with 8 warps (65% of torch.matmul), 508 with
     the outer-loop form at 4 warps; Triton 3.6 partitions neither the inner K loop nor the flattened
     outer loop of this persistent kernel for sm_90 (no ttg.warp_specialize region in the TTGIR), so
     the warp-specialization check is a skip with that reason there.

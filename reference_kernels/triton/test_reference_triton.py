@@ -72,7 +72,7 @@ GLUON_RACECHECK_SKIP = (
     "racecheck reports hazards only on the 4 bytes of Triton's warp-specialize dispatch state past the "
     "kernel's own shared memory (written by the default partition where the partitioned region starts and "
     "ends, read by the worker warps' dispatch loop at kernel entry), none on the A/B ring or the C staging "
-    "buffers, and Triton's ConSan finds no race: see benchmarks/results/2026-11-23-h200-session6/"
+    "buffers, and Triton's ConSan finds no race: see docs/validation/2026-11-23-h200-1257/"
     "gluon_race_probe.md; until pipecheck tells that toolchain state apart, racecheck is not run here")
 
 

@@ -100,7 +100,13 @@ def _hazards(out: str) -> dict[str, Any]:
 def main() -> int:
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "gluon_race_probe"
     os.makedirs(out_dir, exist_ok=True)
-    sanitizer = next((p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), "compute-sanitizer")
+    from pytest_pipecheck.sanitizer.locate import HOW_TO_GET, find_compute_sanitizer
+
+    found = find_compute_sanitizer()
+    if found is None:
+        sys.stderr.write(f"compute-sanitizer not found: {HOW_TO_GET}\n")
+        return 2
+    sanitizer = found.path
     env = {**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"}
     rows: list[dict[str, Any]] = []
     for i, (name, kw, shape) in enumerate(VARIANTS):

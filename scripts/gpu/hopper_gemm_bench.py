@@ -88,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         report["sm_count"] = props.multi_processor_count
         report["torch"] = torch.__version__
         report["cuda"] = torch.version.cuda
+        from pytest_pipecheck import toolkit
         from reference_kernels.hopper import launch as hl
 
-        report["nvcc"] = hl.find_nvcc()
+        nvcc = toolkit.find_tool("nvcc")
+        report["nvcc"] = nvcc.path if nvcc else None
     except Exception as exc:
         report["errors"].append(f"setup: {type(exc).__name__}: {exc}")
         _write(out_dir, report)

@@ -10,7 +10,7 @@ Writes OUTDIR/perf_gate_rates.json (everything, raw samples included) and OUTDIR
 work: about two minutes on an H200; each phase is guarded, so one failure leaves the others.
 
 ``--offline`` measures nothing: it re-analyses recorded files on the CPU (raw, always-anchored and
-adaptive gates, the adaptive one at each clock tolerance, and the synthetic session-1 noise models)
+adaptive gates, the adaptive one at each clock tolerance, and the synthetic noise models of the 2026-11-22 02:32 drift)
 into OUTDIR/perf_gate_offline.{md,json}.
 
 Method (docs/perf-gate.md):
@@ -59,11 +59,12 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..")))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))  # perf_rates
 
 SLOWDOWNS = (0.03, 0.05, 0.10)
 #: The single-run gate the rate tables are computed at, passed explicitly everywhere (compare's own
 #: defaults are the plugin's, which pool baselines and moved to 2.75%; the sweep, scripts/perf_gate_sweep.py,
-#: evaluates those from the recorded runs). 3% keeps every recorded session comparable.
+#: evaluates those from the recorded runs). 3% keeps every recording comparable.
 THRESHOLD = 0.03
 ALPHA = 0.001
 TARGET_US = 70.0
@@ -320,8 +321,9 @@ def rates(runs: dict[str, list[Any]], child_runs: list[list[Any]], mode: str = "
     all-pairs rates at each clock tolerance.
     """
     import numpy as np
+    from perf_rates import resample_rates
 
-    from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE, resample_rates
+    from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE
 
     a_runs = [decode(r) for r in runs["0"]]
     anchored = a_runs[0].anchored
@@ -468,7 +470,7 @@ def main() -> int:
     ap.add_argument("--child", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--offline", nargs="+", metavar="JSON",
                     help="re-analyse recorded perf_gate_rates.json[.gz] files instead of measuring (no GPU): "
-                         "raw, anchored and adaptive gates, and the synthetic session-1 models")
+                         "raw, anchored and adaptive gates, and the synthetic models of the 02:32 drift")
     ap.add_argument("--tolerances", default=",".join(str(t) for t in (0.005, *TOLERANCES, 0.025, 0.03)),
                     help="clock tolerances of the adaptive gate for --offline (comma-separated fractions)")
     args = ap.parse_args()
@@ -715,13 +717,13 @@ def render_markdown(r: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- offline re-analysis
 
-# The synthetic model of the first session's compute-bound drift (tests/unit/test_perf_stats.py:
+# The synthetic model of the compute-bound drift recorded on 2026-11-22 at 02:32 UTC (tests/unit/test_perf_stats.py:
 # COMPUTE): a shared clock factor of sd 0.0138 per run, 0.3% per sample, 0.0009 of the kernel's own.
-# The second variant adds the anchor's own run-to-run drift measured in the second session (sd of
+# The second variant adds the anchor's own run-to-run drift measured at 03:18 UTC (sd of
 # the log anchor run medians of the bf16 matmul anchor while the clock held: 0.0056).
-SESSION1_MODELS = {
-    "session-1 drift (clock sd 0.0138)": {"drift": 0.0009, "clock_drift": 0.0138, "clock_jitter": 0.003},
-    "session-1 drift + anchor's own drift 0.0056": {"drift": 0.0009, "clock_drift": 0.0138, "clock_jitter": 0.003,
+DRIFT_0232_MODELS = {
+    "02:32 drift (clock sd 0.0138)": {"drift": 0.0009, "clock_drift": 0.0138, "clock_jitter": 0.003},
+    "02:32 drift + anchor's own drift 0.0056": {"drift": 0.0009, "clock_drift": 0.0138, "clock_jitter": 0.003,
                                                     "anchor_drift": 0.0056},
 }
 SYNTH_TRIALS = 2000
@@ -741,7 +743,7 @@ def load_recording(path: str) -> dict[str, Any]:
 def offline_families(recording: dict[str, Any], tolerances: tuple[float, ...]) -> dict[str, Any]:
     """Recompute every gate's rates from a recording's raw samples (no GPU).
 
-    A first-session recording (raw runs only, no anchors) gives the raw gate only.
+    A recording with raw runs only (no anchors, as at 02:32) gives the raw gate only.
     """
     out: dict[str, Any] = {}
     for fam, data in recording.get("families", {}).items():
@@ -761,12 +763,12 @@ def offline_families(recording: dict[str, Any], tolerances: tuple[float, ...]) -
 
 
 def synthetic(tolerances: tuple[float, ...]) -> dict[str, Any]:
-    """Raw, anchored and adaptive (at each tolerance) rates under the session-1 noise models."""
-    from pytest_pipecheck.perf.stats import NoiseModel, simulate_rates
+    """Raw, anchored and adaptive (at each tolerance) rates under the noise models of the 02:32 drift."""
+    from perf_rates import NoiseModel, simulate_rates
 
     out: dict[str, Any] = {}
     slowdowns = (0.0, *SLOWDOWNS)
-    for name, params in SESSION1_MODELS.items():
+    for name, params in DRIFT_0232_MODELS.items():
         model = NoiseModel(**params)
         rows: dict[str, Any] = {}
         for mode in ("raw", "anchored"):
@@ -796,7 +798,7 @@ def offline_main(outdir: str, paths: list[str], tolerances: tuple[float, ...]) -
         if sweep:
             lines += ["", "Adaptive gate by clock tolerance (all ordered pairs of A runs):", "", *sweep]
     result["synthetic"] = synthetic(tolerances)
-    lines += ["", f"## Synthetic session-1 models ({SYNTH_TRIALS} trials of 100 vs 100 samples, seed {SYNTH_SEED})", "",
+    lines += ["", f"## Synthetic models of the 02:32 drift ({SYNTH_TRIALS} trials of 100 vs 100 samples, seed {SYNTH_SEED})", "",
               "| model | gate | A/A | +3% | +5% | +10% |", "|---|---|---|---|---|---|"]
     for name, item in result["synthetic"].items():
         for gate, by in item["gates"].items():

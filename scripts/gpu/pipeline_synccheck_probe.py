@@ -11,7 +11,7 @@ textbook block-scoped pipeline (acquire, memcpy_async, commit, wait, release) bu
 ways; plus compute-sanitizer's own suppression workflow (save k4's records with --xml --save, run again
 with them as --suppressions). The raw output of every child is kept. Writes OUTDIR.md and OUTDIR.json.
 (An earlier version also built k4..k6 with and without a closing __syncthreads: no difference,
-benchmarks/results/2026-11-22-h200-session3/pipeline_synccheck_probe-run0-closing-barrier.md.)
+docs/validation/2026-11-22-h200-0453/pipeline_synccheck_probe-0453-closing-barrier.md.)
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import reference_kernels.cuda.launch as L
 from reference_kernels.cuda.launch import KERNELS, gemm, kernel_source
 cupy.cuda.set_allocator(None)
 name, M, N, K, prefix, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
-toolkit = [str(L.CUDA_DIR), "/usr/local/cuda/include/cccl", "/usr/local/cuda/include"]
+from pytest_pipecheck.toolkit import nvrtc_include_dirs
+toolkit = [str(L.CUDA_DIR), *nvrtc_include_dirs()]
 if mode == "toolkit-cccl":  # the CUDA toolkit's libcu++ instead of the one bundled with CuPy
     L._find_include_dirs = lambda: list(toolkit)
     L._include_dirs.cache_clear()

@@ -69,7 +69,7 @@ def main() -> int:
     from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
 
     found = find_compute_sanitizer()
-    sanitizer = found.path if found else shutil.which("compute-sanitizer")
+    sanitizer = found.path if found else None
     gpu = "unknown"
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],

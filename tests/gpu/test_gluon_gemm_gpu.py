@@ -8,7 +8,7 @@ a child Python process with a time limit, and a child that does not finish is th
 at ragged and aligned shapes, for each tile shape and epilogue plan the perf scripts time (whole-tile,
 two-chunk and four-chunk double-buffered TMA stores, masked stores). pipecheck's own checks of the
 default configuration at its generated shapes are in reference_kernels/triton/test_reference_triton.py.
-First run: H200, 2026-11-23, 7 passed (benchmarks/results/2026-11-23-h200-session6/run-a).
+First run: H200, 2026-11-23, 7 passed (docs/validation/2026-11-23-h200-1257/run-a).
 """
 
 from __future__ import annotations

@@ -157,12 +157,12 @@ def test_swapped_coordinates_mutant_passes_at_one_tile() -> None:
 
 
 def _racecheck(args: list[str], save: Path) -> tuple[dict[str, Any], Any]:
-    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
+    from pytest_pipecheck.sanitizer.locate import HOW_TO_GET, find_compute_sanitizer
     from pytest_pipecheck.sanitizer.parse import parse_text
 
     install = find_compute_sanitizer()
     if install is None:
-        pytest.skip("compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)")
+        pytest.skip(f"compute-sanitizer not found: {HOW_TO_GET}")
     prefix = [install.path, "--tool", "racecheck", "--racecheck-report", "all", "--error-exitcode", "7",
               "--print-limit", "50"]
     run = _run_child(args, timeout=300, prefix=prefix)

@@ -5,8 +5,8 @@ Run on the GPU machine: ``python3 -m pytest tests/gpu/test_stage_sweep_gpu.py -v
 
 The kernel is ``reference_kernels/triton/gemm.py``'s ``gemm_kernel``, launched here directly with
 explicit tiles (BLOCK 128x128x64, GROUP_M 8, 4 warps), not through its launcher, so the sweep pins
-exactly the configuration it measures. Expected on sm_90 (H100/H200, Triton 3.6; benchmarks/results/
-2026-11-22-h200/stage_sweep.md): 3 stages fastest or within a few percent of the fastest, 1 stage
+exactly the configuration it measures. Expected on sm_90 (H100/H200, Triton 3.6; docs/validation/
+2026-11-22-h200-0223/stage_sweep.md): 3 stages fastest or within a few percent of the fastest, 1 stage
 (no pipelining) about 30-45% slower, and 2 blocks/SM for 1 to 3 stages against 1 for 4 and 5 (the
 shared-memory cliff: 128 KB and 160 KB of stage buffers per block).
 """

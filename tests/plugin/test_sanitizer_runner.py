@@ -67,7 +67,11 @@ def test_attribution_child_failure_and_suppressions(pytester: pytest.Pytester, t
     assert "failed on its own in the child" in text and "only fails under the sanitizer" in text
     assert "Triton shuffle reported as a race" in text  # the suppression's reason is shown
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(calls) == 1, "one child for the whole batch"
+    # one child for the whole batch; the test that failed on its own there is sanitized whole again
+    # (sanitizer_scope=launch), in a second child of its own
+    assert len(calls) == 2, calls
+    assert [a.rsplit("::", 1)[-1] for a in calls[1] if "::" in a] == ["test_fails_in_child"]
+    assert "sanitizing them whole" in text
     argv = calls[0]
     assert argv[argv.index("--suppressions") + 1] == str(supp)
     assert "--pipecheck" not in argv and "--pipecheck-child=racecheck" in argv

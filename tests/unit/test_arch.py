@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from pytest_pipecheck.arch import ARCHS, ArchError, arch_spec, compare_with_device, known_archs
+from pytest_pipecheck.arch import (
+    ARCHS,
+    ArchError,
+    arch_spec,
+    compare_with_device,
+    known_archs,
+    parse_arch_list,
+)
 from pytest_pipecheck.results import PipecheckError
 
 # FACTS.md section 5, row by row: smem/SM, max/block opt-in, reserved/block, granularity,
@@ -92,3 +101,51 @@ def test_compare_with_device_torch_style_object() -> None:
 def test_compare_with_device_without_cc_is_an_error() -> None:
     with pytest.raises(ArchError, match="major/minor"):
         compare_with_device({"warpSize": 32})
+
+
+# ----------------------------------------------------------------------------- the one arch-list parser
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("sm_80,86 9.0", ("sm_80", "sm_86", "sm_90")),  # commas and white space, every spelling
+    (" sm_90a , sm_90 ", ("sm_90a", "sm_90")),  # the suffix names another target
+    (["sm_80,sm_86", "compute_89", "sm_80"], ("sm_80", "sm_86", "sm_89")),  # items may hold lists; once each
+])
+def test_parse_arch_list(raw: object, expected: tuple[str, ...]) -> None:
+    assert parse_arch_list(raw) == expected  # type: ignore[arg-type]
+
+
+def test_parse_arch_list_base_drops_the_suffix_and_duplicates() -> None:
+    assert parse_arch_list("sm_90a,sm_90,sm_100f", base=True) == ("sm_90", "sm_100")
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("", "--arch: names no architecture"),
+    (" , ", "--arch: names no architecture"),
+    ([], "--arch: names no architecture"),
+    ("sm_80,hopper", "--arch: 'hopper' is not an architecture name"),
+    ("sm_91", "--arch: 'sm_91' is not a known architecture"),
+    (["sm_80", 90], "--arch: 90 is not an architecture name"),
+])
+def test_parse_arch_list_errors_name_where_the_list_came_from(raw: object, message: str) -> None:
+    with pytest.raises(ArchError, match=re.escape(message)):
+        parse_arch_list(raw, where="--arch")  # type: ignore[arg-type]
+
+
+def test_every_caller_parses_the_same_way() -> None:
+    """The ini/CLI setting, check_occupancy, check_sass and both CLIs accept the same spellings."""
+    from types import SimpleNamespace
+
+    from pytest_pipecheck.checks.inspect_check import _archs
+    from pytest_pipecheck.checks.occupancy_check import _arch_list
+    from pytest_pipecheck.cli.occupancy import parse_arch_list as cli_parse
+    from pytest_pipecheck.config import SETTINGS
+
+    setting = next(s for s in SETTINGS if s.name == "arch")
+    pc = SimpleNamespace(config=SimpleNamespace(arch=("sm_80",)))
+    raw = "sm_80 86,sm_90a"
+    assert setting.parse(raw) == tuple(_archs(raw, pc)) == ("sm_80", "sm_86", "sm_90a")  # type: ignore[arg-type]
+    assert tuple(_arch_list(raw, pc)) == tuple(cli_parse(raw)) == ("sm_80", "sm_86", "sm_90")  # type: ignore[arg-type]
+    assert _archs(None, pc) == ["sm_80"]  # type: ignore[arg-type]
+    with pytest.raises(ArchError, match=r"check_sass\(arch=\.\.\.\): 'x' is not an architecture name"):
+        _archs("sm_80,x", pc)  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_pipecheck import toolkit
 from pytest_pipecheck.occupancy import occupancy
-from pytest_pipecheck.resources import cubin
 
 KERNELS = Path(__file__).parent.parent / "data" / "ptxas" / "kernels.cu"
 
@@ -82,7 +82,7 @@ def test_main_callable_for_console_script(capsys: pytest.CaptureFixture[str]) ->
     assert doc["results"][0]["blocks_per_sm"] == 1
 
 
-needs_nvcc = pytest.mark.skipif(cubin.find_tool("nvcc") is None, reason="nvcc (CUDA toolkit) not found")
+needs_nvcc = pytest.mark.skipif(toolkit.find_tool("nvcc") is None, reason="nvcc (CUDA toolkit) not found")
 
 
 @needs_nvcc

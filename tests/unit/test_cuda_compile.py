@@ -5,13 +5,12 @@ at a time."""
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from pytest_pipecheck import occupancy
+from pytest_pipecheck import occupancy, toolkit
 from reference_kernels.cuda.launch import (
     CUDA_DIR,
     KERNELS,
@@ -24,7 +23,7 @@ from reference_kernels.mutants.cuda import MUTANTS
 
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+pytestmark = pytest.mark.skipif(toolkit.find_tool("nvcc") is None, reason=f"nvcc not found ({toolkit.NOT_FOUND_HINT})")
 
 # static __shared__ bytes each reference kernel declares (k4..k6: the cuda::pipeline shared state only)
 STATIC_SMEM = {"k1_sync_tiled": 18944, "k2_register_prefetch": 37888, "k3_cp_async": 0, "k3_cp_async_wide": 0,

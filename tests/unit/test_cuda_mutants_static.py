@@ -4,12 +4,10 @@ and the launchers reject bad input with a one-line reason before touching a GPU.
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
-from pytest_pipecheck import occupancy
+from pytest_pipecheck import occupancy, toolkit
 from reference_kernels.cuda.launch import (
     CUDA_DIR,
     KERNELS,
@@ -119,7 +117,7 @@ def test_shared_memory_check(name: str, stages: int, arch: str, limit: int, fits
         assert "stages=3 fits" in msg
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.skipif(toolkit.find_tool("nvcc") is None, reason=f"nvcc not found ({toolkit.NOT_FOUND_HINT})")
 def test_cliff_mutant_halves_blocks_on_sm86_not_sm90() -> None:
     from pytest_pipecheck.resources.cubin import compile_resources
 

@@ -3,7 +3,7 @@
 scripts/gpu/gluon_gemm_tune.py must only ask for configurations the launcher accepts (an epilogue
 plan that fits next to the ring, a tile wgmma can cover), and scripts/gpu/gluon_race_probe.py must
 read racecheck's hazard report as compute-sanitizer wrote it (the H200 run of 2026-11-23, kept in
-benchmarks/results/2026-11-23-h200-session6/run-e/).
+docs/validation/2026-11-23-h200-1257/run-e/).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from reference_kernels.triton import gluon_gemm as gg
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_E = ROOT / "benchmarks" / "results" / "2026-11-23-h200-session6" / "run-e"
+RUN_E = ROOT / "docs" / "validation" / "2026-11-23-h200-1257" / "run-e"
 
 
 def _load(name: str) -> ModuleType:

@@ -15,6 +15,7 @@ from functools import cache
 
 import pytest
 
+from pytest_pipecheck import toolkit
 from reference_kernels.hopper import launch as hl
 from reference_kernels.mutants.hopper import EXPECTED_CHECKS, MUTANTS, OUTCOMES, apply_mutant, tagged_line
 
@@ -25,7 +26,7 @@ def _disassembler():
     return disasm.find_disassembler()
 
 
-needs_nvcc = pytest.mark.skipif(hl.find_nvcc() is None, reason="nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
+needs_nvcc = pytest.mark.skipif(toolkit.find_tool("nvcc") is None, reason=f"nvcc not found ({toolkit.NOT_FOUND_HINT})")
 
 
 @cache
@@ -95,8 +96,9 @@ def test_variant_limits_and_shared_memory() -> None:
 
 
 def test_nvcc_command_targets_sm90a_with_the_variant_macros() -> None:
-    cmd = hl.nvcc_command("nvcc", "x.cu", "x.cubin", hl.Variant(stages=3, consumers=1, bn=256))
-    assert "-gencode=arch=compute_90a,code=sm_90a" in cmd
+    flags = toolkit.compile_flags(hl.OPTIONS, (), hl.Variant(stages=3, consumers=1, bn=256).defines())
+    cmd = toolkit.nvcc_command("nvcc", "x.cu", "x.cubin", hl.ARCH, flags)
+    assert "-arch=sm_90a" in cmd and "-std=c++17" in cmd
     assert {"-DPIPECHECK_STAGES=3", "-DPIPECHECK_CONSUMERS=1", "-DPIPECHECK_BN=256"} <= set(cmd)
     assert "-lineinfo" in cmd
 

@@ -7,14 +7,13 @@ the allocated shared memory, the limiting factors) must equal pipecheck's.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from pytest_pipecheck import toolkit
 from pytest_pipecheck.arch import ARCHS, ArchSpec
 from pytest_pipecheck.occupancy import Occupancy, occupancy
 
@@ -71,23 +70,12 @@ int main() {
 FLAGS = {"warps": 0x1, "registers": 0x2, "shared_memory": 0x4, "blocks": 0x8, "barriers": 0x10}
 
 
-def _find_header() -> Path | None:
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append(str(Path(nvcc).resolve().parent.parent))
-    for root in roots:
-        if root and (Path(root) / "include" / "cuda_occupancy.h").is_file():
-            return Path(root) / "include"
-    return None
-
-
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    include = _find_header()
+    include = toolkit.find_include_dir("cuda_occupancy.h")
     if include is None:
         pytest.skip("cuda_occupancy.h not found (no CUDA toolkit: set CUDA_HOME)")
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    cxx = toolkit.which("g++") or toolkit.which("c++") or toolkit.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler (g++/c++/clang++) to build the cuda_occupancy.h harness")
     work = tmp_path_factory.mktemp("occ_oracle")

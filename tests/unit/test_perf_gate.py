@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from _perf_rates import NoiseModel
 
 from pytest_pipecheck.config import PipecheckConfig
 from pytest_pipecheck.device import DeviceInfo, TierInfo
@@ -15,7 +16,7 @@ from pytest_pipecheck.fixture import Pipecheck
 from pytest_pipecheck.perf import timing
 from pytest_pipecheck.perf.baseline import BaselineStore, EnvKey
 from pytest_pipecheck.perf.gate import check_perf, environment_key
-from pytest_pipecheck.perf.stats import NoiseModel, Samples
+from pytest_pipecheck.perf.stats import Samples
 from pytest_pipecheck.perf.timing import Anchor, Ceilings, choose_anchor, roofline, size_anchor
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict
 

@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _perf_rates import NoiseModel
 
-from pytest_pipecheck.perf.stats import NoiseModel, Samples
+from pytest_pipecheck.perf.stats import Samples
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "perf_gate_sweep.py"
-SESSION4 = ROOT / "benchmarks" / "results" / "2026-11-22-h200-session4" / "perf_gate_rates.json.gz"
+RECORDING_S4 = ROOT / "docs" / "validation" / "2026-11-22-h200-0754" / "perf_gate_rates.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +34,16 @@ def sweep() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def session4(sweep: ModuleType) -> Any:
-    if not SESSION4.exists():
-        pytest.skip(f"{SESSION4.name} is not in this checkout")
-    return sweep.load_session("s4", str(SESSION4))
+def s4_recording(sweep: ModuleType) -> Any:
+    if not RECORDING_S4.exists():
+        pytest.skip(f"{RECORDING_S4.name} is not in this checkout")
+    return sweep.load_session("s4", str(RECORDING_S4))
 
 
 @pytest.mark.parametrize("gate", ["raw", "anchored"])
-def test_recomputation_reproduces_session4_matmul(sweep: ModuleType, session4: Any, gate: str) -> None:
+def test_recomputation_reproduces_s4_matmul(sweep: ModuleType, s4_recording: Any, gate: str) -> None:
     # The compute-bound kernel: raw has real A/A failures there, anchored the +5% power shortfall.
-    s = session4
+    s = s4_recording
     rates = sweep.Rates([s])
     stored = s.stored["matmul_bf16"][gate]
     got = rates.all_pairs("s4", "matmul_bf16", gate, s.threshold, s.alpha, None, (0.0, 0.05))
@@ -57,14 +58,14 @@ def test_recomputation_reproduces_session4_matmul(sweep: ModuleType, session4: A
     assert lower[0.05].failures > got[0.05].failures
 
 
-def test_validation_of_session4_is_exact(sweep: ModuleType, session4: Any) -> None:
-    checks = sweep.validate(sweep.Rates([session4]))
+def test_validation_of_s4_is_exact(sweep: ModuleType, s4_recording: Any) -> None:
+    checks = sweep.validate(sweep.Rates([s4_recording]))
     assert len(checks) == 2 * 3 * 5  # 2 kernels x (raw, anchored, adaptive) x (A/A, +3/+5/+10%, cross-process)
     assert [c for c in checks if c.status != "exact"] == []
 
 
-def test_validation_names_a_changed_count(sweep: ModuleType, session4: Any) -> None:
-    s = session4
+def test_validation_names_a_changed_count(sweep: ModuleType, s4_recording: Any) -> None:
+    s = s4_recording
     rt = s.stored["matmul_bf16"]["anchored"]
     original = dict(rt["scaled_all_pairs"]["0.05"])
     rt["scaled_all_pairs"]["0.05"]["failures"] += 1
@@ -102,9 +103,9 @@ def test_larger_threshold_never_raises_the_false_alarm_rate(sweep: ModuleType, s
 
 
 @pytest.mark.parametrize("gate", ["raw", "anchored"])
-def test_pooled_single_runs_reproduce_all_pairs_on_session4(sweep: ModuleType, session4: Any, gate: str) -> None:
+def test_pooled_single_runs_reproduce_all_pairs_on_s4(sweep: ModuleType, s4_recording: Any, gate: str) -> None:
     # kb = kc = 1: the pooled path must give the validated single-run all-pairs counts exactly.
-    s = session4
+    s = s4_recording
     runs = s.a_runs["matmul_bf16"][sweep.run_kind(gate)]
     n = len(runs)
     assert sweep.window_pairs(n, 1, 1) == [(i, j) for i in range(n) for j in range(n) if i != j]
@@ -122,9 +123,9 @@ def test_pooled_single_runs_reproduce_all_pairs_on_session4(sweep: ModuleType, s
     assert pooled[(s.threshold, 0.05)].failures == stored["scaled_all_pairs"]["0.05"]["failures"]
 
 
-def test_pooled_rows_are_compare_on_concatenated_runs(sweep: ModuleType, session4: Any) -> None:
+def test_pooled_rows_are_compare_on_concatenated_runs(sweep: ModuleType, s4_recording: Any) -> None:
     # A pooled comparison is compare() on the runs' samples concatenated, kernel and anchor alike.
-    runs = session4.a_runs["matmul_bf16"]["anchored"]
+    runs = s4_recording.a_runs["matmul_bf16"]["anchored"]
     v = sweep.pooled_verdicts(runs, 2, 3, "anchored", (0.0275,), 1e-3, (0.0, 0.05))
     assert len(v.pairs) == len(sweep.window_pairs(len(runs), 2, 3))
     assert all(j >= i + 2 or j + 3 <= i for i, j in v.pairs)  # the windows share no run
@@ -153,10 +154,10 @@ def test_pooling_more_runs_never_raises_the_false_alarm_rate(sweep: ModuleType, 
 
 
 RECORDED = {
-    "s2": ROOT / "benchmarks" / "results" / "2026-11-22-h200" / "perf_gate_rates-run2.json.gz",
-    "s3": ROOT / "benchmarks" / "results" / "2026-11-22-h200-session3" / "perf_gate_rates.json.gz",
-    "s4": SESSION4,
-    "s5": ROOT / "benchmarks" / "results" / "2026-11-23-h200-session5" / "perf_gate_rates.json.gz",
+    "s2": ROOT / "docs" / "validation" / "2026-11-22-h200-0223" / "perf_gate_rates-0318.json.gz",
+    "s3": ROOT / "docs" / "validation" / "2026-11-22-h200-0453" / "perf_gate_rates.json.gz",
+    "s4": RECORDING_S4,
+    "s5": ROOT / "docs" / "validation" / "2026-11-23-h200-1121" / "perf_gate_rates.json.gz",
 }
 
 

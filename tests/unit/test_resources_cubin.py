@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from pytest_pipecheck import toolkit
 from pytest_pipecheck.arch import ArchError
 from pytest_pipecheck.resources import cubin
 from pytest_pipecheck.resources.cubin import (
@@ -24,7 +24,7 @@ from pytest_pipecheck.results import PipecheckError
 
 DATA = Path(__file__).parent.parent / "data" / "ptxas"
 KERNELS = DATA / "kernels.cu"
-needs_nvcc = pytest.mark.skipif(cubin.find_tool("nvcc") is None, reason="nvcc (CUDA toolkit) not found")
+needs_nvcc = pytest.mark.skipif(toolkit.find_tool("nvcc") is None, reason="nvcc (CUDA toolkit) not found")
 
 
 def _log(arch: str) -> str:
@@ -91,7 +91,7 @@ def test_demangle_strips_return_type_and_parameters() -> None:
     assert names["plain"] == "plain"
     assert names["_Z3dynPf"] == "dyn"
     assert names["_ZN2ns6spillyEPfi"] == "ns::spilly"
-    if shutil.which("c++filt") or cubin.find_tool("cu++filt"):
+    if toolkit.which("c++filt") or toolkit.find_tool("cu++filt"):
         assert names["_Z4tmplILi256EEvPfi"] == "tmpl<256>"
 
 
@@ -117,8 +117,8 @@ def test_kernel_resources_occupancy() -> None:
 
 @needs_nvcc
 def test_compile_resources_matches_recorded_log_for_same_toolkit() -> None:
-    version = subprocess.run([cubin.find_tool("nvcc") or "nvcc", "--version"], capture_output=True,
-                             text=True).stdout
+    nvcc = toolkit.find_tool("nvcc")
+    version = subprocess.run([nvcc.path if nvcc else "nvcc", "--version"], capture_output=True, text=True).stdout
     res = compile_resources(KERNELS, "sm_90")
     assert set(res) == {"stage_copy", "spill::heavy", "pipelined<3>"} or set(res) == {
         "stage_copy", "spill::heavy", "_Z9pipelinedILi3EEvPKfPfi"}
@@ -143,8 +143,8 @@ def test_source_text_and_options_and_cache() -> None:
         raise AssertionError("compiled again: the cache was not used")
 
     with pytest.MonkeyPatch.context() as mp:  # served from the cache: nothing is compiled (not timed)
-        mp.setattr(cubin, "_compile_nvcc", no_compile)
-        mp.setattr(cubin, "_compile_nvrtc", no_compile)
+        mp.setattr(cubin.toolkit, "_compile_nvcc", no_compile)
+        mp.setattr(cubin.toolkit, "_compile_nvrtc", no_compile)
         again = compile_resources(src, "sm_86", defines={"N": "512"})
     assert again == a
     blob = compile_cubin(src, "sm_86", defines={"N": "512"})

@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pytest
 
+from pytest_pipecheck import toolkit
 from pytest_pipecheck.resources import cubin
 
 SMALL = r"""
@@ -44,8 +45,8 @@ def _nvrtc_or_skip() -> None:
 @pytest.fixture
 def nvrtc_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _nvrtc_or_skip()
-    real = cubin.find_tool
-    monkeypatch.setattr(cubin, "find_tool", lambda name: None if name == "nvcc" else real(name))
+    real = cubin.toolkit.find_tool
+    monkeypatch.setattr(cubin.toolkit, "find_tool", lambda name: None if name == "nvcc" else real(name))
     cubin.clear_cache()
     yield
     cubin.clear_cache()
@@ -69,7 +70,7 @@ def test_compile_error_through_nvrtc_shows_the_message_and_target(nvrtc_only: No
 
 
 def test_no_compiler_at_all_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cubin, "find_tool", lambda name: None)
+    monkeypatch.setattr(cubin.toolkit, "find_tool", lambda name: None)
     real_import = importlib.import_module
 
     def no_nvrtc(name: str, package: str | None = None) -> ModuleType:
@@ -90,7 +91,7 @@ def test_ladder_kernel_nvrtc_agrees_with_nvcc(kernel: str, monkeypatch: pytest.M
     barriers, and the same blocks/SM; registers may differ by a few (measured on the H200 with CUDA
     13.0: 216 through nvcc, 218 through NVRTC for k3), because the two front ends optimise differently.
     k4 and k5 include libcu++ (<cuda/pipeline>), which CUDA 13 keeps under include/cccl."""
-    if cubin.find_tool("nvcc") is None:
+    if toolkit.find_tool("nvcc") is None:
         pytest.skip("nvcc not found: nothing to compare NVRTC with")
     _nvrtc_or_skip()
     from reference_kernels.cuda.launch import CUDA_DIR, KERNELS, dynamic_smem, source_stages
@@ -99,8 +100,8 @@ def test_ladder_kernel_nvrtc_agrees_with_nvcc(kernel: str, monkeypatch: pytest.M
     opts = ("-std=c++17",)
     cubin.clear_cache()
     via_nvcc = cubin.compile_resources(k.path, "sm_90", options=opts, include_dirs=[str(CUDA_DIR)])
-    real = cubin.find_tool
-    monkeypatch.setattr(cubin, "find_tool", lambda name: None if name == "nvcc" else real(name))
+    real = cubin.toolkit.find_tool
+    monkeypatch.setattr(cubin.toolkit, "find_tool", lambda name: None if name == "nvcc" else real(name))
     cubin.clear_cache()
     via_nvrtc = cubin.compile_resources(k.path, "sm_90", options=opts, include_dirs=[str(CUDA_DIR)])
     cubin.clear_cache()

@@ -56,7 +56,7 @@ def test_silent_empty_listing_is_an_unknown_arch_error(monkeypatch):
 
 
 def test_missing_disassembler_says_which_package(monkeypatch):
-    monkeypatch.setattr(disasm, "_candidates", lambda tool: [])
+    monkeypatch.setattr(disasm.toolkit, "candidates", lambda tool: [])  # the toolkit module disasm uses
     disasm.find_disassembler.cache_clear()
     try:
         assert disasm.find_disassembler() is None

@@ -96,7 +96,7 @@ def test_bad_targets_are_errors_not_tracebacks(pc, tmp_path):
 def test_missing_disassembler_skips_with_the_package_to_install(pc, monkeypatch):
     from pytest_pipecheck.inspect import disasm
 
-    monkeypatch.setattr(disasm, "_candidates", lambda tool: [])
+    monkeypatch.setattr(disasm.toolkit, "candidates", lambda tool: [])  # the toolkit module disasm uses
     disasm.find_disassembler.cache_clear()
     try:
         with pytest.raises(pytest.skip.Exception, match="nvidia-cuda-cuobjdump"):

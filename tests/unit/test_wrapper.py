@@ -238,3 +238,112 @@ def test_allocations_of_the_triton_runtime_are_passed_through(pipecheck):
     assert [a.op for a in mode.allocations] == ["torch.empty_like"]
     assert mode.passed.get("made by the Triton runtime", 0) > 0, mode.passed
     assert torch.allclose(y.float(), x.float() * w.float()[None, :], atol=1e-2)
+
+
+# ----------------------------------------------------------------------------- with value patterns and layouts
+
+
+@triton.jit
+def rowmax_kernel(x_ptr, m_ptr, N, sxm, sxn, BLOCK_N: tl.constexpr, ZERO_PAD: tl.constexpr):
+    """m[row] = max over n of x[row, n], one program per row walking the N tiles."""
+    row = tl.program_id(0)
+    acc = tl.full((BLOCK_N,), float("-inf"), tl.float32)
+    for start in range(0, N, BLOCK_N):
+        rn = start + tl.arange(0, BLOCK_N)
+        if ZERO_PAD:
+            # the bug: masked lanes read 0, which wins the max when a whole row is negative
+            x = tl.load(x_ptr + row * sxm + rn * sxn, mask=rn < N, other=0.0)
+        else:
+            x = tl.load(x_ptr + row * sxm + rn * sxn, mask=rn < N, other=float("-inf"))
+        acc = tl.maximum(acc, x.to(tl.float32))
+    tl.store(m_ptr + row, tl.max(acc, axis=0))
+
+
+def rowmax(x, zero_pad=False):
+    M, N = x.shape
+    m = torch.empty((M,), dtype=torch.float32, device=x.device)
+    rowmax_kernel[(M,)](x, m, N, x.stride(0), x.stride(1), BLOCK_N=16, ZERO_PAD=zero_pad)
+    return m
+
+
+ROWS = Shape(M=3, N=20)  # N: 2 tiles of 16, the last partial (4 of 16): masked lanes exist
+
+
+def _rowmax_spec(call, name="rowmax"):
+    return KernelSpec(name, call=call, reference=lambda a, d: {"m": a["x"].double().amax(dim=1)},
+                      tensors=[Tensor("x", ("M", "N"), layout=("contiguous", "sliced")),
+                               Tensor("m", ("M",), "float32", role="output")],
+                      tiles={"M": 1, "N": 16}, loop_dim="N")
+
+
+def test_wrapper_form_runs_under_a_value_pattern_and_a_layout_variant(pipecheck):
+    seen = []
+
+    def spy(x):
+        seen.append((x.stride(), bool((x < 0).all())))
+        return rowmax(x)
+
+    spec = _rowmax_spec(spy)
+    for check in (coverage.check_coverage, coverage.check_determinism):
+        r = check(pipecheck, spec, ROWS, values="negative", layout="x-sliced")
+        assert r.verdict is Verdict.PASS, r
+        assert r.details["values"] == "negative" and r.details["layout"] == "x-sliced", r.details
+    # the call got the pattern's values (all negative) in the variant layout (every other element of a row)
+    assert seen and all(stride[1] == 2 and negative for stride, negative in seen), seen
+    assert "poisoned" in pipecheck.results[0].details["outputs"]["m"]["allocated"]
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_wrapper_form_masked_max_bug_is_caught_by_the_negative_pattern_in_a_variant_layout(pipecheck):
+    spec = _rowmax_spec(lambda x: rowmax(x, zero_pad=True), "rowmax_pad0")
+    assert coverage.check_coverage(pipecheck, spec, ROWS, layout="x-sliced").verdict is Verdict.PASS  # normal hides it
+    with pytest.raises(PipecheckFailure, match=r"rowmax_pad0 at M3-N20 values=negative \(layout x-sliced\): "
+                                               r"coverage failed"):
+        coverage.check_coverage(pipecheck, spec, ROWS, values="negative", layout="x-sliced")
+
+
+def test_sanitizer_launch_scope_calls_the_wrapper_once_under_the_pattern_and_layout(pipecheck, monkeypatch):
+    from pytest_pipecheck.sanitizer.runner import SCOPE_ENV
+
+    monkeypatch.setenv("PIPECHECK_CHILD", "1")
+    monkeypatch.setenv(SCOPE_ENV, "launch")
+    seen = []
+
+    def spy(x):
+        seen.append((x.stride(), bool((x < 0).all())))
+        return rowmax(x)
+
+    results = coverage.check_all(pipecheck, _rowmax_spec(spy), ROWS, values="negative", layout="x-sliced")
+    assert [r.verdict for r in results] == [Verdict.SKIP] * 3, results
+    assert all(r.details["layout"] == "x-sliced" for r in results)
+    # one launch for the three checks, as the coverage run makes it: negative values, x sliced
+    assert len(seen) == 1 and seen[0][0][1] == 2 and seen[0][1], seen
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_inout_tensor_of_the_wrapper_form_is_updated_in_place_and_compared(pipecheck):
+    def ref(arrays, dims):
+        return {"x": arrays["x"].double() * 2}
+
+    def spec(call, **kw):
+        return KernelSpec("scale_", call=call, reference=ref,
+                          tensors=[Tensor("x", ("M", "N"), "float32", role="inout")],
+                          tiles={"M": 4, "N": 4}, loop_dim="N", **kw)
+
+    def in_place(x):
+        x.mul_(2)  # returns nothing
+
+    r = coverage.check_coverage(pipecheck, spec(in_place), TOY)
+    assert r.verdict is Verdict.PASS and r.details["outputs"]["x"]["unwritten_not_checked"] == "inout: updated in place"
+    with pytest.raises(PipecheckFailure, match=r"inout 'x': 30 of 30 \(100.00%\) elements exceed the tolerance"):
+        coverage.check_coverage(pipecheck, spec(lambda x: None), TOY)  # forgot the update
+    assert coverage.check_coverage(pipecheck, spec(lambda x: x.mul_(2), returns=("x",)), TOY).verdict is Verdict.PASS
+    with pytest.raises(PipecheckFailure, match=r"returned a new Tensor for inout 'x'"):
+        coverage.check_coverage(pipecheck, spec(lambda x: x * 2, returns=("x",)), TOY)
+
+
+def test_wrapper_form_refuses_a_zeroed_output():
+    with pytest.raises(PipecheckError, match=r"spec 'toy': output 'y' has init='zeros', but the wrapper form"):
+        KernelSpec("toy", call=lambda x: x, reference=reference,
+                   tensors=[Tensor("x", ("N",)), Tensor("y", ("N",), role="output", init="zeros")],
+                   tiles={"N": 4}, loop_dim="N")

@@ -7,7 +7,6 @@ pay for one nvcc / triton.compile call (about 1 s each) in the whole run.
 from __future__ import annotations
 
 import functools
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,10 @@ REPO = HERE.parents[2]
 
 
 def need_nvcc() -> None:
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc is not on PATH: the SASS tests compile their kernels with it")
+    from pytest_pipecheck import toolkit
+
+    if toolkit.find_tool("nvcc") is None:
+        pytest.skip(f"nvcc not found ({toolkit.NOT_FOUND_HINT}): the SASS tests compile their kernels with it")
 
 
 def need_disassembler() -> None:
