@@ -6,7 +6,8 @@
 Sources: every setting from ``pytest_pipecheck.config.SETTINGS`` (command-line option, ini key,
 marker keyword, default, meaning); the ``pipecheck`` fixture's public methods and properties from
 ``pytest_pipecheck.fixture.Pipecheck`` (signature and first docstring paragraph); the command line
-from each subcommand's ``add_arguments`` (``pytest_pipecheck.cli.SUBCOMMANDS``).
+from each subcommand's ``add_arguments`` (``pytest_pipecheck.cli.SUBCOMMANDS``); every field of
+``KernelSpec`` and ``Tensor`` (default and the ``#:`` comment above it in ``pytest_pipecheck/spec.py``).
 tests/unit/test_docs_reference.py runs ``--check``'s comparison.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -195,9 +197,73 @@ def cli_section() -> str:
     return "\n".join(lines)
 
 
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: text}`` from the ``#:`` comment lines above each field of a dataclass (Sphinx's convention)."""
+    docs: dict[str, str] = {}
+    pending: list[str] = []
+    for line in inspect.getsource(cls).splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            pending.append(stripped[2:].strip())
+            continue
+        head = stripped.split(":", 1)[0]
+        if pending and head.isidentifier() and line.startswith("    ") and not line.startswith("     "):
+            docs[head] = " ".join(pending)
+        pending = []
+    return docs
+
+
+# fields with a default only so that a spec may name call= instead of launch=; validate() requires them
+_REQUIRED = {"name", "reference", "tensors", "tiles", "loop_dim"}
+
+
+def _rst(text: str) -> str:
+    return re.sub(r":(?:class|mod|func):`~?([^`]+)`", r"`\1`", text)
+
+
+def _field_default(f: Any) -> str:
+    import dataclasses
+
+    if f.name in _REQUIRED:
+        return "required"
+    if not f.init:
+        return "derived"
+    if f.default is not dataclasses.MISSING:
+        return f"`{f.default!r}`"
+    if f.default_factory is not dataclasses.MISSING:
+        return f"`{f.default_factory()!r}`"
+    return "required"
+
+
+def spec_section() -> str:
+    import dataclasses
+
+    from pytest_pipecheck.spec import KernelSpec, Tensor
+
+    lines = [
+        "## Kernel description",
+        "",
+        "`from pytest_pipecheck import KernelSpec, Tensor, Divisible, Range`. A `KernelSpec` names either",
+        "`launch` (the spec form: pipecheck allocates every array) or `call` (the wrapper form: the entry point",
+        "as shipped allocates and returns its outputs). Each check takes `values=` (a value pattern, see",
+        "`pytest_pipecheck.values`) and `layout=` (see `pytest_pipecheck.layouts`).",
+        "",
+    ]
+    for cls in (KernelSpec, Tensor):
+        docs = field_docs(cls)
+        lines += [f"### `{cls.__name__}`", "", _first_paragraph(cls), "", "| field | default | meaning |",
+                  "|---|---|---|"]
+        for f in dataclasses.fields(cls):
+            lines.append(f"| `{f.name}` | {_cell(_field_default(f))} | {_cell(_rst(docs.get(f.name, '')))} |")
+        lines.append("")
+    lines += ["Preconditions: `Divisible(dim, n)` (the size is a multiple of `n`), `Range(dim, lo, hi)` (inclusive).",
+              ""]
+    return "\n".join(lines)
+
+
 def render() -> str:
     """The whole of docs/reference.md."""
-    parts = [_INTRO, settings_section(), markers_section(), fixture_section(), cli_section()]
+    parts = [_INTRO, settings_section(), markers_section(), fixture_section(), spec_section(), cli_section()]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 

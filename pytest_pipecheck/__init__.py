@@ -4,7 +4,9 @@ The public API is small and imported lazily, so ``import pytest_pipecheck`` neve
 triton or cupy:
 
 - :func:`occupancy` -- blocks per SM, limiters and shared-memory cliffs for any architecture
-- :class:`KernelSpec`, :class:`Tensor` -- describe a kernel once; checks are driven from it
+- :class:`KernelSpec`, :class:`Tensor` -- describe a kernel once (a launcher, or the wrapper as
+  shipped with ``call=``); checks are driven from it
+- :class:`Divisible`, :class:`Range` -- preconditions on a dimension
 - :class:`Pipecheck` -- the object the ``pipecheck`` fixture returns
 - :class:`CheckResult`, :class:`Verdict` -- what every check records
 """
@@ -22,6 +24,8 @@ _LAZY = {
     "Occupancy": ("pytest_pipecheck.occupancy", "Occupancy"),
     "KernelSpec": ("pytest_pipecheck.spec", "KernelSpec"),
     "Tensor": ("pytest_pipecheck.spec", "Tensor"),
+    "Divisible": ("pytest_pipecheck.spec", "Divisible"),
+    "Range": ("pytest_pipecheck.spec", "Range"),
     "Pipecheck": ("pytest_pipecheck.fixture", "Pipecheck"),
     "CheckResult": ("pytest_pipecheck.results", "CheckResult"),
     "Verdict": ("pytest_pipecheck.results", "Verdict"),

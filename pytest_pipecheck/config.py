@@ -151,6 +151,64 @@ def _subset_parser(choices: tuple[str, ...], *, allow_none: bool, allow_all: boo
     return parse
 
 
+@dataclass(frozen=True)
+class _Delta:
+    """A change to the value of the layer below (``+initcheck``, ``-racecheck``), not a value itself.
+
+    :func:`resolve` and :func:`apply_marker` apply it to the value already in place: the default, then
+    the ini file, then the command line, then the marker, so ``sanitizer="+initcheck"`` on one test
+    adds initcheck to whatever tools the run chose.
+    """
+
+    add: tuple[str, ...]
+    remove: tuple[str, ...]
+    order: tuple[str, ...]  # every allowed name, in declaration order (the result keeps it)
+
+    def apply(self, current: tuple[str, ...]) -> tuple[str, ...]:
+        keep = (set(current) | set(self.add)) - set(self.remove)
+        return tuple(c for c in self.order if c in keep)
+
+
+def _delta_parser(choices: tuple[str, ...], plain: Callable[[Any], tuple[str, ...]]) -> Callable[[Any], Any]:
+    """Like ``plain``, but a list whose every entry starts with ``+`` or ``-`` extends (or trims) the
+    value of the layer below instead of replacing it; a list that mixes the two forms is an error."""
+
+    def parse(raw: Any) -> Any:
+        names = _split(raw) if raw is not None else []
+        signed = [n for n in names if n[:1] in "+-"]
+        if not signed:
+            return plain(raw)
+        if len(signed) != len(names):
+            bare = next(n for n in names if n[:1] not in "+-")
+            raise _Invalid(f"mixes tools to add or remove ({signed[0]}) with a plain list ({bare}): write every "
+                           f"entry with + or - to extend the run's list, or none of them to replace it")
+        add: list[str] = []
+        remove: list[str] = []
+        for entry in names:
+            name = entry[1:].strip().lower()
+            group = add if entry[0] == "+" else remove
+            if name == "all":
+                group.extend(choices)
+                continue
+            if name not in choices:
+                hint = difflib.get_close_matches(name, choices, n=1)
+                extra = f" (did you mean {entry[0] + hint[0]!r}?)" if hint else ""
+                raise _Invalid(f"names unknown {entry!r}{extra}; must be among {', '.join(choices)}, each with "
+                               "+ (add to the run's list) or - (remove from it)")
+            group.append(name)
+        both = sorted(set(add) & set(remove))
+        if both:
+            raise _Invalid(f"both adds and removes {both[0]!r}")
+        return _Delta(tuple(add), tuple(remove), choices)
+
+    return parse
+
+
+def _settle(value: Any, current: Any) -> Any:
+    """The value a layer leaves: ``value`` itself, or a :class:`_Delta` applied to ``current``."""
+    return value.apply(tuple(current)) if isinstance(value, _Delta) else value
+
+
 def _parse_arch_list(raw: Any) -> tuple[str, ...]:
     try:
         return parse_arch_list(raw)
@@ -295,9 +353,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("min_blocks", _int_parser(1, 64), 1,
             "occupancy floor: blocks per SM each kernel must reach on every target (>= 1: a kernel with 0 "
             "blocks/SM cannot launch)", metavar="N"),
-    Setting("sanitizer", _subset_parser(SANITIZER_TOOLS, allow_none=True, allow_all=True),
+    Setting("sanitizer", _delta_parser(SANITIZER_TOOLS, _subset_parser(SANITIZER_TOOLS, allow_none=True,
+                                                                         allow_all=True)),
             ("racecheck", "synccheck"),
-            "compute-sanitizer tools to run (racecheck, synccheck, memcheck, initcheck, all or none)",
+            "compute-sanitizer tools to run (racecheck, synccheck, memcheck, initcheck, all or none); a plain "
+            "list replaces the list of the layer below (default < ini < command line < marker), a list whose "
+            "every entry starts with + or - extends or trims it (+initcheck, -racecheck)",
             metavar="LIST"),
     Setting("sanitizer_timeout", _float_parser(0.0, exclusive=True), 120.0,
             "seconds one test may run under a sanitizer before the watchdog calls it a hang", metavar="SECONDS"),
@@ -450,11 +511,12 @@ def resolve(ini: Mapping[str, Any], cli: Mapping[str, Any], *, ini_file: str = "
     for setting in SETTINGS:
         raw = ini.get(setting.name)
         if setting.ini and raw is not None:
-            values[setting.name] = parse_value(setting, raw, f"ini file ({ini_file})")
+            values[setting.name] = _settle(parse_value(setting, raw, f"ini file ({ini_file})"), setting.default)
             sources[setting.name] = "ini"
         raw = cli.get(setting.name)
         if setting.cli and raw is not None and raw is not False:
-            values[setting.name] = parse_value(setting, raw, "command line")
+            values[setting.name] = _settle(parse_value(setting, raw, "command line"),
+                                           values.get(setting.name, setting.default))
             sources[setting.name] = "command line"
     config = PipecheckConfig(**values, sources=sources)
     _check_conflicts(config)
@@ -487,7 +549,7 @@ def apply_marker(base: PipecheckConfig, kwargs: Mapping[str, Any], nodeid: str,
             raise ConfigError(
                 f"unknown keyword `{key}` in {where}{extra} (known: {', '.join(MARKER_KEYWORDS)})"
             )
-        values[key] = parse_value(setting, raw, where)
+        values[key] = _settle(parse_value(setting, raw, where), getattr(base, key))
     if not values:
         return base
     sources = dict(base.sources)

@@ -216,7 +216,8 @@ class Pipecheck:
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
         """Every selected correctness check for ``spec`` at ``shape``: the results of those that ran.
 
-        ``values="negative"`` (any pattern of :mod:`pytest_pipecheck.values`) sets the input values.
+        ``values="negative"`` (any pattern of :mod:`pytest_pipecheck.values`) sets the input values;
+        ``layout="a-transposed"`` (any layout of :mod:`pytest_pipecheck.layouts`) places the tensors.
 
         A deselected check is recorded as skipped (the summary says why) but not returned.
         """

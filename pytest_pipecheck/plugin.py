@@ -344,10 +344,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes;
     one taking ``values`` too gets (shape, value pattern) pairs (see :func:`pytest_pipecheck.values.pair`),
-    one taking only ``values`` every pattern of SPEC."""
+    one taking only ``values`` every pattern of SPEC. One taking ``layout`` gets SPEC's layouts
+    (:func:`pytest_pipecheck.layouts.generate`), paired with the other cases (see the comment below)."""
     wants_shape = "shape" in metafunc.fixturenames
     wants_values = "values" in metafunc.fixturenames
-    if not wants_shape and not wants_values:
+    wants_layout = "layout" in metafunc.fixturenames
+    if not wants_shape and not wants_values and not wants_layout:
         return
     markers = list(metafunc.definition.iter_markers("pipecheck"))
     if not any("spec" in m.kwargs for m in markers):
@@ -360,25 +362,47 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # reported with the test at setup, as every marker error is
     if cfg.spec is None:
         return
-    from . import shapes, values
+    from . import layouts, shapes, values
 
-    if not wants_shape:
-        metafunc.parametrize("values", [pytest.param(n, id=f"values={n}") for n in values.names_for(cfg.spec)])
-        return
-    # a shape over the memory budget is a skip that says why, not an allocator traceback at run time
-    cases = shapes.generate_cases(cfg.spec, level=cfg.shape_level, stages=cfg.stages,
-                                  max_bytes=cfg.shape_budget_mib << 20)
-    why = {c.shape: c.dropped for c in cases}
+    spec = cfg.spec
+    # (shape, pattern) cases: every shape with normal, each other pattern at a few ragged shapes
+    # (values.pair); without a shape argument, every pattern (or one case when values is not taken)
+    why: dict[Any, str | None] = {None: None}
+    kept: list[Any] = []
+    if wants_shape:
+        # a shape over the memory budget is a skip that says why, not an allocator traceback at run time
+        cases = shapes.generate_cases(spec, level=cfg.shape_level, stages=cfg.stages,
+                                      max_bytes=cfg.shape_budget_mib << 20)
+        why.update({c.shape: c.dropped for c in cases})
+        kept = [c.shape for c in cases if c.dropped is None]
+        base: list[tuple[Any, Any]] = (values.pair(spec, [c.shape for c in cases], level=cfg.shape_level)
+                                       if wants_values else [(c.shape, None) for c in cases])
+    else:
+        base = [(None, n) for n in values.names_for(spec)] if wants_values else [(None, None)]
+    # Layouts do not multiply these cases: every one runs in the base layout, and each variant layout
+    # runs at a few shapes (layouts.pair: PER_LAYOUT per level, shapes with a partial tile first) under
+    # the normal pattern, or once when the test takes no shape. A stride mix-up shows at any shape and
+    # under any pattern; shapes x patterns x layouts would be 13 x 4 cases at the small level for
+    # nothing these 13 + 6 do not show.
+    full: list[tuple[Any, Any, Any]] = [(s, n, None) for s, n in base]
+    if wants_layout:
+        first = layouts.base(spec)
+        normal = "normal" if wants_values else None
+        variants = (layouts.pair(spec, kept, level=cfg.shape_level) if wants_shape
+                    else [(None, lay) for lay in layouts.generate(spec, level=cfg.shape_level)[1:]])
+        full = [(s, n, first) for s, n in base] + [(s, normal, lay) for s, lay in variants]
 
-    def marks(shape: Any) -> Any:
-        return () if why[shape] is None else pytest.mark.skip(reason=f"pipecheck: {why[shape]}")
-
-    if wants_values:
-        pairs = values.pair(cfg.spec, [c.shape for c in cases], level=cfg.shape_level)
-        metafunc.parametrize(("shape", "values"), [pytest.param(s, n, id=f"{s}-values={n}", marks=marks(s))
-                                                   for s, n in pairs])
-        return
-    metafunc.parametrize("shape", [pytest.param(c.shape, id=str(c.shape), marks=marks(c.shape)) for c in cases])
+    names = [name for name, wanted in (("shape", wants_shape), ("values", wants_values), ("layout", wants_layout))
+             if wanted]
+    params = []
+    for s, n, lay in full:
+        args = [a for a, wanted in ((s, wants_shape), (n, wants_values), (lay, wants_layout)) if wanted]
+        ident = "-".join(part for part, wanted in ((str(s), wants_shape), (f"values={n}", wants_values),
+                                                   (str(lay), wants_layout)) if wanted)
+        dropped = why.get(s)
+        params.append(pytest.param(*args, id=ident,
+                                   marks=() if dropped is None else pytest.mark.skip(reason=f"pipecheck: {dropped}")))
+    metafunc.parametrize(names if len(names) > 1 else names[0], params)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -152,12 +152,15 @@ def shape_bytes(spec: KernelSpec, shape: Mapping[str, int]) -> int:
     their host-side analysis needs a few times the outputs on top.
     """
     from .checks.arrays import allocation_elements
+    from .layouts import kinds_of, slot
 
     total = 0
     guard = spec.guard_tiles
     for t in spec.tensors:
         tiles = [guard.get(d, 1) for d in t.dims]
-        total += allocation_elements(t.shape(shape), tiles) * _itemsize(t.dtype)
+        # the largest of the tensor's layouts (a sliced one spans twice the elements)
+        total += max(allocation_elements(t.shape(shape), tiles, kind, slot(spec, t.name))
+                     for kind in kinds_of(spec, t)) * _itemsize(t.dtype)
     return total
 
 

@@ -25,7 +25,19 @@ The API (stable; other modules and kernel packages are written against it)::
         blocks_per_program=None,   # {"K": 4}: one program covers 4 tiles of K (drives the shapes)
     )
 
-    Tensor(name, dims, dtype="float16", role="input", init="randn")
+    Tensor(name, dims, dtype="float16", role="input", init="randn",
+           layout=None)        # "contiguous", "padded", ... or a tuple: the first is the base
+                               # layout, the others are generated variants (pytest_pipecheck.layouts)
+
+The wrapper form checks the Python entry point as shipped instead of a launcher::
+
+    KernelSpec(name, call=my_op, reference=..., tensors=..., tiles=..., loop_dim=...,
+               returns=("y",))     # names of the call's return values (default: the outputs, in order)
+
+``call(*inputs)`` gets the inputs and inouts positionally, in declared order, and returns its outputs
+(an inout is updated in place; an output of the wrapper form cannot take ``init="zeros"``); the
+allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are poisoned and guarded
+(:mod:`pytest_pipecheck.checks.wrapper` says exactly what is and is not intercepted).
 
 * ``role``: ``"input"``, ``"output"`` (poisoned before the launch; every element must be written) or
   ``"inout"`` (updated in place: it holds its input values when the kernel starts, and the reference
@@ -61,6 +73,7 @@ names the spec (``spec 'triton_gemm': loop_dim 'Q' is not a dimension of any inp
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -272,11 +285,23 @@ def _check_precondition(pre: Precondition, dims: Mapping[str, int]) -> str | Non
 class Tensor:
     """One kernel argument array: its name, named dimensions, dtype, role and how inputs are filled."""
 
+    #: the argument's name: the key in ``arrays``, the reference's result and every message
     name: str
+    #: named dimensions, e.g. ``("M", "K")`` (a string ``"MK"`` reads as one name per letter)
     dims: tuple[str, ...]
+    #: float16, bfloat16, float32, float64, int8, int16, int32, int64 or uint8 (torch dtypes accepted)
     dtype: str = "float16"
+    #: ``"input"``, ``"output"`` (poisoned; every element must be written) or ``"inout"`` (updated in place:
+    #: holds its input values at the start, compared with the reference's post-call value after)
     role: str = "input"
+    #: how an input is filled: ``"randn"`` (value patterns apply), ``"randint"`` (small integers), ``"uniform"``,
+    #: or ``init(shape, gen)`` / ``init(shape, gen, dims)``; for an output, ``"zeros"``: the caller zeroes it
+    #: before the launch (split-K atomics), so coverage compares values only
     init: str | Callable[..., Any] = "randn"
+    #: memory layout: ``"contiguous"``, ``"padded"``, ``"transposed"``, ``"sliced"``, ``"offset"``, ``"strided"``
+    #: (padded plus the three variants), or a tuple of them (the first is the base, the rest are generated
+    #: variants); default: padded with the variants (spec form), contiguous (inputs of the wrapper form)
+    layout: str | Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         # a list is fine; a string "MK" is read as the dims ("M", "K")
@@ -324,26 +349,58 @@ class Tensor:
 class KernelSpec:
     """A kernel described once: launch, reference, tensors with named dims, tiles, loop dim, stages."""
 
+    #: shown in messages and the summary, e.g. ``"triton_gemm"``
     name: str
-    launch: Callable[..., Any]
-    reference: Callable[..., Any]
-    tensors: Sequence[Tensor]
-    tiles: Mapping[str, int]
-    loop_dim: str
+    #: ``launch(arrays, dims)``: writes the outputs into the arrays pipecheck allocated (the spec form);
+    #: leave it out and give ``call`` for the wrapper form
+    launch: Callable[..., Any] | None = None
+    #: ``reference(arrays, dims) -> {output name: array}`` in higher precision (float32/float64)
+    reference: Callable[..., Any] | None = None
+    #: the kernel's inputs and outputs, each a :class:`Tensor` with named dims
+    tensors: Sequence[Tensor] = ()
+    #: tile size per dimension, e.g. ``{"M": 128, "N": 128, "K": 64}``, or several sizes of one dimension,
+    #: ``{"N": (64, 128)}`` (BLOCK_M and BLOCK_N both on it): shapes get ragged trip counts for each
+    tiles: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: the pipelined loop dimension (its tiles are probed one by one)
+    loop_dim: str = ""
+    #: pipeline depth (num_stages); drives the generated loop trip counts
     stages: int = 1
+    #: ``"torch"`` (CPU or CUDA tensors) or ``"cupy"``
     backend: str = "torch"
+    #: ``Divisible("K", 8)``, ``Range("M", 1, 2**20)``, or callables ``(dims) -> str | None``
     preconditions: Sequence[Precondition] = ()
+    #: False: repeated runs may differ bitwise (atomics, split-K); the determinism check is skipped
     deterministic: bool = True
+    #: ``flops(dims) -> float``, for perf reports
     flops: Callable[[Mapping[str, int]], float] | None = None
+    #: ``bytes_moved(dims) -> float``, for perf reports
     bytes_moved: Callable[[Mapping[str, int]], float] | None = None
+    #: one line on what the kernel computes
     description: str = ""
+    #: relative tolerance override: a float, ``{output name: float}``, or a callable of the shape's sizes
+    #: returning either (``lambda dims: 1e-3 * (dims["K"] // 256 + 1)``)
     rtol: float | Mapping[str, float] | None = None
+    #: absolute tolerance override: a float, ``{output name: float}``, or a callable of the shape's sizes
     atol: float | Mapping[str, float] | None = None
+    #: ``same_precision(arrays, dims) -> outputs`` in the output dtype: enables the calibrated tolerance
+    #: (coverage and tile probe)
     same_precision: Callable[..., Any] | None = None
+    #: calibrated mode: the error may be at most ``calibration_k`` times the same-precision error
     calibration_k: float = 2.0
+    #: value patterns generated for it (``("normal", "negative", ...)``, see :mod:`pytest_pipecheck.values`);
+    #: default: the non-extreme patterns. Extreme ones (``nan``, ``inf``, ``max``, ``denormal``) are opt-in
     values: Sequence[str] | None = None
+    #: ``{"K": 4}``: one program covers 4 tiles of K (guards and generated shapes count the program's extent)
     blocks_per_program: Mapping[str, int] | None = None
-    # every tile size of each dimension, smallest first ({"N": (64, 128)}); ``tiles`` keeps the smallest
+    #: the wrapper form: ``call(*inputs) -> outputs``, the user's entry point as shipped; its torch
+    #: allocations are poisoned and guarded (see :mod:`pytest_pipecheck.checks.wrapper`)
+    call: Callable[..., Any] | None = None
+    #: the wrapper form: names of the call's return values in order (``None`` skips one);
+    #: default: the outputs in declared order. A returned dict is matched by name. An inout may be
+    #: named too (a call that returns the tensor it updated in place)
+    returns: Sequence[str | None] | None = None
+    #: derived from ``tiles``: every tile size of each dimension, smallest first (``{"N": (64, 128)}``);
+    #: ``tiles`` keeps the smallest of each
     tile_sizes: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -375,8 +432,15 @@ class KernelSpec:
         """Check the description itself; raises PipecheckError naming the spec and the bad field."""
         if not isinstance(self.name, str) or not self.name:
             raise PipecheckError(f"a KernelSpec needs a non-empty name, got {self.name!r}")
-        if not callable(self.launch):
+        if self.launch is None and self.call is None:
+            raise self._error("needs launch= (a launcher that writes the arrays pipecheck allocates) or call= "
+                              "(the wrapper as shipped, which allocates and returns its outputs)")
+        if self.launch is not None and self.call is not None:
+            raise self._error("gives both launch= and call=; a spec checks one of them (write two specs)")
+        if self.launch is not None and not callable(self.launch):
             raise self._error(f"launch must be callable, got {type(self.launch).__name__}")
+        if self.call is not None and not callable(self.call):
+            raise self._error(f"call must be callable, got {type(self.call).__name__}")
         if not callable(self.reference):
             raise self._error(f"reference must be callable, got {type(self.reference).__name__}")
         if self.backend not in BACKENDS:
@@ -411,6 +475,13 @@ class KernelSpec:
                 raise self._error(f"tensor {t.name!r} init must be a name or a callable, got {t.init!r}")
         if not self.compared:
             raise self._error("no tensor has role='output' or 'inout'; nothing to check")
+        if self.call is not None:
+            self._validate_call()
+        elif self.returns is not None:
+            raise self._error("returns= names the return values of call=; a launch() spec returns nothing")
+        from .layouts import validate_spec
+
+        validate_spec(self)
         if not self.inputs:
             raise self._error("no tensor has role='input' or 'inout'")
         input_dims = {d for t in self.inputs for d in t.dims}
@@ -462,6 +533,33 @@ class KernelSpec:
         why = problem(self.calibration_k)
         if why or not self.calibration_k > 0:
             raise self._error(f"calibration_k={self.calibration_k!r} {why or 'must be > 0'}")
+
+    def _validate_call(self) -> None:
+        if self.backend != "torch":
+            raise self._error(f"call= needs backend='torch' (its allocations are intercepted with torch's dispatch "
+                              f"mode), got backend={self.backend!r}")
+        zeroed = [t.name for t in self.outputs if t.zeroed]
+        if zeroed:
+            raise self._error(f"output {zeroed[0]!r} has init='zeros', but the wrapper form's call allocates its "
+                              "outputs itself (init='zeros' says what the caller does before a launch(); a wrapper "
+                              "that zeroes its output with torch.zeros is seen doing so)")
+        if self.returns is None:
+            return
+        returns = (self.returns,) if isinstance(self.returns, str) else tuple(self.returns)
+        object.__setattr__(self, "returns", returns)
+        outputs = [t.name for t in self.outputs]
+        returnable = [t.name for t in self.compared]
+        for r in returns:
+            if r is not None and r not in returnable:
+                raise self._error(f"returns names {r!r}, which is not an output or inout ({', '.join(returnable)})")
+        named = [r for r in returns if r is not None]
+        twice = [r for r in named if named.count(r) > 1]
+        if twice:
+            raise self._error(f"returns names {twice[0]!r} twice")
+        missing = [o for o in outputs if o not in named]
+        if missing:
+            raise self._error(f"returns does not name the output {missing[0]!r}: every output must be one of the "
+                              f"call's return values (returns={returns!r})")
 
     # -------------------------------------------------------------- views
     @property
@@ -564,8 +662,11 @@ class KernelSpec:
 
     def launch_accepts_stages(self) -> bool:
         """Whether ``launch`` takes a ``stages`` keyword (so a stages override can reach the kernel)."""
+        fn = self.launch if self.launch is not None else self.call
+        if fn is None:
+            return False
         try:
-            params = inspect.signature(self.launch).parameters
+            params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
             return False
         return "stages" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -10,6 +10,8 @@ integers) and their guards and padding hold a finite canary; inputs hold their v
 guards and padding hold NaN (a sentinel for integers), so an unmasked load past an edge turns the
 result into NaN and an unmasked store past an edge changes a canary. A kernel that assumes
 contiguity instead of reading strides writes into the padding and is caught the same way.
+Other layouts (contiguous, transposed, sliced, offset: :mod:`pytest_pipecheck.layouts`) place the
+view differently in the same kind of guarded allocation.
 
 Works for torch tensors (CPU or CUDA) and CuPy arrays; analysis happens on host NumPy copies.
 torch, cupy and numpy are imported lazily.
@@ -200,6 +202,9 @@ class GuardedArray:
     strides: tuple[int, ...]  # in elements
     guard_value: float | int
     backend: str
+    layout: str = "padded"
+    # how the array came to be, for messages (the wrapper form: which op allocated it, and where)
+    note: str = ""
     _initial_bits: Any = field(default=None, repr=False)
 
     @property
@@ -228,47 +233,82 @@ class GuardedArray:
         return bits(self.buffer, self.dtype) != self._initial_bits
 
 
-def _layout(shape: tuple[int, ...], tiles: Sequence[int] | None) -> tuple[tuple[int, ...], int, int]:
-    """(strides of the view, elements before it, elements of the whole allocation) for ``shape``."""
-    ndim = len(shape)
-    tiles = tuple(tiles) if tiles is not None else (1,) * ndim
-    if ndim >= 2:
-        pad = max(_ALIGN_ELEMS, int(tiles[-1]))
-        row = -(-(shape[-1] + pad) // _ALIGN_ELEMS) * _ALIGN_ELEMS
-    else:
-        row = shape[-1] if ndim else 1
+LAYOUTS = ("contiguous", "padded", "transposed", "sliced", "offset")
+
+
+def _round(n: int) -> int:
+    return -(-n // _ALIGN_ELEMS) * _ALIGN_ELEMS
+
+
+def _row_major(shape: Sequence[int], row: int) -> tuple[tuple[int, ...], int]:
+    """Strides of ``shape`` stored row-major with rows ``row`` elements apart, and the elements spanned."""
     strides_rev = [1]
     extent = row
     for n in reversed(shape[:-1]):
         strides_rev.append(extent)
         extent *= n
-    strides = tuple(reversed(strides_rev)) if ndim else ()
-    span = extent if ndim >= 2 else (shape[0] if ndim else 1)
-    overrun = sum(int(t) * s for t, s in zip(tiles, strides))
+    return tuple(reversed(strides_rev)), extent
+
+
+def _layout(shape: tuple[int, ...], tiles: Sequence[int] | None, kind: str = "padded",
+            slot: int = 0) -> tuple[tuple[int, ...], int, int]:
+    """(strides of the view, elements before it, elements of the whole allocation) for ``shape``.
+
+    ``kind`` is one of :data:`LAYOUTS` (see :mod:`pytest_pipecheck.layouts`); ``slot`` (the tensor's
+    position in its spec) widens the row padding by 16 elements per slot, so that tensors of one shape
+    get different row strides.
+    """
+    ndim = len(shape)
+    tiles = tuple(tiles) if tiles is not None else (1,) * ndim
+    if kind not in LAYOUTS:
+        raise ValueError(f"layout {kind!r} is not one of {', '.join(LAYOUTS)}")
+    pad = max(_ALIGN_ELEMS, int(tiles[-1]) if ndim else 1) + _ALIGN_ELEMS * max(0, slot)
     before = _GUARD_MIN
-    after = -(-(overrun + _GUARD_MIN) // _ALIGN_ELEMS) * _ALIGN_ELEMS
+    if ndim == 0:
+        strides: tuple[int, ...] = ()
+        span = 1
+    elif kind == "padded" and ndim >= 2:
+        strides, span = _row_major(shape, _round(shape[-1] + pad))
+    elif kind == "transposed" and ndim >= 2:
+        # the last two dims stored swapped (column-major), with padded "rows" of the stored order
+        stored = (*shape[:-2], shape[-1], shape[-2])
+        st, span = _row_major(stored, _round(shape[-2] + pad))
+        strides = (*st[:-2], st[-1], st[-2])
+    elif kind == "sliced":
+        row = _round(2 * shape[-1] + (pad if ndim >= 2 else 0))
+        st, span = _row_major(shape, row)
+        strides = (*st[:-1], 2)
+        span = span if ndim >= 2 else 2 * shape[-1]
+    else:  # contiguous, offset, and padded/transposed of a 1-D array (nothing to pad)
+        strides, span = _row_major(shape, shape[-1])
+        if kind == "offset":
+            before += 1  # one element past an aligned address
+    overrun = sum(int(t) * s for t, s in zip(tiles, strides))
+    after = _round(overrun + _GUARD_MIN)
     return strides, before, before + span + after
 
 
-def allocation_elements(shape: Sequence[int], tiles: Sequence[int] | None = None) -> int:
+def allocation_elements(shape: Sequence[int], tiles: Sequence[int] | None = None, layout: str = "padded",
+                        slot: int = 0) -> int:
     """Elements :func:`alloc_guarded` allocates for ``shape`` (view, row padding and guards), without
     allocating anything: what a shape will cost before it is tried."""
-    return _layout(tuple(int(n) for n in shape), tiles)[2]
+    return _layout(tuple(int(n) for n in shape), tiles, layout, slot)[2]
 
 
 def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
                   device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None,
-                  poison_variant: int = 0) -> GuardedArray:
-    """Allocate ``shape`` as a padded strided view inside a guarded flat buffer.
+                  poison_variant: int = 0, layout: str = "padded", slot: int = 0) -> GuardedArray:
+    """Allocate ``shape`` as a strided view (``layout``, default padded rows) inside a guarded flat buffer.
 
     ``role="output"``: the view is filled with poison (``poison_variant`` of it) and the guards with
     a finite canary.
     ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
     (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
     guard after the array so that an overrun of one whole tile in every dim stays inside it.
+    ``layout`` and ``slot``: see :func:`_layout`.
     """
     shape = tuple(int(n) for n in shape)
-    strides, before, total = _layout(shape, tiles)
+    strides, before, total = _layout(shape, tiles, layout, slot)
 
     guard = _output_guard_value(dtype) if role == "output" else _input_guard_value(dtype)
     interior = poison_value(dtype, poison_variant) if role == "output" else None
@@ -298,7 +338,7 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
         else:
             src = values if backend_of(values) == "torch" else torch.as_tensor(values)
             view.copy_(src.to(device=device, dtype=tdtype))
-    g = GuardedArray(name, dtype, shape, buf, view, before, strides, guard, backend)
+    g = GuardedArray(name, dtype, shape, buf, view, before, strides, guard, backend, layout=layout)
     g.snapshot()
     return g
 
@@ -313,7 +353,11 @@ def guard_report(g: GuardedArray, changed: Any, interior: Any) -> str | None:
         return None
     where = np.flatnonzero(outside)
     begin = g.offset
-    end_of_view = begin + (g.shape[0] * g.strides[0] if g.shape else 1)
+    row_major = list(g.strides) == sorted(g.strides, reverse=True) and (not g.strides or g.strides[-1] == 1)
+    if g.shape and row_major:
+        end_of_view = begin + g.shape[0] * g.strides[0]
+    else:
+        end_of_view = begin + (sum((n - 1) * s for n, s in zip(g.shape, g.strides)) + 1 if g.size else 0)
     n_before = int((where < begin).sum())
     n_after = int((where >= end_of_view).sum())
     n_pad = n - n_before - n_after
@@ -322,14 +366,15 @@ def guard_report(g: GuardedArray, changed: Any, interior: Any) -> str | None:
         parts.append(f"{n_before} before its start (first at offset {int(where[0]) - begin})")
     if n_pad:
         first = int(where[(where >= begin) & (where < end_of_view)][0]) - begin
-        if len(g.shape) >= 2:
+        if len(g.shape) >= 2 and row_major:
             row_stride = g.strides[-2]
             row, col = divmod(first, row_stride)
             lead = ", ".join(str(int(i)) for i in np.unravel_index(row, g.shape[:-1]))
             parts.append(f"{n_pad} in the row padding (first just past row [{lead}], at column {col} of a "
                          f"{g.shape[-1]}-wide row)")
         else:
-            parts.append(f"{n_pad} in the padding")
+            parts.append(f"{n_pad} in the gaps between its elements ({g.layout} layout, strides "
+                         f"{tuple(g.strides)}: strides ignored?)")
     if n_after:
         first_after = int(where[where >= end_of_view][0]) - end_of_view
         parts.append(f"{n_after} past its end (first {first_after} elements past)")

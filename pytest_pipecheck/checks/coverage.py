@@ -23,7 +23,9 @@ Every check takes ``values=``, a value pattern (:mod:`pytest_pipecheck.values`: 
 in a fresh copy for each launch and is compared after it (the reference gets the values before); an
 output with ``init="zeros"`` starts zeroed. Neither can be poisoned, so for them coverage compares
 values only: an element never written is found only where the expected value differs from the
-starting one. The spec's ``rtol``/``atol`` may be callables of the shape.
+starting one. The spec's ``rtol``/``atol`` may be callables of the shape. Every check also takes
+``layout=`` (:mod:`pytest_pipecheck.layouts`: where each tensor sits in its guarded allocation), and
+a wrapper-form spec (``call=``) is launched through its call (:mod:`.wrapper`) under both.
 
 Each check records one CheckResult (``coverage``, ``tile_probe``, ``determinism``) on the fixture
 and raises PipecheckFailure on a defect; a bad spec or input raises PipecheckError naming the spec
@@ -38,6 +40,7 @@ import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .. import layouts as _lay
 from .. import values as _values
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from ..spec import KernelSpec, Shape, Tensor
@@ -77,7 +80,8 @@ def _stages_override(pc: Pipecheck, spec: KernelSpec) -> dict[str, Any]:
     if stages is None or stages == spec.stages:
         return {}
     if not spec.launch_accepts_stages():
-        raise PipecheckError(f"spec {spec.name!r}: stages={stages} is configured but its launch() takes no "
+        what = "launch()" if spec.call is None else "call"
+        raise PipecheckError(f"spec {spec.name!r}: stages={stages} is configured but its {what} takes no "
                              "`stages` keyword, so the override cannot reach the kernel")
     return {"stages": stages}
 
@@ -156,19 +160,24 @@ def _device(pc: Pipecheck, spec: KernelSpec) -> str:
     return pc.device if spec.backend == "torch" else "cuda"
 
 
-def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape,
-                  values: Mapping[str, Any]) -> dict[str, _arr.GuardedArray]:
+def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, values: Mapping[str, Any],
+                  layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
+    lay = layout or _lay.base(spec)
     return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
                                        device=_device(pc, spec), values=values[t.name],
-                                       tiles=_tiles_of(spec, t))
+                                       tiles=_tiles_of(spec, t), layout=lay.of(t.name),
+                                       slot=_lay.slot(spec, t.name))
             for t in spec.inputs}
 
 
-def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 0) -> dict[str, _arr.GuardedArray]:
+def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 0,
+                   layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
+    lay = layout or _lay.base(spec)
     out = {}
     for t in spec.outputs:
         g = _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
-                               device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison)
+                               device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
+                               layout=lay.of(t.name), slot=_lay.slot(spec, t.name))
         if t.zeroed:
             # what the caller does before a kernel that accumulates into its output (split-K atomics)
             g.array[...] = 0
@@ -177,13 +186,15 @@ def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 
     return out
 
 
-def _fresh_inouts(pc: Pipecheck, spec: KernelSpec, shape: Shape,
-                  inputs: Mapping[str, _arr.GuardedArray]) -> dict[str, _arr.GuardedArray]:
-    """New allocations of the inout tensors holding the pre-call values of ``inputs``: each launch updates
-    its own, and ``inputs`` keeps the pre-call values the reference gets."""
+def _fresh_inouts(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+                  layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
+    """New allocations of the inout tensors holding the pre-call values of ``inputs``, in the same layout:
+    each launch updates its own, and ``inputs`` keeps the pre-call values the reference gets."""
+    lay = layout or _lay.base(spec)
     return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
                                        device=_device(pc, spec), values=_arr.clone(inputs[t.name].array),
-                                       tiles=_tiles_of(spec, t))
+                                       tiles=_tiles_of(spec, t), layout=lay.of(t.name),
+                                       slot=_lay.slot(spec, t.name))
             for t in spec.inputs if t.is_inout}
 
 
@@ -217,51 +228,70 @@ def _error_lines(exc: BaseException, max_lines: int = MAX_ERROR_LINES,
 
 def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
             extra: Mapping[str, Any], what: str, check: str, poison: int = 0,
-            pattern: _values.Pattern | None = None) -> dict[str, _arr.GuardedArray]:
+            pattern: _values.Pattern | None = None,
+            layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
     """Allocate outputs poisoned with variant ``poison`` (and fresh copies of the inouts), launch once,
-    synchronize; a crash becomes a PipecheckFailure. Returns the outputs and the updated inouts."""
+    synchronize; a crash becomes a PipecheckFailure. Returns the outputs and the updated inouts. The
+    wrapper form calls the wrapper instead (:mod:`.wrapper`), on the same fresh inouts."""
     __tracebackhide__ = True
-    outputs = {**_alloc_outputs(pc, spec, shape, poison), **_fresh_inouts(pc, spec, shape, inputs)}
+    inouts = _fresh_inouts(pc, spec, shape, inputs, layout)
+    if spec.call is not None:
+        from . import wrapper
+
+        returned = wrapper.launch(pc, spec, shape, {**inputs, **inouts}, extra, what, check, poison, pattern)
+        return {**returned, **inouts}
+    outputs = {**_alloc_outputs(pc, spec, shape, poison, layout), **inouts}
     arrays = {name: g.array for name, g in {**inputs, **outputs}.items()}
     try:
-        spec.launch(arrays, shape.dims, **extra)
+        spec.launch(arrays, shape.dims, **extra)  # type: ignore[misc]  # validate(): launch or call is set
         _arr.synchronize(spec.backend, _device(pc, spec))
     except Exception as exc:
-        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        loc = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
-        hint = ""
-        if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
-            hint = "; an unmasked load or store past an edge?"
-        first, *rest = _error_lines(exc) or [""]
-        message = "\n    ".join([f"{_where(spec, shape, pattern)}: the kernel raised during {what}: {type(exc).__name__}: "
-                                 f"{first}{loc}{hint}", *rest])
-        result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
-                                       kernel=spec.name, details={"shape": str(shape), "error": message}))
-        raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc
+        _raised(pc, spec, shape, exc, what, check, pattern=pattern)
     return outputs
 
 
+def _raised(pc: Pipecheck, spec: KernelSpec, shape: Shape, exc: Exception, what: str, check: str,
+            who: str = "the kernel", pattern: _values.Pattern | None = None) -> NoReturn:
+    """Record and raise the PipecheckFailure for ``exc``, raised by ``who`` during ``what``."""
+    __tracebackhide__ = True
+    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    loc = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+    hint = ""
+    if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
+        hint = "; an unmasked load or store past an edge?"
+    first, *rest = _error_lines(exc) or [""]
+    message = "\n    ".join([f"{_where(spec, shape, pattern)}: {who} raised during {what}: {type(exc).__name__}: "
+                             f"{first}{loc}{hint}", *rest])
+    result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
+                                   kernel=spec.name, details={"shape": str(shape), "error": message}))
+    raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc
+
+
 def _launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Shape, check: str,
-                          pattern: _values.Pattern | None = None) -> CheckResult:
+                          pattern: _values.Pattern | None = None,
+                          layout: _lay.Layout | None = None) -> CheckResult:
     """In a sanitizer child of scope ``launch``: launch the kernel once at ``shape`` (the first of the
-    three checks to ask does it) on the inputs the normal run's coverage check uses, and judge nothing.
+    three checks to ask does it) the way the normal run's coverage check does: its inputs under the
+    test's value pattern, in the test's layout, through the launcher or (wrapper form) the call, and
+    judge nothing.
 
     compute-sanitizer judges the launch; the reference, the comparison, the tile probe's launches and
     the determinism repeats add nothing it could see (the same kernel, grid and access pattern) and
     cost most of a child's time, since every launch under racecheck is instrumented. The normal run
     judges the check.
     """
-    key = (id(spec), f"{shape} {pattern.id if pattern is not None else ''}")
+    lay = layout or _lay.base(spec)
+    key = (id(spec), f"{shape} {pattern.id if pattern is not None else ''} {lay}")
     if key not in pc.sanitizer_launched:
         pc.sanitizer_launched.add(key)
         values = {t.name: _input_values(pc, spec, t, shape, i, pattern) for i, t in enumerate(spec.inputs)}
-        inputs = _alloc_inputs(pc, spec, shape, values)
+        inputs = _alloc_inputs(pc, spec, shape, values, lay)
         _launch(pc, spec, shape, inputs, _stages_override(pc, spec), "the launch for the sanitizer", check,
-                pattern=pattern)
+                pattern=pattern, layout=lay)
     why = ("not judged in a sanitizer child (sanitizer_scope=launch): the kernel launched once at this shape for "
            f"the tool; the normal run judges {check}")
     return pc.record(CheckResult(check, Verdict.SKIP, why, kernel=spec.name,
-                                 details={"shape": str(shape), "reason": why}))
+                                 details={"shape": str(shape), "layout": str(lay), "reason": why}))
 
 
 def _inconclusive(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, message: str,
@@ -410,14 +440,16 @@ def _pct(n: int, total: int) -> str:
 
 
 def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: str = "auto",
-                   rtol: float | None = None, atol: float | None = None, values: Any = None) -> CheckResult:
+                   rtol: float | None = None, atol: float | None = None, values: Any = None,
+                   layout: Any = None) -> CheckResult:
     """Poisoned, guarded outputs; every element written; guards intact; match the reference.
 
     ``tolerance``: "auto" (calibrated when the spec has ``same_precision``, else by dtype), "fixed"
     or "calibrated". ``rtol``/``atol`` override everything else. ``values``: a value pattern name
-    (``"negative"``; see :mod:`pytest_pipecheck.values`), default ``normal``. Raises PipecheckFailure
-    with counts, the worst element by index and tile and the tolerance used; PipecheckError for a bad
-    spec/shape/pattern.
+    (``"negative"``; see :mod:`pytest_pipecheck.values`), default ``normal``. ``layout``: each
+    tensor's memory layout (a :class:`~pytest_pipecheck.layouts.Layout`, its id or ``{tensor: layout}``;
+    default: the spec's base layout). Raises PipecheckFailure with counts, the worst element by index
+    and tile and the tolerance used; PipecheckError for a bad spec/shape/pattern/layout.
     """
     __tracebackhide__ = True
     shp = spec.check_shape(shape)
@@ -425,19 +457,20 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     _check_tolerance_args(spec, "check_coverage", rtol=rtol, atol=atol)
     _check_tolerance_mode(spec, tolerance)
     spec_rtol, spec_atol = _spec_tolerances(spec, shp)
+    lay = _lay.as_layout(spec, layout)
     if pc.sanitizer_launch_only:
-        return _launch_for_sanitizer(pc, spec, shp, "coverage", pattern)
+        return _launch_for_sanitizer(pc, spec, shp, "coverage", pattern, lay)
     extra = _stages_override(pc, spec)
     vals = {t.name: _input_values(pc, spec, t, shp, i, pattern) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, vals)
-    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage", pattern=pattern)
+    inputs = _alloc_inputs(pc, spec, shp, vals, lay)
+    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage", pattern=pattern, layout=lay)
     # An integer poison is a value a kernel may legitimately write (7 in a uint8 output): integer
     # outputs run a second time under the other poison, and only an element holding the poison of
     # each run is unwritten. Float poisons are NaN payloads no arithmetic produces: one run is enough.
     second: dict[str, _arr.GuardedArray] | None = None
     if any(not _arr.is_float(t.dtype) and _poisoned(t) for t in spec.outputs):
         second = _launch(pc, spec, shp, inputs, extra, "the coverage run (second poison)", "coverage", poison=1,
-                         pattern=pattern)
+                         pattern=pattern, layout=lay)
     # the kernel's writes to its inputs, read before the reference runs (it gets copies anyway)
     input_writes = {name: int(g.changed().sum()) for name, g in inputs.items()}
     ref = _reference(pc, spec, shp, inputs, require_finite=not pattern.nonfinite)
@@ -449,9 +482,9 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
         lowp = _reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation",
                           require_finite=not pattern.nonfinite)
 
-    where_text = _where(spec, shp, pattern)
+    where_text = f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}"
     lines = [f"{where_text}: coverage failed"]
-    details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "outputs": {}}
+    details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "layout": str(lay), "outputs": {}}
     worst_rel = 0.0
     tol_used: _tol.Tolerance | None = None
     for name, n in input_writes.items():
@@ -466,7 +499,7 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
         got = _arr.to_numpy(g.array)
         changed = g.changed()
         interior = g.interior_mask()
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = {"allocated": g.note} if g.note else {}
         if not _poisoned(t):
             info["unwritten_not_checked"] = ("inout: updated in place" if t.is_inout else
                                              "init='zeros': zeroed by the caller")
@@ -513,6 +546,10 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     summary = f"max rel err {worst_rel:.1e}" + (f" (tol {tol_used.short})" if tol_used else "")
     if pattern.name != "normal":
         summary += f", {pattern.id}"
+    # the wrapper form: an output its call did not allocate through torch was compared but never poisoned
+    bare = [t.name for t in spec.outputs if outputs[t.name].note.startswith("not intercepted")]
+    if bare:
+        summary += f"; not poisoned: {', '.join(bare)}"
     if len(lines) > 1:
         _fail(pc, "coverage", spec, summary + f", {len(lines) - 1} defect(s) at {shp}", lines, details)
     return pc.record(CheckResult("coverage", Verdict.PASS, summary, kernel=spec.name, details=details))
@@ -652,7 +689,7 @@ def _mask_loop(values: Any, axis: int, lo: int, hi: int) -> Any:
 
 def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: int = MAX_PROBE_TILES,
                      rtol: float | None = None, atol: float | None = None, tolerance: str = "auto",
-                     values: Any = None) -> CheckResult:
+                     values: Any = None, layout: Any = None) -> CheckResult:
     """Run once per loop tile with the inputs' loop-dim slices zero outside it; each must count once.
 
     A tile whose output matches the all-zero baseline is reported as never reaching the output; one
@@ -671,8 +708,9 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
     pattern = _pattern(spec, values)
     _check_tolerance_args(spec, "check_tile_probe", rtol=rtol, atol=atol)
     _check_tolerance_mode(spec, tolerance)
+    lay = _lay.as_layout(spec, layout)
     if pc.sanitizer_launch_only:
-        return _launch_for_sanitizer(pc, spec, shp, "tile_probe", pattern)
+        return _launch_for_sanitizer(pc, spec, shp, "tile_probe", pattern, lay)
     if pattern.nonfinite:
         return pc.skip_check("tile_probe", f"{spec.name} at {shp} {pattern.id}: the tile probe zeros the inputs "
                              "outside one tile and compares contributions; NaN and inf do not cancel, so it does "
@@ -697,13 +735,14 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
 
     baseline: dict[str, Any] | None = None
     problems: list[str] = []
-    details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "tiles": count, "probed": [], "bad": {}}
+    details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "layout": str(lay), "tiles": count,
+                               "probed": [], "bad": {}}
     worst_rel = 0.0
     for j in _probe_tiles(count, stages, max_tiles):
         lo, hi = j * tile, min((j + 1) * tile, size)
-        inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi))
+        inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi), lay)
         outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe",
-                          pattern=pattern)
+                          pattern=pattern, layout=lay)
         ref = _reference(pc, spec, shp, inputs, check="tile_probe")
         if not details["probed"]:
             skipped = _out_of_range(pc, "tile_probe", spec, shp, pattern, ref)
@@ -739,7 +778,8 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
             details["bad"][str(j)] = text
     summary = (f"{len(details['probed'])} of {count} {loop} tiles each counted once, max rel err {worst_rel:.1e}")
     if problems:
-        lines = [f"{_where(spec, shp, pattern)}: tile probe along {loop} ({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
+        lines = [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: tile probe along {loop} "
+                 f"({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
                  f"found {len(problems)} bad tile(s)", *problems]
         _fail(pc, "tile_probe", spec, problems[0], lines, details)
     return pc.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
@@ -775,7 +815,7 @@ def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, s
 
 
 def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int | None = None,
-                      values: Any = None) -> CheckResult:
+                      values: Any = None, layout: Any = None) -> CheckResult:
     """``runs`` (default ``pc.config.determinism_runs``) launches on the same inputs must be bitwise equal.
 
     Skipped (recorded, with the reason) when the kernel or the test declares it non-deterministic.
@@ -793,11 +833,12 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
     n = runs if runs is not None else pc.config.determinism_runs
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise PipecheckError(f"spec {spec.name!r}: determinism runs={n!r} must be an integer >= 2")
+    lay = _lay.as_layout(spec, layout)
     if pc.sanitizer_launch_only:
-        return _launch_for_sanitizer(pc, spec, shp, "determinism", pattern)
+        return _launch_for_sanitizer(pc, spec, shp, "determinism", pattern, lay)
     extra = _stages_override(pc, spec)
     vals = {t.name: _input_values(pc, spec, t, shp, 200 + i, pattern) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, vals)
+    inputs = _alloc_inputs(pc, spec, shp, vals, lay)
     first: dict[str, Any] | None = None
     lines: list[str] = []
     for run in range(n):
@@ -806,7 +847,7 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
         # nothing would pass). Such an element is reported as unwritten, not as a race.
         poison = run % _arr.POISON_VARIANTS
         outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism", poison=poison,
-                          pattern=pattern)
+                          pattern=pattern, layout=lay)
         got = {t.name: _arr.bits(outputs[t.name].array, t.dtype) for t in spec.compared}
         if first is None:
             first = got
@@ -834,11 +875,12 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
             break
     if lines:
         _fail(pc, "determinism", spec, lines[0].split(";")[0],
-              [f"{_where(spec, shp, pattern)}: determinism failed over {n} runs on the same inputs", *lines,
+              [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: determinism failed over {n} runs on the "
+               "same inputs", *lines,
                "(a kernel that is legitimately non-deterministic declares deterministic=False)"],
-              {"shape": str(shp), "runs": n})
+              {"shape": str(shp), "runs": n, "values": pattern.name, "layout": str(lay)})
     return pc.record(CheckResult("determinism", Verdict.PASS, f"{n} runs bitwise equal", kernel=spec.name,
-                                 details={"shape": str(shp), "runs": n, "values": pattern.name}))
+                                 details={"shape": str(shp), "runs": n, "values": pattern.name, "layout": str(lay)}))
 
 
 # ----------------------------------------------------------------------------- all
@@ -849,13 +891,13 @@ def check_all(pc: Pipecheck, spec: KernelSpec, shape: Any, **kwargs: Any) -> lis
 
     Keyword arguments go to the checks that accept them (``tolerance``, ``rtol``, ``atol`` to coverage
     and the tile probe; ``max_tiles`` to the tile probe; ``runs`` to determinism; ``values``, the value
-    pattern, to all three).
+    pattern, and ``layout`` to all three).
     """
     __tracebackhide__ = True
     spec.check_shape(shape)
-    plan = (("coverage", check_coverage, ("tolerance", "rtol", "atol", "values")),
-            ("tile_probe", check_tile_probe, ("max_tiles", "rtol", "atol", "tolerance", "values")),
-            ("determinism", check_determinism, ("runs", "values")))
+    plan = (("coverage", check_coverage, ("tolerance", "rtol", "atol", "values", "layout")),
+            ("tile_probe", check_tile_probe, ("max_tiles", "rtol", "atol", "tolerance", "values", "layout")),
+            ("determinism", check_determinism, ("runs", "values", "layout")))
     known = {k for _, _, keys in plan for k in keys}
     unknown = [k for k in kwargs if k not in known]
     if unknown:

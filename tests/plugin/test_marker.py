@@ -78,3 +78,56 @@ def test_bad_marker_value_errors_that_test_only(pytester: pytest.Pytester, marke
     result.stdout.fnmatch_lines([f"*{message}*" if not message.startswith("*") else message])
     # one line, no traceback from inside the plugin
     assert "pytest_pipecheck/" not in result.stdout.str()
+
+
+def test_sanitizer_with_plus_extends_the_runs_tools_and_a_plain_list_replaces_them(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\npipecheck_sanitizer = racecheck,memcheck\n")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.pipecheck(sanitizer="+initcheck")
+        def test_extends(pipecheck):
+            assert pipecheck.config.sanitizer == ("racecheck", "synccheck", "memcheck", "initcheck")
+
+        @pytest.mark.pipecheck(sanitizer=["+initcheck", "-racecheck"])
+        def test_extends_and_trims(pipecheck):
+            assert pipecheck.config.sanitizer == ("synccheck", "memcheck", "initcheck")
+
+        @pytest.mark.pipecheck(sanitizer="initcheck")
+        def test_replaces(pipecheck):
+            assert pipecheck.config.sanitizer == ("initcheck",)
+
+        def test_unmarked(pipecheck):
+            # the command line extends the ini file's list
+            assert pipecheck.config.sanitizer == ("racecheck", "synccheck", "memcheck")
+        """
+    )
+    # the ini file sets racecheck,memcheck; the command line adds synccheck to them
+    pytester.runpytest("--pipecheck-sanitizer=+synccheck").assert_outcomes(passed=4)
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("sanitizer='+initcheck,memcheck'",
+         "*`sanitizer='+initcheck,memcheck'` from the pipecheck marker on test_bad.py::test_k mixes tools to add or "
+         "remove (+initcheck) with a plain list (memcheck)*"),
+        ("sanitizer='+initchek'", "*from the pipecheck marker on test_bad.py::test_k names unknown '+initchek' "
+                                  "(did you mean '+initcheck'?)*"),
+        ("sanitizer='+racecheck,-racecheck'", "*both adds and removes 'racecheck'*"),
+    ],
+)
+def test_bad_sanitizer_extension_names_its_source(pytester: pytest.Pytester, marker: str, message: str) -> None:
+    pytester.makepyfile(
+        test_bad=f"""
+        import pytest
+
+        @pytest.mark.pipecheck({marker})
+        def test_k(pipecheck):
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([message])

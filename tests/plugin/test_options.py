@@ -55,3 +55,9 @@ def test_valid_options_reach_the_fixture(pytester: pytest.Pytester) -> None:
         "--pipecheck-sanitizer=memcheck,racecheck", "--pipecheck-shape-level=medium",
     )
     result.assert_outcomes(passed=1)
+
+
+def test_sanitizer_extension_on_the_command_line_names_the_option(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--pipecheck-sanitizer=+memchek")
+    result.stderr.fnmatch_lines(["*`--pipecheck-sanitizer=+memchek` from the command line names unknown '+memchek' "
+                                 "(did you mean '+memcheck'?)*"])

@@ -22,7 +22,7 @@ def _generator() -> ModuleType:
 
 
 def test_every_setting_is_documented_with_its_option_ini_key_and_marker_keyword() -> None:
-    text = REFERENCE.read_text(encoding="utf-8")
+    text = REFERENCE.read_text(encoding="utf-8").split("## Settings", 1)[1].split("\n## ", 1)[0]
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
     for s in SETTINGS:
         row = rows.get(f"`{s.name}`")
@@ -49,3 +49,27 @@ def test_reference_is_up_to_date_with_the_code() -> None:
     expected = _generator().render()
     assert REFERENCE.read_text(encoding="utf-8") == expected, (
         "docs/reference.md is out of date: run python docs/gen_reference.py")
+
+
+def test_every_kernel_spec_and_tensor_field_is_documented() -> None:
+    import dataclasses
+
+    from pytest_pipecheck.spec import KernelSpec, Tensor
+
+    text = REFERENCE.read_text(encoding="utf-8")
+    for cls in (KernelSpec, Tensor):
+        section = text.split(f"### `{cls.__name__}`", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+        rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| `")}
+        for f in dataclasses.fields(cls):
+            row = rows.get(f"`{f.name}`")
+            assert row is not None, f"docs/reference.md has no row for {cls.__name__}.{f.name}"
+            meaning = row.rstrip().rstrip("|").split("|")[-1].strip()
+            assert meaning, f"{cls.__name__}.{f.name} has no #: comment in pytest_pipecheck/spec.py"
+
+
+def test_preconditions_are_exported_at_the_top_level() -> None:
+    import pytest_pipecheck
+    from pytest_pipecheck.spec import Divisible, Range
+
+    assert pytest_pipecheck.Divisible is Divisible and pytest_pipecheck.Range is Range
+    assert {"Divisible", "Range"} <= set(pytest_pipecheck.__all__)

@@ -1,0 +1,236 @@
+"""Memory layouts per tensor, generated like shapes: contiguous, padded rows, and strided variants.
+
+Every array a check hands to a kernel lives inside a larger guarded allocation
+(:mod:`pytest_pipecheck.checks.arrays`). Its layout says how the array sits in it:
+
+``contiguous``
+    Row-major with no gaps, guard bands before and after (``x.is_contiguous()`` holds). The default
+    for the inputs of the wrapper form (``KernelSpec(call=...)``): wrappers usually require it.
+``padded``
+    Each row followed by padding (guards the kernel must not touch). Each tensor gets a different
+    padding, so two tensors of one shape have different row strides and a kernel that uses one
+    tensor's stride for the other reads or writes the wrong elements. The default of the spec form.
+``transposed``
+    The last two dimensions stored column-major (``x.t().contiguous().t()``, with padding): row
+    stride 1. Catches kernels that assume the last dimension is the unit-stride one.
+``sliced``
+    Every other element of a wider allocation along the last dimension (``x[..., ::2]``): the gaps
+    hold guards. Catches kernels that assume a last-dimension stride of 1.
+``offset``
+    Contiguous, but starting one element past an aligned address. Catches kernels that assume a
+    16-byte aligned base pointer (vector loads, TMA) without declaring it.
+
+``Tensor(layout=...)`` takes one name or a tuple; the first is the tensor's *base* layout and the
+others are *variants*. ``"strided"`` is short for ``("padded", "transposed", "sliced", "offset")``.
+Left out, a tensor is ``"strided"`` in the spec form (a launcher must take strides from its arrays)
+and ``"contiguous"`` as an input of the wrapper form. Outputs of the wrapper form take no layout: the
+wrapper allocates them.
+
+:func:`generate` returns the base :class:`Layout` (every tensor in its base layout) followed by one
+case per variant (one tensor in a variant layout, the others in their base), bounded per level
+(small 4, medium 8, large 16 in all). ``str(layout)`` is a readable pytest id: ``padded``,
+``contiguous`` or ``base`` for the base case, ``a-transposed``, ``out-sliced`` for a variant. The
+checks take ``layout=`` (a Layout, its id, or ``{tensor name: layout}``); the plugin parametrizes a
+test argument named ``layout`` when the marker names a spec.
+
+Pairing (:func:`pair`): a test taking ``shape`` and ``layout`` runs every generated shape (and, when it
+also takes ``values``, every (shape, value pattern) case) in the base layout, and each variant layout
+at :data:`PER_LAYOUT` shapes (small 2, medium 3, large 4) under the ``normal`` pattern, chosen among
+the shapes with a partial tile (where masks meet strides), rotating so that different variants land on
+different shapes. A stride mix-up shows at any shape; crossing every variant with every shape and
+every pattern would multiply the cases (8 shapes x 4 layouts x ... at the small level) for nothing a
+variant at two shapes does not show. At the small level a spec gets 8 + 3 x 2 = 14 cases instead of 32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .results import PipecheckError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .spec import KernelSpec, Shape, Tensor
+
+__all__ = ["KINDS", "LEVEL_COUNTS", "PER_LAYOUT", "STRIDED", "Layout", "as_layout", "base", "generate", "kinds_of",
+           "pair"]
+
+KINDS = ("contiguous", "padded", "transposed", "sliced", "offset")
+STRIDED = ("padded", "transposed", "sliced", "offset")
+VARIANTS = ("transposed", "sliced", "offset")
+LEVEL_COUNTS = {"small": 4, "medium": 8, "large": 16}
+# how many shapes each variant layout is paired with, per shape level (see :func:`pair`)
+PER_LAYOUT = {"small": 2, "medium": 3, "large": 4}
+
+
+def _parse(spec: KernelSpec, t: Tensor) -> tuple[str, ...] | None:
+    raw = t.layout
+    if raw is None:
+        return None
+    names = [raw] if isinstance(raw, str) else list(raw)
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str):
+            raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout must be a name or a tuple of names, "
+                                 f"got {raw!r}")
+        expanded = STRIDED if name == "strided" else (name,)
+        for kind in expanded:
+            if kind not in KINDS:
+                raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout {name!r} is not one of "
+                                     f"{', '.join((*KINDS, 'strided'))}")
+            if kind == "transposed" and len(t.dims) < 2:
+                raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout 'transposed' needs at least 2 "
+                                     f"dims, it has {len(t.dims)} ({', '.join(t.dims)})")
+            if kind not in out:
+                out.append(kind)
+    if not out:
+        raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout is empty")
+    return tuple(out)
+
+
+def validate_spec(spec: KernelSpec) -> None:
+    """Check every tensor's ``layout``; raises PipecheckError naming the spec and the tensor."""
+    for t in spec.tensors:
+        kinds = _parse(spec, t)
+        if kinds is not None and spec.call is not None and t.is_output:
+            raise PipecheckError(f"spec {spec.name!r}: output {t.name!r} has layout={t.layout!r}, but the wrapper "
+                                 "form's call allocates its outputs itself: layout= applies to its inputs only")
+
+
+def kinds_of(spec: KernelSpec, t: Tensor) -> tuple[str, ...]:
+    """The layouts ``t`` is checked in: its base first, then its variants."""
+    kinds = _parse(spec, t)
+    if kinds is not None:
+        return kinds
+    if spec.call is not None:
+        return ("contiguous",)
+    return STRIDED if len(t.dims) >= 2 else ("padded", "sliced", "offset")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One layout per tensor of a spec; ``str()`` is the pytest id."""
+
+    kinds: tuple[tuple[str, str], ...]  # (tensor name, layout), in the spec's tensor order
+    id: str
+
+    def of(self, name: str) -> str:
+        for n, k in self.kinds:
+            if n == name:
+                return k
+        return "padded"
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def base(spec: KernelSpec) -> Layout:
+    """Every tensor in its base layout (what the checks use when no ``layout=`` is given)."""
+    kinds = tuple((t.name, kinds_of(spec, t)[0]) for t in _laid_out(spec))
+    distinct = {k for _, k in kinds}
+    return Layout(kinds, distinct.pop() if len(distinct) == 1 else "base")
+
+
+def _laid_out(spec: KernelSpec) -> tuple[Tensor, ...]:
+    # the wrapper allocates its own outputs: only its inputs have a layout pipecheck chooses
+    return spec.inputs if spec.call is not None else tuple(spec.tensors)
+
+
+def generate(spec: KernelSpec, level: str = "small", max_count: int | None = None) -> list[Layout]:
+    """The base layout, then one variant per (tensor, variant layout), at most LEVEL_COUNTS[level] in all.
+
+    Variants are interleaved so that a low cap still covers each kind of variant on different tensors
+    (first tensor transposed, second sliced, third offset, then the next round). Raises
+    PipecheckError naming the spec for a bad level.
+    """
+    if level not in LEVEL_COUNTS:
+        raise PipecheckError(f"spec {spec.name!r}: layout level {level!r} is not one of {', '.join(LEVEL_COUNTS)}")
+    cap = LEVEL_COUNTS[level] if max_count is None else max(1, min(max_count, LEVEL_COUNTS[level]))
+    first = base(spec)
+    tensors = _laid_out(spec)
+    wanted = {t.name: kinds_of(spec, t)[1:] for t in tensors}
+    out = [first]
+    n = len(tensors)
+    seen: set[tuple[str, str]] = set()
+    for rnd in range(n):
+        for i, kind in enumerate((*VARIANTS, "contiguous", "padded")):
+            t = tensors[(rnd + i) % n]
+            if kind in wanted[t.name] and (t.name, kind) not in seen:
+                seen.add((t.name, kind))
+                kinds = tuple((name, kind if name == t.name else k) for name, k in first.kinds)
+                out.append(Layout(kinds, f"{t.name}-{kind}"))
+    # anything the interleaving missed (several variants on few tensors)
+    for t in tensors:
+        for kind in wanted[t.name]:
+            if (t.name, kind) not in seen:
+                seen.add((t.name, kind))
+                kinds = tuple((name, kind if name == t.name else k) for name, k in first.kinds)
+                out.append(Layout(kinds, f"{t.name}-{kind}"))
+    return out[:cap]
+
+
+def pair(spec: KernelSpec, shapes: Sequence[Shape], level: str = "small") -> list[tuple[Shape, Layout]]:
+    """(shape, variant layout) cases: each variant of :func:`generate` at ``PER_LAYOUT[level]`` of
+    ``shapes`` (those with a partial tile first), rotating; the base layout is not among them (the
+    caller runs every shape in it). Raises PipecheckError naming the spec for a bad level."""
+    from .values import _ragged
+
+    variants = generate(spec, level)[1:]
+    if not variants or not shapes:
+        return []
+    pool = _ragged(spec, shapes)
+    k = min(PER_LAYOUT.get(level, 1), len(pool))
+    return [(pool[(i * k + j) % len(pool)], lay) for i, lay in enumerate(variants) for j in range(k)]
+
+
+def as_layout(spec: KernelSpec, layout: Any) -> Layout:
+    """Accept None (the base), a Layout, an id (``"a-transposed"``) or ``{tensor: layout}``.
+
+    Raises PipecheckError naming the spec for an unknown tensor or layout name.
+    """
+    first = base(spec)
+    if layout is None:
+        return first
+    if isinstance(layout, Layout):
+        if {n for n, _ in layout.kinds} != {n for n, _ in first.kinds}:
+            raise PipecheckError(f"spec {spec.name!r}: layout {layout} was made for other tensors "
+                                 f"({', '.join(n for n, _ in layout.kinds)})")
+        return layout
+    if isinstance(layout, str):
+        if layout in (first.id, "base"):
+            return first
+        name, sep, kind = layout.rpartition("-")
+        if not sep:
+            raise PipecheckError(f"spec {spec.name!r}: layout {layout!r} is not the base ({first.id!r}) nor "
+                                 "TENSOR-LAYOUT such as 'a-transposed'")
+        layout = {name: kind}
+    if not isinstance(layout, Mapping):
+        raise PipecheckError(f"spec {spec.name!r}: layout must be a Layout, an id or a dict of tensor: layout, "
+                             f"got {type(layout).__name__}")
+    names = [n for n, _ in first.kinds]
+    for name, kind in layout.items():
+        if name not in names:
+            what = "an input" if spec.call is not None else "a tensor"
+            raise PipecheckError(f"spec {spec.name!r}: layout names {name!r}, which is not {what} "
+                                 f"({', '.join(names)})")
+        if kind not in KINDS:
+            raise PipecheckError(f"spec {spec.name!r}: layout {kind!r} for {name!r} is not one of {', '.join(KINDS)}")
+        if kind == "transposed" and len(spec.tensor(name).dims) < 2:
+            raise PipecheckError(f"spec {spec.name!r}: layout 'transposed' for {name!r} needs at least 2 dims")
+    kinds = tuple((n, layout.get(n, k)) for n, k in first.kinds)
+    changed = [f"{n}-{k}" for (n, k), (_, b) in zip(kinds, first.kinds) if k != b]
+    return Layout(kinds, "_".join(changed) if changed else first.id)
+
+
+def slot(spec: KernelSpec, name: str) -> int:
+    """The tensor's position among the spec's tensors: its padding differs from every other tensor's."""
+    for i, t in enumerate(spec.tensors):
+        if t.name == name:
+            return i
+    return 0
+
+
+def describe(layout: Layout, spec: KernelSpec) -> str:
+    """`` (layout a-transposed)`` for a variant, empty for the base (for messages)."""
+    return "" if layout == base(spec) else f" (layout {layout})"
