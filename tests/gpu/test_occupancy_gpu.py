@@ -60,6 +60,7 @@ def test_aot_equals_jit_and_prediction_equals_driver(sweep, stages: int) -> None
     del triton
 
 
+@pytest.mark.pipecheck(expect_failures=["occupancy"])  # the failure is the point: recorded as caught
 def test_out_of_resources_becomes_the_verdict(sweep, pipecheck) -> None:  # type: ignore[no-untyped-def]
     import torch
 
