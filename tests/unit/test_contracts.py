@@ -47,7 +47,9 @@ def test_an_inout_left_alone_or_written_past_its_edge_is_caught(pipecheck):
         x = arrays["x"]
         x[:-1].copy_((x[:-1].float() + 2 * arrays["y"][:-1].float()).half())
 
-    with pytest.raises(PipecheckFailure, match=r"inout 'x': 19 of 95 .* exceed the tolerance; worst at \[4, "):
+    # the last row's 19 elements keep x instead of x + 2y: all of them exceed the tolerance unless a y
+    # drawn for this run's seed happens to be tiny, so the count is not pinned; the worst is in row 4
+    with pytest.raises(PipecheckFailure, match=r"inout 'x': 1\d of 95 .* exceed the tolerance; worst at \[4, "):
         pipecheck.check_coverage(_axpy_spec(skips_last_row, "lazy_axpy"), "M5-N19")
 
     def spills(arrays, dims):
