@@ -291,6 +291,20 @@ class SanitizerPlugin:
             self._write(f"all tools done in {time.monotonic() - started:.1f} s, {children[0]} child(ren)")
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if report.when == "call" and item.config.getoption("store_durations", default=False):
+            # pytest-split stores each test's report durations (--store-durations) and splits the suite
+            # over CI machines by them (--splits/--group): a test's cost includes the seconds its
+            # sanitizer children spent on it, which run before the test, outside its own duration
+            spent = sum(out.seconds or 0.0 for out in item.stash.get(OUTCOMES, {}).values())
+            if spent > 0:
+                report.duration += spent
+                report.user_properties.append(("pipecheck.sanitizer_seconds", round(spent, 3)))
+        return report
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         __tracebackhide__ = True
         outcomes = item.stash.get(OUTCOMES, {})

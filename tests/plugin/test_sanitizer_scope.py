@@ -143,3 +143,42 @@ def test_parallel_children_cover_every_test_once_and_keep_their_verdicts(
         assert len(tool_parts) == 3 and sorted(covered) == sorted(set(covered)) and len(covered) == 6, tool_parts
     assert "up to 3 children at once" in out and "racecheck [2/3]" in out
     result.assert_outcomes(passed=5, failed=1)
+
+
+def test_pytest_split_durations_include_the_sanitizer_seconds(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With pytest-split's --store-durations a test's stored duration includes the seconds its sanitizer
+    children spent on it, so --splits/--group balance CI machines by the whole cost; a group then
+    sanitizes only its own tests. The assertions compare numbers of one run with each other, never
+    with a clock."""
+    import json
+
+    pytest.importorskip("pytest_split")
+    log = _fake(tmp_path, monkeypatch, {})
+    _setup(pytester)
+    pytester.makepyfile(test_k='''
+        import pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_k(pipecheck, i):
+            pass
+    ''')
+    durations = pytester.path / "durations.json"
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
+                                           "--store-durations", f"--durations-path={durations}",
+                                           "--pipecheck-json=r.json")
+    result.assert_outcomes(passed=4)
+    stored = json.loads(durations.read_text())
+    doc = json.loads((pytester.path / "r.json").read_text())
+    spent = {r["nodeid"]: r["details"]["test_seconds"] for r in doc["results"] if r["check"] == "sanitizer:racecheck"}
+    assert len(spent) == 4 and all(s is not None for s in spent.values())
+    for nodeid, seconds in spent.items():
+        assert stored[nodeid] >= seconds - 1e-3, (nodeid, stored[nodeid], seconds)
+    log.write_text("")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
+                                           "--splits=2", "--group=1", f"--durations-path={durations}")
+    ran = result.parseoutcomes()["passed"]
+    assert 1 <= ran < 4
+    children = [json.loads(line) for line in log.read_text().splitlines()]
+    sanitized = {a for argv in children for a in argv if "::test_k" in a}
+    assert len(sanitized) == ran  # the group's tests only
