@@ -41,3 +41,19 @@ def _not_an_xdist_worker_inside(monkeypatch: pytest.MonkeyPatch) -> None:
     failed tests/plugin/test_perf_plugin.py's benchmark tests under ``-n 2`` only."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+
+
+_OWN_TESTS = ("unit", "plugin")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """pipecheck's own unit and plugin tests are not sanitized on the GPU tier.
+
+    They test pipecheck's machinery (the sanitizer paths through a fake compute-sanitizer), and many
+    assert on a check's numbers, so a launch-scope child would have to run them whole again. The
+    kernels the GPU tier exists to sanitize are in tests/gpu and reference_kernels. A test's own
+    ``sanitizer=`` marker still wins (this one is the farthest).
+    """
+    parts = item.path.relative_to(item.config.rootpath).parts if item.path.is_relative_to(item.config.rootpath) else ()
+    if len(parts) > 1 and parts[0] == "tests" and parts[1] in _OWN_TESTS:
+        item.add_marker(pytest.mark.pipecheck(sanitizer="none"), append=True)
