@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import sys
 from pathlib import Path
 
 import pytest
+
+from ._sanitizer_fake import _fake
 
 pytest.importorskip("xdist")
 
@@ -17,17 +17,9 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 def _fake_gpu_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, object]) -> Path:
     """Two fake H200s and a fake compute-sanitizer: the share scheduler is the one in use."""
-    wrapper = tmp_path / "bin" / "compute-sanitizer"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {DATA / 'sanitizer' / 'fake_compute_sanitizer.py'} \"$@\"\n")
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    log = tmp_path / "fake.log"
-    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
-    monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(plan))
-    monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
+    log = _fake(tmp_path, monkeypatch, plan)
     monkeypatch.setenv("PATH", f"{DATA / 'fakebin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
-    monkeypatch.setenv("PYTEST_ADDOPTS", "--pipecheck-sanitizer-jobs=1")  # these tests count the children
     monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return log
