@@ -96,10 +96,9 @@ def _pipeline_producer_commit(f: Finding) -> bool:
     if f.kind != "barrier" or "Missing wait" not in f.raw.splitlines()[0]:
         return False
     for func in _frames(f.raw):
-        name = func.split("(", 1)[0]
-        if "cuda::" not in name:
+        if "cuda::" not in func.split("(", 1)[0]:  # the name before its template/parameter lists
             return False
-        if re.search(r"cuda::(?:__\w+::)?pipeline<.*>::producer_commit$", name):
+        if re.match(r"cuda::(?:__\w+::)?pipeline<.*>::producer_commit\(\)$", func):
             return True
     return False
 
