@@ -16,6 +16,12 @@ wins):
 6. the copies Triton's wheel carries under ``triton/backends/nvidia/`` (located with
    ``importlib.util.find_spec``, never imported).
 
+compute-sanitizer is the one exception: its pip package (``nvidia-cuda-sanitizer-api``, installed
+at a tested version by ``pip install pytest-pipecheck[sanitizer]``) is searched right after step 1,
+before ``PATH`` and the toolkits: a newer compute-sanitizer sees more and reports fewer false
+positives than the one of an older toolkit, and the version pipecheck pins is the one it was
+validated with. Its order is therefore 1, 5, 2, 3, 4, 6.
+
 In steps 3 to 6 a tool is looked for in ``<root>/bin/``; compute-sanitizer also in
 ``<root>/compute-sanitizer/``, where its own installer puts it. Headers (:func:`find_include_dir`)
 are looked for in ``<root>/include`` of the toolkit whose nvcc was found, then of the roots of steps
@@ -63,6 +69,7 @@ __all__ = [
     "find_tool",
     "nvcc_command",
     "tool_version",
+    "version_tuple",
     "which",
 ]
 
@@ -72,6 +79,8 @@ ENV_VARS = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")
 _TRITON_OVERRIDES = ("ptxas", "cuobjdump", "nvdisasm")
 # where an installer puts a tool other than <root>/bin
 _EXTRA_DIRS = {"compute-sanitizer": ("compute-sanitizer",)}
+# tools whose pip package is searched before PATH and the toolkits (step 5 before step 2)
+PIP_FIRST = frozenset({"compute-sanitizer"})
 
 
 # where the search looks, for a message that says what to set
@@ -152,8 +161,9 @@ def _env_name(tool: str) -> str:
 
 
 def candidates(tool: str) -> list[tuple[str, str]]:
-    """Every place to look for ``tool``, in the order of this module's docstring, as
-    (path, how it was found). Only absolute paths, but the explicit variables of step 1."""
+    """Every place to look for ``tool``, in the order of this module's docstring (NVIDIA's pip package
+    right after step 1 for the tools of :data:`PIP_FIRST`), as (path, how it was found). Only absolute
+    paths, but the explicit variables of step 1."""
     out: list[tuple[str, str]] = []
     names = [f"PIPECHECK_{_env_name(tool)}"]
     if tool in _TRITON_OVERRIDES:
@@ -162,13 +172,20 @@ def candidates(tool: str) -> list[tuple[str, str]]:
         value = os.environ.get(var)
         if value:
             out.append((value, var))
+    all_roots = roots()
+    pip_first = tool in PIP_FIRST
+    if pip_first:
+        out += _in_roots(tool, [r for r in all_roots if r[1] == "pip package"])
     for entry in os.environ.get("PATH", "").split(os.pathsep):
         if entry and os.path.isabs(entry):  # "" and relative entries would search the working directory
             out.append((os.path.join(entry, tool), "PATH"))
-    for root, via in roots():
-        for sub in ("bin", *_EXTRA_DIRS.get(tool, ())):
-            out.append((os.path.join(root, sub, tool), via))
+    out += _in_roots(tool, [r for r in all_roots if not (pip_first and r[1] == "pip package")])
     return out
+
+
+def _in_roots(tool: str, found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(os.path.join(root, sub, tool), via) for root, via in found
+            for sub in ("bin", *_EXTRA_DIRS.get(tool, ()))]
 
 
 def _executable(path: str) -> bool:
@@ -210,8 +227,9 @@ def find_include_dir(header: str) -> Path | None:
 
 def tool_version(path: str) -> str | None:
     """The version a CUDA tool prints for ``--version``: ``13.0`` from nvcc, ptxas, cuobjdump and
-    nvdisasm ("release 13.0"), ``2025.3.0`` from compute-sanitizer ("Version 2025.3.0"); None when
-    it does not run or says neither."""
+    nvdisasm ("release 13.0"); from compute-sanitizer ``2025.3.1`` ("Version 2025.3.1") or
+    ``2026.4.0.0`` ("Version 2026.4.0.0 (build 39022338) (public-release)"); None when it does not
+    run or says neither. :func:`version_tuple` makes it comparable."""
     try:
         proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -219,6 +237,21 @@ def tool_version(path: str) -> str | None:
     text = proc.stdout + proc.stderr
     m = re.search(r"release\s+(\d[\d.]*)", text) or re.search(r"Version\s+(\d[\w.]*)", text)
     return m.group(1) if m else None
+
+
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """``"2026.4.0.0"`` -> ``(2026, 4)``: the leading numeric fields, trailing zeros dropped, so that
+    ``2025.3.1 < 2026.4.0`` and ``2026.4.0 == 2026.4.0.0``; None for None or a version without a
+    leading number."""
+    if not version:
+        return None
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", version)
+    if m is None:
+        return None
+    parts = [int(p) for p in m.group(1).split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
 
 
 # ----------------------------------------------------------------------------- compiling

@@ -114,6 +114,7 @@ class SanitizerPlugin:
             except SuppressionError as exc:
                 raise pytest.UsageError(f"pipecheck: {exc}") from None
         self.done: set[int] = set()
+        self.limits_said = False
         self.worker_count = 0
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
@@ -217,8 +218,14 @@ class SanitizerPlugin:
         if self.worker_count > 1 and "sanitizer_jobs" not in run_config.sources:
             # xdist workers sanitize their shares at the same time: the default is shared among them
             jobs = max(1, jobs // self.worker_count)
-        self._write(f"{found.path} ({found.version or 'unknown version'}), {len(batches)} batch(es)"
+        self._write(f"{found.describe()}, {len(batches)} batch(es)"
                     + (f", up to {jobs} children at once" if jobs > 1 else ""))
+        if not self.limits_said:  # once per process (per xdist worker): what this version cannot see
+            self.limits_said = True
+            from .known import limitations
+
+            for line in limitations(found.version, found.version_tuple, sorted({k[0] for k in batches})):
+                self._write(line)
         # Each batch (one tool and its options) is cut into up to `jobs` contiguous parts of about equal
         # cost (the last run's sanitizer seconds); the parts of every batch then run at once, `jobs` at a
         # time, longest first. One canary status per tool is shared, so a tool proven once is proven.
@@ -259,7 +266,7 @@ class SanitizerPlugin:
                 found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
                 timeouts=timeouts, default_timeout=run_config.sanitizer_timeout,
                 progress=lambda msg: write(msg.replace(spec.tool, label, 1) if msg.startswith(spec.tool) else msg),
-                use_xml=use_xml)
+                use_xml=use_xml, version=found.version)
             runner.canary = canary
             self.runner = runner
             write(f"{label}: {len(members)} test(s) in one child")

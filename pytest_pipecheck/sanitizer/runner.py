@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import Verdict
+from .known import filter_findings, option_args
 from .parse import (
     BEGIN,
     END,
@@ -119,6 +120,8 @@ class TestOutcome:
     child_wall: float | None = None  # seconds the child that decided this verdict ran
     child_tests: int | None = None   # how many tests that child was given
     seconds: float | None = None     # the test's own time in that child (its BEGIN to its END)
+    filtered: dict[str, list[Finding]] = field(default_factory=dict)  # known false positives, by rule id
+    tool_version: str | None = None  # the compute-sanitizer version the rules were keyed to
 
     def details(self) -> dict[str, Any]:
         return {
@@ -132,7 +135,15 @@ class TestOutcome:
             "reason": self.reason,
             "output": self.output[-_OUTPUT_KEEP:],
             "reproduce": self.command,
+            "filtered": {rule: {"records": len(found), "compute_sanitizer": self.tool_version,
+                                "examples": [f.raw.splitlines()[0] for f in found[:3]]}
+                         for rule, found in self.filtered.items()},
         }
+
+    def filtered_note(self) -> str:
+        """``"3 findings filtered by rule X for compute-sanitizer 2025.3.1"`` (empty when none)."""
+        return "; ".join(f"{len(found)} finding{'s' if len(found) != 1 else ''} filtered by rule {rule} for "
+                         f"compute-sanitizer {self.tool_version or '?'}" for rule, found in self.filtered.items())
 
 
 @dataclass
@@ -160,10 +171,11 @@ class ChildRun:
 
 
 def build_command(sanitizer: str, spec: BatchSpec, child_args: Sequence[str], nodeids: Sequence[str],
-                  xml_path: str | None = None) -> list[str]:
-    """The full child command line: compute-sanitizer, its options, then the child pytest."""
+                  xml_path: str | None = None, version: tuple[int, ...] | None = None) -> list[str]:
+    """The full child command line: compute-sanitizer, its options (those gated on ``version`` only
+    when the tool has them: :data:`.known.OPTIONS`), then the child pytest."""
     cmd = [sanitizer, "--tool", spec.tool, "--error-exitcode", str(ERROR_EXITCODE),
-           "--print-limit", str(spec.print_limit)]
+           "--print-limit", str(spec.print_limit), *option_args(spec.tool, version)]
     if xml_path:
         cmd += ["--xml", "--save", xml_path]
     if spec.tool == "racecheck":
@@ -290,6 +302,8 @@ def format_failure(outcome: TestOutcome) -> str:
     lines = [f"compute-sanitizer {outcome.tool}: {outcome.summary}"]
     if outcome.reason:
         lines.append(outcome.reason)
+    if outcome.filtered:
+        lines.append(f"({outcome.filtered_note()}; see pytest_pipecheck/sanitizer/known.py)")
     for g in group_findings(outcome.findings)[:12]:
         where = g["where"] + (f" / {g['second_where']}" if g["second_where"] else "")
         hz = f", {g['hazards']} hazards" if g["hazards"] != g["records"] else ""
@@ -324,9 +338,11 @@ class _ChildAnalysis:
     tool_errors: list[Finding]
     any_findings: bool
     rec: Reconciliation
+    filtered: dict[str, dict[str, list[Finding]]] = field(default_factory=dict)  # nodeid -> rule -> records
 
 
-def _analyze(run: ChildRun, tool: str, print_limit: int | None = None) -> _ChildAnalysis:
+def _analyze(run: ChildRun, tool: str, print_limit: int | None = None,
+             version: tuple[int, ...] | None = None) -> _ChildAnalysis:
     split = split_markers(run.output)
     whole = parse_text(run.output, tool)
     per: dict[str, list[Finding]] = {}
@@ -342,9 +358,18 @@ def _analyze(run: ChildRun, tool: str, print_limit: int | None = None) -> _Child
         found[:] = [f for f in found if f.is_hazard]
     if run.xml and not outside_all:
         merge_xml([f for f in ordered if f.is_hazard], [x for x in parse_xml(run.xml, tool)])
+    # the tool counted the known false positives too: they explain its exit status before they are filtered
     any_findings = bool(outside) or any(per.values())
+    filtered: dict[str, dict[str, list[Finding]]] = {}
+    for nodeid, found in per.items():
+        if nodeid.startswith("pipecheck-canary::"):
+            continue
+        kept, gone = filter_findings(found, tool, version)
+        if gone:
+            found[:] = kept
+            filtered[nodeid] = gone
     rec = reconcile(whole, tool, print_limit=print_limit, xml=run.xml)
-    return _ChildAnalysis(split, per, outside, whole.summary.seen, tool_errors, any_findings, rec)
+    return _ChildAnalysis(split, per, outside, whole.summary.seen, tool_errors, any_findings, rec, filtered)
 
 
 class SanitizerRunner:
@@ -353,8 +378,13 @@ class SanitizerRunner:
     def __init__(self, sanitizer: str, *, cwd: str, child_args: Sequence[str], env: dict[str, str],
                  timeouts: dict[str, float], default_timeout: float = 120.0,
                  progress: Callable[[str], None] | None = None, use_xml: bool = True,
-                 max_children: int = 64, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_children: int = 64, clock: Callable[[], float] = time.monotonic,
+                 version: str | None = None) -> None:
+        from ..toolkit import version_tuple
+
         self.sanitizer = sanitizer
+        self.version = version  # as the tool printed it; gates options and known-false-positive rules
+        self.version_tuple = version_tuple(version)
         self.cwd = cwd
         self.child_args = list(child_args)
         self.env = env
@@ -370,7 +400,7 @@ class SanitizerRunner:
     # ------------------------------------------------------------------ public
     def reproduce_command(self, spec: BatchSpec, nodeid: str) -> str:
         """The command that replays one test under the tool, as the runner ran it."""
-        cmd = build_command(self.sanitizer, spec, self.child_args, [nodeid])
+        cmd = build_command(self.sanitizer, spec, self.child_args, [nodeid], version=self.version_tuple)
         return f"(cd {shlex.quote(self.cwd)} && {shlex.join(cmd)})"
 
     def run(self, spec: BatchSpec) -> dict[str, TestOutcome]:
@@ -388,7 +418,7 @@ class SanitizerRunner:
                 status.state = "unproven"
             first = spec.nodeids[0]
             run = self._child(spec, [first, "--deselect", first], True, 0, 0)
-            self._update_canary(spec.tool, _analyze(run, spec.tool, spec.print_limit))
+            self._update_canary(spec.tool, _analyze(run, spec.tool, spec.print_limit, self.version_tuple))
         if status.state != "caught":
             why = {
                 "missed": f"the canary kernel's known bug was NOT caught by compute-sanitizer {spec.tool}: "
@@ -415,7 +445,7 @@ class SanitizerRunner:
         if self.use_xml:
             tmpdir = tempfile.mkdtemp(prefix="pipecheck-san-")
             xml_path = os.path.join(tmpdir, f"{spec.tool}.xml")
-        cmd = build_command(self.sanitizer, spec, self.child_args, nodeids, xml_path)
+        cmd = build_command(self.sanitizer, spec, self.child_args, nodeids, xml_path, version=self.version_tuple)
         started = self.clock()
         seen = [done]
 
@@ -487,12 +517,16 @@ class SanitizerRunner:
             status = self.canary.setdefault(spec.tool, CanaryStatus())
             want_canary = status.state == "unproven"
             run = self._child(spec, pending, want_canary, total, total - len(pending))
-            an = _analyze(run, spec.tool, spec.print_limit)
+            an = _analyze(run, spec.tool, spec.print_limit, self.version_tuple)
             self._update_canary(spec.tool, an)
             decided, rerun = self._decide(spec, pending, run, an, depth)
             for nodeid, out in decided.items():  # verdicts of split sub-batches keep their own child's
                 if out.child_wall is None:
                     out.child_wall, out.child_tests = run.wall, len(pending)
+                    if nodeid in an.filtered:
+                        out.filtered = an.filtered[nodeid]
+                        if out.verdict == Verdict.PASS:
+                            out.summary = f"{out.summary} ({out.filtered_note()})"
                 if out.seconds is None and nodeid in run.test_seconds:
                     out.seconds = run.test_seconds[nodeid]
             final.update(decided)
@@ -506,6 +540,7 @@ class SanitizerRunner:
 
     def _outcome(self, spec: BatchSpec, nodeid: str, verdict: Verdict, summary: str, **kw: Any) -> TestOutcome:
         out = TestOutcome(nodeid, spec.tool, verdict, summary, **kw)
+        out.tool_version = self.version
         if not out.command:
             out.command = self.reproduce_command(spec, nodeid)
         if len(out.output) > _OUTPUT_KEEP:
@@ -566,7 +601,7 @@ class SanitizerRunner:
             if poisoned and not found and seg is not None and seg.outcome == "failed":
                 rerun.append(n)
                 continue
-            if found and spec.tool in ("memcheck", "synccheck"):
+            if (found or n in an.filtered) and spec.tool in ("memcheck", "synccheck"):
                 poisoned = True
             if run.killed_in == n:
                 decided[n] = self._outcome(

@@ -28,6 +28,10 @@ Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
                  middle), "missing" (no file), "extra" (one record more than the text)
 
 FAKE_SANITIZER_LOG, when set, is a file to which each invocation's argv is appended as a JSON line.
+FAKE_SANITIZER_VERSION, when set, is the version line ``--version`` prints (default
+"Version 2099.1.0 fake"; the real formats are "Version 2025.3.1.0 (build 36400806) (public-release)"
+and "Version 2026.4.0.0 (build 39022338) (public-release)"). Like the real tool, an option the
+version does not have (OPTION_SINCE) is refused: "unrecognised option", exit 1, no summary.
 """
 
 from __future__ import annotations
@@ -42,7 +46,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 VALUED = {"--tool", "--error-exitcode", "--print-limit", "--save", "--racecheck-report", "--suppressions",
           "--kernel-name", "--kernel-name-exclude", "--padding", "--racecheck-deadlock-timeout",
-          "--report-api-errors"}
+          "--report-api-errors", "--initcheck-address-space", "--check-bulk-copy", "--check-warpgroup-mma"}
+#: options the fake refuses from a version before this one (the real 2025.3.1 has no --initcheck-address-space)
+OPTION_SINCE = {"--initcheck-address-space": (2025, 4), "--check-bulk-copy": (2026, 4),
+                "--check-warpgroup-mma": (2026, 4)}
 CANARY = {
     "racecheck": ["Error: Race reported between Write access at pipecheck_canary_race+0xa0 in canary.cu:5",
                   "    and Read access at pipecheck_canary_race+0xb0 in canary.cu:6 [1024 hazards]"],
@@ -119,9 +126,12 @@ def write_xml(path: str, heads: list[str], mode: str) -> None:
 
 def main() -> int:
     argv = sys.argv[1:]
+    version_line = os.environ.get("FAKE_SANITIZER_VERSION", "Version 2099.1.0 fake")
     if argv and argv[0] == "--version":
-        out("NVIDIA (R) Compute Sanitizer\nVersion 2099.1.0 fake")
+        out(f"NVIDIA (R) Compute Sanitizer\nCopyright (c) 2020-2026 NVIDIA Corporation\n{version_line}")
         return 0
+    nums = version_line.split()[1].split(".") if len(version_line.split()) > 1 else []
+    version = tuple(int(n) for n in nums if n.isdigit())
     log = os.environ.get("FAKE_SANITIZER_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as fh:
@@ -131,6 +141,9 @@ def main() -> int:
     save = None
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] in OPTION_SINCE and version < OPTION_SINCE[argv[i]]:
+            out(f"========= Error: unrecognised option '{argv[i]}'")
+            return 1
         if argv[i] == "--tool":
             tool = argv[i + 1]
         elif argv[i] == "--print-limit":

@@ -1,0 +1,61 @@
+"""The reviewed known-false-positive rules filter exactly their records, only for the versions they are
+keyed to (pytest_pipecheck/sanitizer/known.py), on real records of compute-sanitizer 2025.3.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_pipecheck.sanitizer.known import filter_findings, option_args
+from pytest_pipecheck.sanitizer.parse import parse_text
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
+OLD, NEW = (2025, 3, 1), (2026, 4)
+
+
+def _found(name: str, tool: str, text: str | None = None):  # type: ignore[no-untyped-def]
+    return parse_text(text if text is not None else (DATA / name).read_text(), tool).findings
+
+
+def test_producer_commit_missing_wait_is_filtered_only_inside_producer_commit_and_only_for_old_versions() -> None:
+    found = _found("synccheck_pipeline_producer_commit_2025_3_1.txt", "synccheck")
+    assert len(found) == 3
+    kept, gone = filter_findings(found, "synccheck", OLD)
+    assert not kept and len(gone["cuda-pipeline-producer-commit"]) == 3
+    assert filter_findings(found, "synccheck", NEW)[0] == found
+    assert filter_findings(found, "synccheck", None)[0] == found  # unknown version: nothing filtered
+    text = (DATA / "synccheck_pipeline_producer_commit_2025_3_1.txt").read_text()
+    # the same arrive reached from the user's own code first (not inside producer_commit): kept
+    user = text.replace("Device Frame: cuda::__4::barrier<", "Device Frame: my_arrive(int)+0x10 in k.cu:3\n"
+                        "=========         Device Frame: cuda::__4::barrier<")
+    assert len(filter_findings(_found("", "synccheck", user), "synccheck", OLD)[0]) == 3
+    # without the device backtrace the frame cannot be told: kept
+    bare = "\n".join(ln for ln in text.splitlines() if "Device Frame" not in ln)
+    assert len(filter_findings(_found("", "synccheck", bare), "synccheck", OLD)[0]) == 3
+    # a divergent barrier is not a missing wait: kept
+    div = _found("synccheck_divergent_hostbt.txt", "synccheck")
+    assert filter_findings(div, "synccheck", OLD)[0] == div
+
+
+def test_dispatch_state_hazards_are_filtered_but_not_a_race_on_the_kernels_own_memory() -> None:
+    found = _found("racecheck_triton_ws_dispatch_hazard_2025_3_1.txt", "racecheck")
+    kept, gone = filter_findings(found, "racecheck", OLD)
+    assert not kept and len(gone["triton-ws-dispatch-state"]) == len(found) == 4
+    assert filter_findings(found, "racecheck", NEW)[0] == found
+    analysis = _found("racecheck_triton_ws_dispatch_analysis_constructed.txt", "racecheck")
+    kept, gone = filter_findings(analysis, "racecheck", OLD)
+    assert len(gone["triton-ws-dispatch-state"]) == 2 and len(kept) == 1 and kept[0].line == 262
+    # hazards spread over more than one 4-byte word are not the dispatch state: all kept
+    text = (DATA / "racecheck_triton_ws_dispatch_hazard_2025_3_1.txt").read_text().replace(
+        "__shared__ 0x304b0", "__shared__ 0x30400", 1)
+    assert len(filter_findings(_found("", "racecheck", text), "racecheck", OLD)[0]) == 4
+    # a CUDA C++ kernel's race at a low pc is not Triton's: kept
+    cuda = _found("racecheck_race_analysis.txt", "racecheck")
+    assert filter_findings(cuda, "racecheck", OLD)[0] == cuda
+
+
+def test_options_follow_the_version() -> None:
+    assert option_args("initcheck", (2025, 3, 1)) == []
+    assert option_args("initcheck", (2025, 4)) == ["--initcheck-address-space", "all"]
+    assert option_args("synccheck", (2026, 4)) == ["--check-bulk-copy", "yes", "--check-warpgroup-mma", "yes"]
+    assert option_args("racecheck", (2026, 4)) == ["--check-bulk-copy", "yes"]
+    assert option_args("memcheck", None) == []
