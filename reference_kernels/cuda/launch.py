@@ -24,6 +24,7 @@ from pytest_pipecheck.results import PipecheckError
 __all__ = [
     "CUDA_DIR",
     "KERNELS",
+    "SANITIZER_EXCLUSIONS",
     "CudaCompileError",
     "CudaKernel",
     "CudaLaunchError",
@@ -118,9 +119,19 @@ KERNELS: dict[str, CudaKernel] = {
 }
 
 
-# No sanitizer tool is switched off for any kernel here. The false positives compute-sanitizer 2025.3.1
-# reports for cuda::pipeline kernels under synccheck ("Missing wait" inside producer_commit) are filtered
-# record by record, for the versions that report them only, by pytest_pipecheck/sanitizer/known.py.
+#: Reviewed sanitizer exclusions: kernel -> {tool: reason}. The tests run these kernels under every
+#: other default tool, record the exclusion as a skipped check with this reason (so the summary shows
+#: it), and keep the evidence in docs/validation/.
+SANITIZER_EXCLUSIONS: dict[str, dict[str, str]] = {
+    name: {"synccheck": (
+        "synccheck excluded (reviewed false positive): compute-sanitizer 2025.3.1 reports 'Barrier error "
+        "detected. Missing wait.' at the mbarrier arrive inside cuda::pipeline::producer_commit for every "
+        "cuda::pipeline kernel, including a 20-line textbook pipeline (acquire, memcpy_async, commit, wait, "
+        "release) with CuPy's and the CUDA toolkit's libcu++ and for sm_80 PTX, and a suppressions file does "
+        "not silence it (H200, 2026-11-22: scripts/gpu/pipeline_synccheck_probe.py, docs/validation/); "
+        "racecheck runs and is clean")}
+    for name in ("k4_cuda_pipeline", "k5_warp_specialized", "k6_loader_compute_storer")
+}
 
 def kernel_source(kernel: CudaKernel | str) -> str:
     """The .cu text of a ladder kernel (read once per file and process: launches are timed)."""

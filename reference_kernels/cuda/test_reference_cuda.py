@@ -6,11 +6,27 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_pipecheck.config import SANITIZER_TOOLS
 from pytest_pipecheck.shapes import generate
-from reference_kernels.cuda.launch import KERNELS
+from reference_kernels.cuda.launch import KERNELS, SANITIZER_EXCLUSIONS
 from reference_kernels.cuda.specs import SPECS
 
-CASES = [pytest.param(name, shape, id=f"{name}-{shape}")
+
+def _marks(name: str) -> list[pytest.MarkDecorator]:
+    """A kernel with a reviewed sanitizer exclusion runs under the default tools minus the excluded one."""
+    excluded = SANITIZER_EXCLUSIONS.get(name, {})
+    if not excluded:
+        return []
+    tools = [t for t in ("racecheck", "synccheck") if t not in excluded and t in SANITIZER_TOOLS]
+    return [pytest.mark.pipecheck(sanitizer=",".join(tools) or "none")]
+
+
+def _record_exclusions(pipecheck, name: str) -> None:  # type: ignore[no-untyped-def]
+    for tool, reason in SANITIZER_EXCLUSIONS.get(name, {}).items():
+        pipecheck.skip_check(f"sanitizer:{tool}", reason, kernel=name)
+
+
+CASES = [pytest.param(name, shape, id=f"{name}-{shape}", marks=_marks(name))
          for name in KERNELS for shape in generate(SPECS[name], level="small")]
 
 
@@ -35,16 +51,18 @@ def test_reference_kernel_passes_every_check(pipecheck, name, shape) -> None:
     pipecheck.require_gpu("CUDA ladder kernel", kernel=name)
     pytest.importorskip("cupy")
     _require_shared_memory(name)
+    _record_exclusions(pipecheck, name)
     results = pipecheck.check_kernel(SPECS[name], shape)
     assert results, "check_kernel ran no check"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", list(KERNELS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in KERNELS])
 def test_reference_kernel_at_a_large_ragged_shape(pipecheck, name) -> None:
     pipecheck.require_gpu("CUDA ladder kernel", kernel=name)
     pytest.importorskip("cupy")
     _require_shared_memory(name)
+    _record_exclusions(pipecheck, name)
     from pytest_pipecheck.spec import Shape
 
     pipecheck.check_coverage(SPECS[name], Shape(M=1000, N=777, K=32 * 9 + 5))
