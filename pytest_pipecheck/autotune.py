@@ -52,7 +52,8 @@ from typing import Any
 
 from .results import PipecheckError
 
-__all__ = ["AutotuneConfig", "ConfigPruned", "autotuner", "config_id", "configs", "pinned", "resolve"]
+__all__ = ["AutotuneConfig", "ConfigPruned", "Pin", "autotuner", "config_id", "configs", "pinned", "resolve",
+           "spec_for"]
 
 _REQUIRED = ("configs", "arg_names", "fn")
 _pin_lock = threading.Lock()

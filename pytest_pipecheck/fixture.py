@@ -56,6 +56,8 @@ class Pipecheck:
         self._expecting = config.expect_failures
         #: (spec, shape) pairs already launched for the sanitizer (scope "launch": once per shape)
         self.sanitizer_launched: set[tuple[int, str]] = set()
+        #: (id(spec), config) -> (spec, spec pinned to that config of its autotuned kernel)
+        self._pinned_specs: dict[tuple[int, Any], tuple[KernelSpec, KernelSpec]] = {}
 
     # ------------------------------------------------------------------ basics
     @property
@@ -172,6 +174,10 @@ class Pipecheck:
         config = kwargs.pop("config", None)
         if config is None:
             return spec
+        # one pinned spec per (spec, config) in a test: the sanitizer child's launch-once bookkeeping keys on it
+        key = (id(spec), config if isinstance(config, (str, int)) else id(config))
+        if key in self._pinned_specs:
+            return self._pinned_specs[key][1]
         from . import autotune
 
         def pruned(exc: Exception) -> None:
@@ -180,6 +186,7 @@ class Pipecheck:
             pytest.skip(f"pipecheck: {exc}")
 
         pinned: KernelSpec = autotune.spec_for(spec, config, on_pruned=pruned)
+        self._pinned_specs[key] = (spec, pinned)  # the original is kept alive so its id is not reused
         return pinned
 
     # ------------------------------------------------------------------ checks
