@@ -7,7 +7,9 @@ Sources: every setting from ``pytest_pipecheck.config.SETTINGS`` (command-line o
 marker keyword, default, meaning); the ``pipecheck`` fixture's public methods and properties from
 ``pytest_pipecheck.fixture.Pipecheck`` (signature and first docstring paragraph); the command line
 from each subcommand's ``add_arguments`` (``pytest_pipecheck.cli.SUBCOMMANDS``); every field of
-``KernelSpec`` and ``Tensor`` (default and the ``#:`` comment above it in ``pytest_pipecheck/spec.py``).
+``KernelSpec`` and ``Tensor`` (default and the ``#:`` comment above it in ``pytest_pipecheck/spec.py``); the
+keywords of the correctness checks (from their signatures; meanings here); the top-level exports and the
+``shapes``/``autotune`` functions (signature and first docstring paragraph).
 tests/unit/test_docs_reference.py runs ``--check``'s comparison.
 """
 
@@ -127,11 +129,12 @@ class _Annotation(str):
         return str(self)
 
 
-def _signature(fn: Any) -> str:
-    """``fn``'s signature without ``self``; annotations as written, defaults as Python would write them."""
+def _signature(fn: Any, skip: int = 1) -> str:
+    """``fn``'s signature without ``self`` (its first ``skip`` parameters); annotations as written, defaults as
+    Python would write them."""
     sig = inspect.signature(fn)
     params = [p.replace(annotation=_Annotation(p.annotation)) if isinstance(p.annotation, str) else p
-              for p in list(sig.parameters.values())[1:]]
+              for p in list(sig.parameters.values())[skip:]]
     ret = sig.return_annotation
     ret = _Annotation(ret) if isinstance(ret, str) else ret
     return str(sig.replace(parameters=params, return_annotation=ret))
@@ -246,7 +249,8 @@ def spec_section() -> str:
         "`from pytest_pipecheck import KernelSpec, Tensor, Divisible, Range`. A `KernelSpec` names either",
         "`launch` (the spec form: pipecheck allocates every array) or `call` (the wrapper form: the entry point",
         "as shipped allocates and returns its outputs). Each check takes `values=` (a value pattern, see",
-        "`pytest_pipecheck.values`) and `layout=` (see `pytest_pipecheck.layouts`).",
+        "`pytest_pipecheck.values`), `layout=` (see `pytest_pipecheck.layouts`) and, for a spec with `autotune=`,",
+        "`config=` (see the keywords of the correctness checks above and the autotune functions below).",
         "",
     ]
     for cls in (KernelSpec, Tensor):
@@ -261,9 +265,82 @@ def spec_section() -> str:
     return "\n".join(lines)
 
 
+# what each keyword of the correctness checks means; every keyword-only parameter of
+# pytest_pipecheck.checks.coverage's check_* (and the fixture's config=) must have a row, or rendering fails
+_CHECK_KEYWORDS = {
+    "values": "a value pattern by name (`negative`, `large`, ...; `pytest_pipecheck.values`), default `normal`",
+    "layout": "each tensor's memory layout: an id (`a-transposed`), a `Layout`, or `{tensor: kind}` "
+              "(`pytest_pipecheck.layouts`); default: the spec's base layout",
+    "config": "a config of the spec's `autotune` kernel (id, index or `AutotuneConfig`): every launch runs it "
+              "pinned with the Autotuner's hooks, and the verdicts name it `spec[config id]`",
+    "tolerance": "`auto` (by dtype, or the spec's `rtol`/`atol`), `calibrated` (at most `calibration_k` times a "
+                 "same-precision implementation's error; needs `same_precision`) or `exact`",
+    "rtol": "relative tolerance for this call (overrides the spec's)",
+    "atol": "absolute tolerance for this call (overrides the spec's)",
+    "max_tiles": "the most loop tiles probed (first, second, around the stage count, last); default 16",
+    "runs": "launches compared bitwise; default: the setting `determinism_runs`",
+}
+
+
+def check_keywords_section() -> str:
+    from pytest_pipecheck.checks import coverage
+
+    plan = {"check_coverage": coverage.check_coverage, "check_tile_probe": coverage.check_tile_probe,
+            "check_determinism": coverage.check_determinism}
+    takes: dict[str, list[str]] = {"config": list(plan)}
+    for name, fn in plan.items():
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind is p.KEYWORD_ONLY:
+                takes.setdefault(p.name, []).append(name)
+    missing = [k for k in takes if k not in _CHECK_KEYWORDS]
+    if missing:
+        raise SystemExit(f"docs/gen_reference.py: no meaning for check keyword(s) {', '.join(missing)}")
+    lines = ["### Keywords of the correctness checks", "",
+             "`pipecheck.check_kernel(spec, shape, **keywords)` passes each keyword to the checks that take it.", "",
+             "| keyword | taken by | meaning |", "|---|---|---|"]
+    for key in _CHECK_KEYWORDS:
+        if key in takes:
+            by = ", ".join(f"`{n}`" for n in takes[key])
+            lines.append(f"| `{key}=` | {by} | {_cell(_CHECK_KEYWORDS[key])} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _api_rows(module: Any, names: list[str], prefix: str) -> list[str]:
+    rows = []
+    for name in names:
+        obj = getattr(module, name)
+        if inspect.ismodule(obj):
+            rows.append(f"| `{prefix}{name}` (module) | {_cell(_rst(_first_paragraph(obj)))} |")
+        elif inspect.isclass(obj):
+            rows.append(f"| `{prefix}{name}` (class) | {_cell(_rst(_first_paragraph(obj)))} |")
+        elif callable(obj):
+            sig = _signature(obj, skip=0)
+            rows.append(f"| `{prefix}{name}{_cell(sig)}` | {_cell(_rst(_first_paragraph(obj)))} |")
+    return rows
+
+
+def api_section() -> str:
+    import pytest_pipecheck
+    from pytest_pipecheck import autotune, shapes
+
+    lines = ["## Python API", "",
+             "The names `pytest_pipecheck` exports (imported lazily: `import pytest_pipecheck` pulls in no GPU "
+             "library):", "", "| name | what it is |", "|---|---|"]
+    lines += _api_rows(pytest_pipecheck, [n for n in pytest_pipecheck.__all__ if n != "__version__"], "")
+    lines += ["", "### Generated shapes", "", "| function | what it does |", "|---|---|"]
+    lines += _api_rows(shapes, ["generate", "generate_cases"], "shapes.")
+    lines += ["", "### Autotuned kernels", "", _rst(_first_paragraph(autotune)), "",
+              "| name | what it does |", "|---|---|"]
+    lines += _api_rows(autotune, list(autotune.__all__), "autotune.")
+    lines.append("")
+    return "\n".join(lines)
+
+
 def render() -> str:
     """The whole of docs/reference.md."""
-    parts = [_INTRO, settings_section(), markers_section(), fixture_section(), spec_section(), cli_section()]
+    parts = [_INTRO, settings_section(), markers_section(), fixture_section(), check_keywords_section(),
+             spec_section(), api_section(), cli_section()]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 

@@ -7,6 +7,8 @@ triton or cupy:
 - :class:`KernelSpec`, :class:`Tensor` -- describe a kernel once (a launcher, or the wrapper as
   shipped with ``call=``); checks are driven from it
 - :class:`Divisible`, :class:`Range` -- preconditions on a dimension
+- :class:`Shape`, :func:`generate` -- one shape (``M129-N65-K200``); the ragged shapes generated for a spec
+- :mod:`autotune` -- the configs of a ``triton.autotune`` kernel, and pinning one of them
 - :class:`Pipecheck` -- the object the ``pipecheck`` fixture returns
 - :class:`CheckResult`, :class:`Verdict` -- what every check records
 """
@@ -26,6 +28,9 @@ _LAZY = {
     "Tensor": ("pytest_pipecheck.spec", "Tensor"),
     "Divisible": ("pytest_pipecheck.spec", "Divisible"),
     "Range": ("pytest_pipecheck.spec", "Range"),
+    "Shape": ("pytest_pipecheck.spec", "Shape"),
+    "generate": ("pytest_pipecheck.shapes", "generate"),
+    "autotune": ("pytest_pipecheck.autotune", ""),
     "Pipecheck": ("pytest_pipecheck.fixture", "Pipecheck"),
     "CheckResult": ("pytest_pipecheck.results", "CheckResult"),
     "Verdict": ("pytest_pipecheck.results", "Verdict"),

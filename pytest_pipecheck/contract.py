@@ -61,6 +61,8 @@ REGISTRY: tuple[CheckKind, ...] = (
     CheckKind("fault", None, "a kernel fault that left the CUDA context unusable"),
     # not a check of the kernel: generated shapes left out (over the memory budget), recorded as skips
     CheckKind("shapes", None, "generated shapes dropped for exceeding the shape memory budget"),
+    # not a check of the kernel: a config of an autotuned kernel that Triton never runs at a shape, recorded as a skip
+    CheckKind("autotune", None, "configs that early_config_prune removes at a shape (Triton never runs them there)"),
 )
 _BY_NAME: dict[str, CheckKind] = {k.name: k for k in REGISTRY}
 

@@ -56,6 +56,8 @@ class Pipecheck:
         self._expecting = config.expect_failures
         #: (spec, shape) pairs already launched for the sanitizer (scope "launch": once per shape)
         self.sanitizer_launched: set[tuple[int, str]] = set()
+        #: (id(spec), config) -> (spec, spec pinned to that config of its autotuned kernel)
+        self._pinned_specs: dict[tuple[int, Any], tuple[KernelSpec, KernelSpec]] = {}
 
     # ------------------------------------------------------------------ basics
     @property
@@ -164,6 +166,29 @@ class Pipecheck:
             self.skip_check(check, reason, kernel=kernel)
             pytest.skip(reason)
 
+    def _for_config(self, spec: KernelSpec, kwargs: dict[str, Any]) -> KernelSpec:
+        """``spec`` pinned to ``kwargs.pop("config")`` of its autotuned kernel (unchanged without one).
+
+        A config that the kernel's ``early_config_prune`` removes at a launch's arguments is never run
+        there by Triton: the test is skipped with that reason (recorded as an ``autotune`` skip)."""
+        config = kwargs.pop("config", None)
+        if config is None:
+            return spec
+        # one pinned spec per (spec, config) in a test: the sanitizer child's launch-once bookkeeping keys on it
+        key = (id(spec), config if isinstance(config, (str, int)) else id(config))
+        if key in self._pinned_specs:
+            return self._pinned_specs[key][1]
+        from . import autotune
+
+        def pruned(exc: Exception) -> None:
+            __tracebackhide__ = True
+            self.skip_check("autotune", str(exc), kernel=pinned.name)
+            pytest.skip(f"pipecheck: {exc}")
+
+        pinned: KernelSpec = autotune.spec_for(spec, config, on_pruned=pruned)
+        self._pinned_specs[key] = (spec, pinned)  # the original is kept alive so its id is not reused
+        return pinned
+
     # ------------------------------------------------------------------ checks
     # Each delegates to its module; keyword arguments are documented there.
 
@@ -186,6 +211,7 @@ class Pipecheck:
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Poisoned outputs, guard bands and comparison against the reference at one shape."""
         __tracebackhide__ = True
+        spec = self._for_config(spec, kwargs)
         skipped = self.selected("coverage", kernel=getattr(spec, "name", None))
         if skipped is not None:
             return skipped
@@ -196,6 +222,7 @@ class Pipecheck:
     def check_tile_probe(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Run once per loop tile with inputs zero elsewhere; each tile must count exactly once."""
         __tracebackhide__ = True
+        spec = self._for_config(spec, kwargs)
         skipped = self.selected("tile_probe", kernel=getattr(spec, "name", None))
         if skipped is not None:
             return skipped
@@ -206,6 +233,7 @@ class Pipecheck:
     def check_determinism(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Repeated runs on the same inputs must be bitwise equal."""
         __tracebackhide__ = True
+        spec = self._for_config(spec, kwargs)
         skipped = self.selected("determinism", kernel=getattr(spec, "name", None))
         if skipped is not None:
             return skipped
@@ -218,10 +246,13 @@ class Pipecheck:
 
         ``values="negative"`` (any pattern of :mod:`pytest_pipecheck.values`) sets the input values;
         ``layout="a-transposed"`` (any layout of :mod:`pytest_pipecheck.layouts`) places the tensors.
+        ``config="BLOCK_M64-BLOCK_N32-w4-s3"`` (an id, index or config of the spec's ``autotune`` kernel; every
+        check method takes it) pins that config (:mod:`pytest_pipecheck.autotune`): the verdicts name it.
 
         A deselected check is recorded as skipped (the summary says why) but not returned.
         """
         __tracebackhide__ = True
+        spec = self._for_config(spec, kwargs)
         for check in ("coverage", "tile_probe", "determinism"):
             self.selected(check, kernel=getattr(spec, "name", None))
         from .checks import coverage

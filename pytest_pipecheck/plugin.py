@@ -345,11 +345,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes;
     one taking ``values`` too gets (shape, value pattern) pairs (see :func:`pytest_pipecheck.values.pair`),
     one taking only ``values`` every pattern of SPEC. One taking ``layout`` gets SPEC's layouts
-    (:func:`pytest_pipecheck.layouts.generate`), paired with the other cases (see the comment below)."""
+    (:func:`pytest_pipecheck.layouts.generate`), paired with the other cases (see the comment below). One
+    taking ``config``, when SPEC has ``autotune=``, runs each case once per config (ids ``...-config=BLOCK_M64-w4-s3``)."""
     wants_shape = "shape" in metafunc.fixturenames
     wants_values = "values" in metafunc.fixturenames
     wants_layout = "layout" in metafunc.fixturenames
-    if not wants_shape and not wants_values and not wants_layout:
+    wants_config = "config" in metafunc.fixturenames
+    if not wants_shape and not wants_values and not wants_layout and not wants_config:
         return
     markers = list(metafunc.definition.iter_markers("pipecheck"))
     if not any("spec" in m.kwargs for m in markers):
@@ -365,6 +367,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from . import layouts, shapes, values
 
     spec = cfg.spec
+    # a test taking `config` runs every case once per config of the spec's autotuned kernel; without
+    # autotune= the name is left to the user's own fixture or parameter
+    wants_config = wants_config and getattr(spec, "autotune", None) is not None
+    if not wants_shape and not wants_values and not wants_layout and not wants_config:
+        return
     # (shape, pattern) cases: every shape with normal, each other pattern at a few ragged shapes
     # (values.pair); without a shape argument, every pattern (or one case when values is not taken)
     why: dict[Any, str | None] = {None: None}
@@ -392,16 +399,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                     else [(None, lay) for lay in layouts.generate(spec, level=cfg.shape_level)[1:]])
         full = [(s, n, first) for s, n in base] + [(s, normal, lay) for s, lay in variants]
 
-    names = [name for name, wanted in (("shape", wants_shape), ("values", wants_values), ("layout", wants_layout))
-             if wanted]
+    # every config at every case: a bug of one config (its block size, its split) shows at the shapes
+    # generated for all of them, and each (case, config) is its own test, named by the config's id
+    config_ids: list[str | None] = [c.id for c in spec.autotune_configs] if wants_config else [None]
+    names = [name for name, wanted in (("shape", wants_shape), ("values", wants_values), ("layout", wants_layout),
+                                       ("config", wants_config)) if wanted]
     params = []
     for s, n, lay in full:
-        args = [a for a, wanted in ((s, wants_shape), (n, wants_values), (lay, wants_layout)) if wanted]
-        ident = "-".join(part for part, wanted in ((str(s), wants_shape), (f"values={n}", wants_values),
-                                                   (str(lay), wants_layout)) if wanted)
-        dropped = why.get(s)
-        params.append(pytest.param(*args, id=ident,
-                                   marks=() if dropped is None else pytest.mark.skip(reason=f"pipecheck: {dropped}")))
+        for cid in config_ids:
+            args = [a for a, wanted in ((s, wants_shape), (n, wants_values), (lay, wants_layout),
+                                        (cid, wants_config)) if wanted]
+            ident = "-".join(part for part, wanted in ((str(s), wants_shape), (f"values={n}", wants_values),
+                                                       (str(lay), wants_layout), (f"config={cid}", wants_config))
+                             if wanted)
+            dropped = why.get(s)
+            params.append(pytest.param(*args, id=ident, marks=() if dropped is None
+                                       else pytest.mark.skip(reason=f"pipecheck: {dropped}")))
     metafunc.parametrize(names if len(names) > 1 else names[0], params)
 
 

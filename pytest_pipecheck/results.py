@@ -23,6 +23,9 @@ __all__ = [
 
 
 class Verdict(str, enum.Enum):
+    """A check's outcome: ``pass``, ``fail`` (a defect found), ``skip`` (not run, with the reason) or ``error``
+    (inconclusive: the check could not reach a verdict; it fails the test as a failure does)."""
+
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"

@@ -23,6 +23,8 @@ The API (stable; other modules and kernel packages are written against it)::
         calibration_k=2.0,         # calibrated mode: error <= k * same-precision error
         values=None,               # value patterns generated for it (default: pytest_pipecheck.values.DEFAULT)
         blocks_per_program=None,   # {"K": 4}: one program covers 4 tiles of K (drives the shapes)
+        autotune=None,             # a triton.autotune kernel: tests taking `config` check each config
+        configs=None,              # a subset of its configs, by id or index (default: all)
     )
 
     Tensor(name, dims, dtype="float16", role="input", init="randn",
@@ -359,8 +361,9 @@ class KernelSpec:
     #: the kernel's inputs and outputs, each a :class:`Tensor` with named dims
     tensors: Sequence[Tensor] = ()
     #: tile size per dimension, e.g. ``{"M": 128, "N": 128, "K": 64}``, or several sizes of one dimension,
-    #: ``{"N": (64, 128)}`` (BLOCK_M and BLOCK_N both on it): shapes get ragged trip counts for each
-    tiles: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: ``{"N": (64, 128)}`` (BLOCK_M and BLOCK_N both on it): shapes get ragged trip counts for each; with
+    #: ``autotune``, a config keyword (``{"M": "BLOCK_M"}``) stands for its sizes over the checked configs
+    tiles: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: the pipelined loop dimension (its tiles are probed one by one)
     loop_dim: str = ""
     #: pipeline depth (num_stages); drives the generated loop trip counts
@@ -399,14 +402,25 @@ class KernelSpec:
     #: default: the outputs in declared order. A returned dict is matched by name. An inout may be
     #: named too (a call that returns the tensor it updated in place)
     returns: Sequence[str | None] | None = None
+    #: a ``triton.autotune`` kernel that ``launch``/``call`` launches: a test taking a ``config`` argument runs
+    #: once per config, pinned (see :mod:`pytest_pipecheck.autotune`); ``tiles`` may then name a config
+    #: keyword (``{"M": "BLOCK_M"}``) and ``stages`` left at 1 becomes the deepest config's ``num_stages``
+    autotune: Any = None
+    #: the configs of ``autotune`` to check, by id (``"BLOCK_M64-BLOCK_N32-w4-s3"``) or index; default: all
+    configs: Sequence[str | int] | None = None
     #: derived from ``tiles``: every tile size of each dimension, smallest first (``{"N": (64, 128)}``);
     #: ``tiles`` keeps the smallest of each
     tile_sizes: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False, default_factory=dict)
+    #: derived from ``tiles``: the dimensions whose tile size is a config keyword of ``autotune`` (``{"M": "BLOCK_M"}``)
+    tile_keys: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
+    #: derived from ``autotune`` and ``configs``: the configs checked (:class:`~pytest_pipecheck.autotune.AutotuneConfig`)
+    autotune_configs: tuple[Any, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tensors", tuple(self.tensors))
+        tiles = self._resolve_autotune()
         sizes: dict[str, tuple[int, ...]] = {}
-        for dim, size in dict(self.tiles).items():
+        for dim, size in tiles.items():
             many = tuple(size) if isinstance(size, (tuple, list)) else (size,)
             for one in many:
                 if isinstance(one, bool) or not isinstance(one, int) or one < 1:
@@ -423,6 +437,39 @@ class KernelSpec:
             object.__setattr__(self, "values", validate_names(self.values, self.name))
         object.__setattr__(self, "preconditions", tuple(self.preconditions))
         self.validate()
+
+    def _resolve_autotune(self) -> dict[str, Any]:
+        """The tiles with config keywords replaced by their sizes over the checked configs; sets
+        ``autotune_configs``, ``tile_keys`` and (when left at 1) ``stages`` from ``autotune``."""
+        tiles: dict[str, Any] = dict(self.tiles)
+        keys: dict[str, str] = {d: v for d, v in tiles.items() if isinstance(v, str)}
+        object.__setattr__(self, "tile_keys", keys)
+        if self.autotune is None:
+            if self.configs is not None:
+                raise self._error("configs= names configs of autotune=, which is not given")
+            if keys:
+                dim, key = next(iter(keys.items()))
+                raise self._error(f"tile size {dim}={key!r} names a config keyword, but the spec has no autotune= "
+                                  "kernel to take it from")
+            return tiles
+        from . import autotune
+
+        if isinstance(self.configs, (str, int)):
+            object.__setattr__(self, "configs", (self.configs,))
+        try:
+            chosen = tuple(autotune.configs(self.autotune, self.configs))
+        except PipecheckError as exc:
+            raise self._error(str(exc)) from None
+        object.__setattr__(self, "autotune_configs", chosen)
+        for dim, key in keys.items():
+            lacking = [c.id for c in chosen if key not in c.kwargs]
+            if lacking:
+                raise self._error(f"tile size {dim}={key!r}: config {lacking[0]} has no keyword {key!r}")
+            tiles[dim] = tuple(sorted({c.kwargs[key] for c in chosen}))
+        depths = [c.num_stages for c in chosen if isinstance(c.num_stages, int)]
+        if self.stages == 1 and depths:
+            object.__setattr__(self, "stages", max(depths))
+        return tiles
 
     # -------------------------------------------------------------- validation
     def _error(self, message: str) -> PipecheckError:

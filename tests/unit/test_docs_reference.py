@@ -73,3 +73,25 @@ def test_preconditions_are_exported_at_the_top_level() -> None:
 
     assert pytest_pipecheck.Divisible is Divisible and pytest_pipecheck.Range is Range
     assert {"Divisible", "Range"} <= set(pytest_pipecheck.__all__)
+
+
+def test_every_export_autotune_name_and_check_keyword_is_documented() -> None:
+    import pytest_pipecheck
+    from pytest_pipecheck import autotune
+    from pytest_pipecheck.checks import coverage
+
+    text = REFERENCE.read_text(encoding="utf-8")
+    api = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    for name in pytest_pipecheck.__all__:
+        if name != "__version__":
+            assert f"| `{name}" in api, f"docs/reference.md does not document the export {name}"
+            assert getattr(pytest_pipecheck, name) is not None
+    for name in autotune.__all__:
+        assert f"| `autotune.{name}" in api, f"docs/reference.md does not document autotune.{name}"
+    assert pytest_pipecheck.autotune is autotune and pytest_pipecheck.Shape.__name__ == "Shape"
+    keywords = text.split("### Keywords of the correctness checks", 1)[1].split("\n## ", 1)[0]
+    for fn in (coverage.check_coverage, coverage.check_tile_probe, coverage.check_determinism):
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind is p.KEYWORD_ONLY:
+                assert f"| `{p.name}=` |" in keywords, f"{fn.__name__}({p.name}=) is not in docs/reference.md"
+    assert "| `config=` |" in keywords
