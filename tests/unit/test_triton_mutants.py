@@ -15,26 +15,43 @@ from pytest_pipecheck.results import PipecheckFailure, Verdict
 from reference_kernels.mutants import triton as triton_mutants
 
 
-@pytest.mark.pipecheck(expect_failures=True)
-@pytest.mark.parametrize("name", triton_mutants.MUTANTS)
-def test_mutant_is_caught(pipecheck, name):
-    mod = triton_mutants.load(name)
-    spec = mod.spec(pipecheck.device)
-    fixed = mod.shape(pipecheck.device)
+def _caught(pipecheck, built, check):
+    """(shape, message, result) of the first shape at which ``check`` fails ``built``; None if it passes all."""
+    spec = built.spec(pipecheck.device)
+    fixed = built.shape(pipecheck.device)
     candidates = [fixed] if fixed is not None else shape_gen.generate(spec, level="small")
-    check = getattr(pipecheck, f"check_{mod.CAUGHT_BY}")
-    caught = None
     for shape in candidates:
         try:
-            check(spec, shape)
+            getattr(pipecheck, f"check_{check}")(spec, shape)
         except PipecheckFailure as exc:
-            caught = (shape, str(exc), exc.result)
-            break
-    assert caught is not None, f"{name} ({mod.BUG}) passed {mod.CAUGHT_BY} at every shape {candidates}"
+            return shape, str(exc), exc.result
+    return None
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+@pytest.mark.parametrize("name", list(triton_mutants.MUTANTS))
+def test_mutant_is_caught(pipecheck, name):
+    built = triton_mutants.load(name)
+    m = built.mutant
+    caught = _caught(pipecheck, built, m.check)
+    assert caught is not None, f"{name} ({m.bug}) passed {m.check} at every shape"
     shape, message, result = caught
-    assert mod.MESSAGE in message, message
+    spec = built.spec(pipecheck.device)
+    assert m.expect in message, message
     assert spec.name in message and str(shape) in message, message
-    assert result is not None and result.check == mod.CAUGHT_BY and result.verdict is Verdict.FAIL
+    assert result is not None and result.check == m.check and result.verdict is Verdict.FAIL
+
+
+@pytest.mark.parametrize("check", sorted({m.check for m in triton_mutants.MUTANTS.values()}))
+def test_the_mutants_base_passes_their_checks(pipecheck, check):
+    """The control: the unedited base, built the same way, passes every check a mutant fails, at the
+    same shapes (so a catch is the edit's doing, not the base's or the builder's)."""
+    built = triton_mutants.base()
+    fixed = [m for m in triton_mutants.MUTANTS.values() if m.shape_in_tiles and m.check == check]
+    assert _caught(pipecheck, built, check) is None
+    for m in fixed:  # the long-K shape of the fp16 accumulator
+        shape = triton_mutants.load(m.name).shape(pipecheck.device)
+        assert getattr(pipecheck, f"check_{check}")(built.spec(pipecheck.device), shape).verdict is Verdict.PASS
 
 
 @pytest.mark.parametrize("name", ["gemm_reference", *triton_mutants.MUTANTS])

@@ -26,16 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reference_kernels.cuda.launch import KERNELS, CudaKernel, gemm, kernel_source
+from reference_kernels.mutants import engine
+from reference_kernels.mutants.engine import MutantError
 
-__all__ = ["MUTANTS", "CudaMutant", "MutantError", "apply_edits", "mutant"]
+__all__ = ["MUTANTS", "CudaMutant", "MutantError", "apply_edits", "as_mutants", "mutant"]
 
 _TAG_RE = re.compile(r"//\s*pipecheck:([A-Za-z0-9_]+)")
 CHECKS = ("coverage", "tile_probe", "sanitizer:racecheck", "sanitizer:synccheck", "sanitizer:memcheck",
           "hang", "perf", "occupancy")
-
-
-class MutantError(ValueError):
-    """A mutant declaration that does not apply to its base source (a tag missing or duplicated)."""
+assert set(CHECKS) <= set(engine.CHECKS)
 
 
 def tagged_lines(source: str) -> dict[str, int]:
@@ -52,15 +51,15 @@ def tagged_lines(source: str) -> dict[str, int]:
 
 def apply_edits(source: str, edits: Mapping[str, str], *, name: str = "mutant") -> str:
     """Replace each tagged line with its replacement (indentation kept; "" deletes the statement)."""
-    lines = source.splitlines()
-    tags = tagged_lines(source)
-    for tag, replacement in edits.items():
+    tags = tagged_lines(source)  # a duplicated tag anywhere is an error
+    for tag in edits:
         if tag not in tags:
             raise MutantError(f"{name}: tag pipecheck:{tag} not found in the base source (known: {sorted(tags)})")
-        i = tags[tag]
-        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-        lines[i] = f"{indent}{replacement}  // MUTANT {name}: was pipecheck:{tag}".rstrip()
-    return "\n".join(lines) + "\n"
+    return engine.apply_edits(source, _edits(edits), name=name)
+
+
+def _edits(edits: Mapping[str, str]) -> tuple[engine.Edit, ...]:
+    return tuple(engine.Edit(None, replacement, tag) for tag, replacement in edits.items())
 
 
 @dataclass(frozen=True)
@@ -157,3 +156,27 @@ def mutant(name: str) -> CudaMutant:
         return MUTANTS[name]
     except KeyError:
         raise MutantError(f"unknown CUDA mutant {name!r} (known: {', '.join(MUTANTS)})") from None
+
+
+# where each bug sits, in the engine's tags (reference_kernels.mutants.engine.TAGS)
+_TAGS: dict[str, frozenset[str]] = {
+    "missing_wait_prior": frozenset({"sanitizer", "steady_state"}),
+    "missing_sync_after_wait": frozenset({"sanitizer", "barrier", "steady_state"}),
+    "epilogue_wrong_buffer": frozenset({"epilogue"}),
+    "epilogue_skipped": frozenset({"epilogue"}),
+    "stages_exceed_buffers": frozenset({"sanitizer", "prologue", "steady_state"}),
+    "consumer_skips_wait": frozenset({"hang", "barrier"}),
+    "serialized_wait_after_commit": frozenset({"perf", "steady_state"}),
+    "unguarded_tail": frozenset({"sanitizer", "tail"}),
+    "divergent_barrier": frozenset({"sanitizer", "barrier"}),
+    "stage_cliff_sm86": frozenset({"occupancy"}),
+}
+
+
+def as_mutants() -> dict[str, engine.Mutant]:
+    """:data:`MUTANTS` in the engine's vocabulary (:mod:`reference_kernels.mutants.engine`)."""
+    return {
+        name: engine.Mutant(name, "cuda", m.base, _edits(m.edits), m.check, m.expect, m.bug, _TAGS[name],
+                            extra={"stages": m.stages, **m.extra})
+        for name, m in MUTANTS.items()
+    }

@@ -29,7 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["EXPECTED_CHECKS", "MUTANTS", "OUTCOMES", "HopperMutant", "apply_mutant", "tagged_line"]
+from reference_kernels.mutants import engine
+
+__all__ = ["ENTRY", "EXPECTED_CHECKS", "MUTANTS", "OUTCOMES", "HopperMutant", "apply_mutant", "as_mutants",
+           "tagged_line"]
+
+ENTRY = "hopper_tma_wgmma_gemm"  # the base kernel (reference_kernels.hopper.launch.ENTRY)
 
 
 EXPECTED_CHECKS = ("coverage", "hang", "sanitizer:racecheck")
@@ -136,11 +141,31 @@ def apply_mutant(source: str, name: str) -> str:
         mutant = MUTANTS[name]
     except KeyError:
         raise ValueError(f"unknown Hopper mutant {name!r} (known: {', '.join(MUTANTS)})") from None
-    lines = source.splitlines(keepends=True)
-    for tag, old, new in mutant.edits:
-        index, text = tagged_line(source, tag)
-        if old not in text:
-            raise ValueError(f"mutant {name}: the line tagged pipecheck:{tag} no longer contains "
-                             f"{old!r} (it reads {text.strip()!r}); update the mutant")
-        lines[index] = lines[index].replace(old, new, 1)
-    return "".join(lines)
+    for tag, _, _ in mutant.edits:
+        tagged_line(source, tag)  # exactly one line ends with the tag
+    return engine.apply_edits(source, _edits(mutant), name=name)
+
+
+def _edits(mutant: HopperMutant) -> tuple[engine.Edit, ...]:
+    return tuple(engine.Edit(old, new, tag) for tag, old, new in mutant.edits)
+
+
+# where each bug sits, in the engine's tags (reference_kernels.mutants.engine.TAGS)
+_TAGS: dict[str, frozenset[str]] = {
+    "hopper_full_wait_wrong_parity": frozenset({"barrier", "steady_state"}),
+    "hopper_expect_tx_bytes_mismatch": frozenset({"hang", "barrier", "tma"}),
+    "hopper_stage_released_before_wgmma_done": frozenset({"barrier", "steady_state", "wgmma"}),
+    "hopper_tma_coordinates_swapped": frozenset({"tma"}),
+}
+
+
+def as_mutants() -> dict[str, engine.Mutant]:
+    """:data:`MUTANTS` in the engine's vocabulary (:mod:`reference_kernels.mutants.engine`); ``expect`` is
+    the outcome tests/gpu/test_hopper_gpu.py classifies a child run as (``coverage``, ``hang``), and
+    ``extra["may_also"]`` the other outcomes that count as caught."""
+    return {
+        name: engine.Mutant(name, "cuda", ENTRY, _edits(m), m.expected_check, m.expected_check, m.bug,
+                            _TAGS[name], extra={"may_also": m.may_also, "note": m.note, "shapes": m.shapes,
+                                                "configs": m.configs})
+        for name, m in MUTANTS.items()
+    }
