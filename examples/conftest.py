@@ -7,7 +7,8 @@ Several library kernels do this (liger-kernel's RMSNorm, LayerNorm and SwiGLU). 
 does not implement libdevice calls either (``libdevice.rsqrt`` returns nothing). Under
 ``TRITON_INTERPRET=1`` this conftest wraps float arguments as fp32 scalars, as the compiler does,
 and routes the libdevice functions that ``tl.math`` also provides to it; FINDINGS.md has the
-reproducers. Nothing changes when the kernels are compiled for a GPU.
+reproducers. Autotuned kernels run every config once instead of timing them (no driver on the
+CPU). Nothing changes when the kernels are compiled for a GPU.
 """
 
 from __future__ import annotations
@@ -65,8 +66,28 @@ def _libdevice_through_tl_math_in_the_interpreter() -> None:
             setattr(module, name, routed)
 
 
+def _autotune_without_a_driver_in_the_interpreter() -> None:
+    """``triton.autotune`` with several configs times them with the GPU driver's ``do_bench``, which
+    does not exist on the CPU tier. In the interpreter every config is run once (so each one still
+    executes) and the first is kept; timings mean nothing there."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return
+    if getattr(Autotuner, "_pipecheck_examples", False):
+        return
+
+    def run_once(fn, quantiles=None, **kwargs):  # type: ignore[no-untyped-def]
+        fn()
+        return [0.0, 0.0, 0.0] if quantiles else 0.0
+
+    Autotuner.do_bench = property(lambda self: run_once)  # type: ignore[assignment,method-assign]
+    Autotuner._pipecheck_examples = True  # type: ignore[attr-defined]
+
+
 @pytest.hookimpl(trylast=True)  # after the plugin has chosen the tier (it sets TRITON_INTERPRET on the CPU)
 def pytest_configure(config) -> None:  # type: ignore[no-untyped-def]
     if os.environ.get("TRITON_INTERPRET") == "1":
         _wrap_float_scalars_in_the_interpreter()
         _libdevice_through_tl_math_in_the_interpreter()
+        _autotune_without_a_driver_in_the_interpreter()
