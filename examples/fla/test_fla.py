@@ -43,8 +43,29 @@ def local_cumsum_reference(a, d):
     return {"o": torch.cat([c.cumsum(1) for c in g.split(CHUNK, dim=1)], dim=1)}
 
 
+def fp32_running_sum(x, chunk=None):
+    """A same-precision cumulative sum along dim 1: one fp32 addition per step, restarting every ``chunk``.
+
+    Not ``torch.cumsum``: on the CPU it accumulates float32 in double, so its error is not an fp32 sum's.
+    """
+    x = x.float()
+    out = torch.empty_like(x)
+    acc = torch.zeros_like(x[:, 0])
+    for t in range(x.shape[1]):
+        acc = (x[:, t] if chunk and t % chunk == 0 else acc + x[:, t])
+        out[:, t] = acc
+    return out
+
+
+def local_cumsum_fp32(a, d):
+    return {"o": fp32_running_sum(a["g"], CHUNK)}
+
+
+# A running sum's rounding error scales with the terms, not with the result: where the terms of the
+# ``large`` pattern cancel, a correct fp32 sum is off by more than a relative tolerance on the result
+# allows. The calibrated tolerance compares the kernel's error with an fp32 running sum instead.
 LOCAL_CUMSUM = KernelSpec(
-    "fla_chunk_local_cumsum", call=local_cumsum, reference=local_cumsum_reference,
+    "fla_chunk_local_cumsum", call=local_cumsum, reference=local_cumsum_reference, same_precision=local_cumsum_fp32,
     tensors=(Tensor("g", ("B", "T", "H"), dtype="float32"), Tensor("o", ("B", "T", "H"), dtype="float32", role="output")),
     tiles={"T": CHUNK}, loop_dim="T", description="fla.ops.utils.cumsum.chunk_local_cumsum (scalar, [B, T, H])",
 )
@@ -55,8 +76,7 @@ GLOBAL_CUMSUM = KernelSpec(
     tensors=(Tensor("s", ("B", "T", "H"), dtype="float32"), Tensor("o", ("B", "T", "H"), dtype="float32", role="output")),
     # the kernel walks T in chunks of BT carrying the running sum: T is a real pipelined loop here
     tiles={"T": GLOBAL_BT}, loop_dim="T", description="fla.ops.utils.cumsum.chunk_global_cumsum (scalar, [B, T, H])",
-    # a running sum over up to a few hundred fp32 terms: the reference is fp64
-    rtol=1e-5, atol=1e-4,
+    same_precision=lambda a, d: {"o": fp32_running_sum(a["s"])},  # calibrated, as for the local cumsum
 )
 
 
