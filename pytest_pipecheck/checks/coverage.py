@@ -525,7 +525,7 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
         else:
             tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
                                config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
-        tol = _pattern_tolerance(tol, pattern, want)
+        tol = _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
         tol_used = tol
         nonfinite_lines, exclude = _nonfinite_expectations(pattern, t, got, want, unwritten, spec)
         cmp = _tol.compare(got, np.where(exclude, 0.0, want) if pattern.nonfinite else want, tol, exclude=exclude)
@@ -586,12 +586,15 @@ def _calibrated(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t: Tens
     return tol
 
 
-def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any) -> _tol.Tolerance:
+def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any, *,
+                       calibrated: bool = False) -> _tol.Tolerance:
     """Under ``tiny``/``denormal`` the absolute tolerance shrinks with the reference's magnitude (below 1):
-    otherwise any output smaller than the dtype's atol would agree with it."""
+    otherwise any output smaller than the dtype's atol would agree with it. A calibrated tolerance is
+    left alone: it was measured on these inputs, so it already has their magnitude (scaling it again
+    would make a correct kernel's rounding error fail)."""
     import numpy as np
 
-    if not pattern.scale_atol or not want.size:
+    if calibrated or not pattern.scale_atol or not want.size:
         return tol
     finite = want[np.isfinite(want)]
     scale = min(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0)
@@ -760,7 +763,7 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
             else:
                 tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
                                    config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
-            tol = _pattern_tolerance(tol, pattern, want)
+            tol = _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
             cmp = _tol.compare(got, want, tol)
             worst_rel = max(worst_rel, cmp.max_rel)
             if not cmp.bad:

@@ -104,6 +104,22 @@ def test_tiny_keeps_a_correct_kernel_passing(pipecheck):
     assert pipecheck.check_coverage(_sum_spec(good_sum), "M2-K9", values="tiny").verdict is Verdict.PASS
 
 
+def test_tiny_leaves_a_calibrated_tolerance_unscaled(pipecheck):
+    """A calibrated atol is measured on the tiny inputs themselves; scaling it by the reference's magnitude
+    again (about 1e-18 for float32) made a correct fp32 running sum fail every coverage and tile probe."""
+    def cumsum_fp32(arrays, dims):
+        arrays["s"].copy_(arrays["x"].float().cumsum(dim=1))
+
+    spec = KernelSpec("cumsum_fp32", cumsum_fp32, lambda a, d: {"s": a["x"].double().cumsum(dim=1)},
+                      [Tensor("x", ("M", "K"), dtype="float32"), Tensor("s", ("M", "K"), dtype="float32", role="output")],
+                      {"K": 16}, "K", same_precision=lambda a, d: {"s": a["x"].float().cumsum(dim=1)})
+    for check in (pipecheck.check_coverage, pipecheck.check_tile_probe):
+        result = check(spec, "M4-K200", values="tiny")
+        assert result.verdict is Verdict.PASS, result.summary
+    tolerance = pipecheck.results[0].details["outputs"]["s"]["tolerance"]
+    assert "calibrated" in tolerance and "atol x" not in tolerance, tolerance
+
+
 def test_nan_and_inf_must_propagate(pipecheck):
     spec = _sum_spec(good_sum)
     for name in ("nan", "inf", "max"):
