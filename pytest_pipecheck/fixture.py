@@ -214,6 +214,7 @@ class Pipecheck:
         spec = self._for_config(spec, kwargs)
         skipped = self.selected("coverage", kernel=getattr(spec, "name", None))
         if skipped is not None:
+            self._launch_in_sanitizer_child(spec, shape, "coverage", kwargs)
             return skipped
         from .checks import coverage
 
@@ -225,6 +226,7 @@ class Pipecheck:
         spec = self._for_config(spec, kwargs)
         skipped = self.selected("tile_probe", kernel=getattr(spec, "name", None))
         if skipped is not None:
+            self._launch_in_sanitizer_child(spec, shape, "tile_probe", kwargs)
             return skipped
         from .checks import coverage
 
@@ -236,6 +238,7 @@ class Pipecheck:
         spec = self._for_config(spec, kwargs)
         skipped = self.selected("determinism", kernel=getattr(spec, "name", None))
         if skipped is not None:
+            self._launch_in_sanitizer_child(spec, shape, "determinism", kwargs)
             return skipped
         from .checks import coverage
 
@@ -253,11 +256,23 @@ class Pipecheck:
         """
         __tracebackhide__ = True
         spec = self._for_config(spec, kwargs)
-        for check in ("coverage", "tile_probe", "determinism"):
-            self.selected(check, kernel=getattr(spec, "name", None))
+        deselected = [check for check in ("coverage", "tile_probe", "determinism")
+                      if self.selected(check, kernel=getattr(spec, "name", None)) is not None]
         from .checks import coverage
 
+        if len(deselected) == 3:
+            self._launch_in_sanitizer_child(spec, shape, "coverage", kwargs)
         return coverage.check_all(self, spec, shape, **kwargs)
+
+    def _launch_in_sanitizer_child(self, spec: KernelSpec, shape: Any, check: str, kwargs: dict[str, Any]) -> None:
+        """In a sanitizer child, a deselected correctness check still launches its kernel once (the tool
+        must see it); elsewhere nothing."""
+        import os
+
+        if os.environ.get("PIPECHECK_CHILD"):
+            from .checks import coverage
+
+            coverage.launch_for_sanitizer(self, spec, shape, check, **kwargs)
 
     def check_occupancy(
         self,

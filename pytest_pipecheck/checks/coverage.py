@@ -294,6 +294,18 @@ def _launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Shape, check: 
                                  details={"shape": str(shape), "layout": str(lay), "reason": why}))
 
 
+def launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Any, check: str, *, values: Any = None,
+                         layout: Any = None, **_ignored: Any) -> CheckResult:
+    """Launch the kernel once at ``shape`` for the sanitizer of this child process, judging nothing.
+
+    Used in a sanitizer child for a correctness check that is deselected (``--pipecheck-checks=sanitizer``):
+    the normal run does not run the check, but the tool must still see the kernel launch, or a test
+    whose only launches go through the checks would read "0 hazards" having launched nothing.
+    """
+    shp = spec.check_shape(shape)
+    return _launch_for_sanitizer(pc, spec, shp, check, _pattern(spec, values), _lay.as_layout(spec, layout))
+
+
 def _inconclusive(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, message: str,
                   details: dict[str, Any]) -> NoReturn:
     """Record an ERROR (the check could not reach a verdict) and raise PipecheckError with ``message``.

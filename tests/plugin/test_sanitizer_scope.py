@@ -182,3 +182,25 @@ def test_pytest_split_durations_include_the_sanitizer_seconds(
     children = [json.loads(line) for line in log.read_text().splitlines()]
     sanitized = {a for argv in children for a in argv if "::test_k" in a}
     assert len(sanitized) == ran  # the group's tests only
+
+
+@pytest.mark.parametrize("scope", ["launch", "test"])
+def test_checks_sanitizer_alone_still_launches_each_kernel_in_the_child(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scope: str) -> None:
+    """checks=sanitizer (here from the ini file, which the children read too) deselects coverage, the
+    tile probe and determinism; a test whose kernels launch only through them must still launch them
+    under the tool, or its "0 hazards" would be about nothing."""
+    _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + CPU_DEVICE)
+    pytester.makepyfile(test_k=SUITE)
+    pytester.makeini("[pytest]\npipecheck_checks = sanitizer\n")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
+                                           f"--pipecheck-sanitizer-scope={scope}", "-k", "test_checks or test_racy")
+    out = result.stdout.str()
+    res = _results(out)
+    assert res[("test_checks", "sanitizer:racecheck")] == ("pass", "0 hazards"), out
+    assert res[("test_racy", "sanitizer:racecheck")][0] == "fail", out
+    counts = _launches(pytester.path)
+    assert sum(n for k, n in counts.items() if k.startswith("racecheck ")) == 2, counts  # once per test, in the child
+    assert "parent -" not in counts, counts  # the normal run judges no deselected check
