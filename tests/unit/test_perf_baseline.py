@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from pytest_pipecheck import _atomic
 from pytest_pipecheck.perf import baseline as bl
 from pytest_pipecheck.perf.baseline import BaselineError, BaselineStore, EnvKey
 from pytest_pipecheck.perf.stats import Samples
@@ -211,7 +212,7 @@ def test_unwritable_directory_via_mkstemp_failure(tmp_path, monkeypatch) -> None
     def denied(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(bl.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", denied)
     with pytest.raises(BaselineError, match=r"cannot write baseline in .*Permission denied"):
         BaselineStore(str(tmp_path)).save(H100, NODE, "default", _entry())
 
