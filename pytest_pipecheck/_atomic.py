@@ -14,6 +14,7 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 
 __all__ = ["UnsafePathError", "atomic_write_text", "describe_non_regular", "refuse_non_regular"]
 
@@ -59,18 +60,38 @@ def refuse_non_regular(path: str, what: str) -> None:
         )
 
 
-def atomic_write_text(path: str, text: str, what: str = "file") -> None:
+def atomic_write_text(
+    path: str,
+    text: str,
+    what: str = "file",
+    *,
+    refuse: Callable[[str], None] | None = None,
+    make_dirs: bool = True,
+    no_temp_file: Callable[[str, OSError], Exception] | None = None,
+) -> None:
     """Write ``text`` to ``path`` atomically, as a regular file.
 
     Raises :class:`UnsafePathError` when ``path`` is a symlink, FIFO, device, directory or anything
     but a regular file, and ``OSError`` when the directory cannot be created or written. A file
     that exists keeps its permission bits; a new one gets what ``open()`` would give it. Nothing is
     left half-written.
+
+    A caller with its own error type passes ``refuse`` (called with the path before writing and
+    again just before the rename; it raises when the path is unsafe) and ``no_temp_file`` (makes the
+    exception to raise when no temporary file can be created in the directory, from the directory and
+    the ``OSError``); ``make_dirs=False`` leaves a missing directory an error.
     """
-    refuse_non_regular(path, what)
+    check = refuse if refuse is not None else (lambda p: refuse_non_regular(p, what))
+    check(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    if make_dirs:
+        os.makedirs(directory, exist_ok=True)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        if no_temp_file is None:
+            raise
+        raise no_temp_file(directory, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -84,7 +105,7 @@ def atomic_write_text(path: str, text: str, what: str = "file") -> None:
             mode = 0o666 & ~umask  # mkstemp creates 0600; a new file gets what open() would give it
         os.chmod(tmp, mode)
         # checked again just before the rename: something may have appeared meanwhile
-        refuse_non_regular(path, what)
+        check(path)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -231,28 +231,24 @@ def _samples(got: Any, stages: int, what: str, where: str) -> Samples:
 
 def sweep_table(rows: list[dict[str, Any]], chosen: int | None, best: int | None) -> str:
     """The rows as the failure message shows them: one line per stage count."""
-    has_pred = any(r.get("predicted_us") is not None for r in rows)
-    has_occ = any(r.get("blocks_per_sm") is not None for r in rows)
-    has_tf = any(r.get("tflops") is not None for r in rows)
+    # the optional columns, shown when any row has a value: key, heading, width, how a value reads
+    optional: list[tuple[str, str, int, Callable[[Any], str]]] = [
+        ("predicted_us", "predicted", 10, _format_us),
+        ("blocks_per_sm", "blocks/SM", 9, str),
+        ("tflops", "TFLOP/s", 8, lambda t: f"{t:.1f}"),
+    ]
+    columns = [c for c in optional if any(r.get(c[0]) is not None for r in rows)]
     head = f"{'stages':>6} {'median':>10} {'q1 - q3 (us)':>17}"
-    head += f" {'predicted':>10}" if has_pred else ""
-    head += f" {'blocks/SM':>9}" if has_occ else ""
-    head += f" {'TFLOP/s':>8}" if has_tf else ""
+    head += "".join(f" {heading:>{width}}" for _, heading, width, _ in columns)
     lines = [head + "  note"]
     for r in rows:
         m = r.get("measured_us")
         line = f"{r['stages']:>6} {_format_us(m) if m is not None else '-':>10} "
         spread = f"{r['q1_us']:.1f} - {r['q3_us']:.1f}" if m is not None else "-"
         line += f"{spread:>17}"
-        if has_pred:
-            p = r.get("predicted_us")
-            line += f" {_format_us(p) if p is not None else '-':>10}"
-        if has_occ:
-            b = r.get("blocks_per_sm")
-            line += f" {b if b is not None else '-':>9}"
-        if has_tf:
-            t = r.get("tflops")
-            line += f" {f'{t:.1f}' if t is not None else '-':>8}"
+        for key, _, width, fmt in columns:
+            v = r.get(key)
+            line += f" {fmt(v) if v is not None else '-':>{width}}"
         marks = [x for x, on in (("best", r["stages"] == best), ("chosen", r["stages"] == chosen)) if on]
         note = ", ".join([*marks, *([r["note"]] if r.get("note") else [])])
         lines.append((line + "  " + note).rstrip())

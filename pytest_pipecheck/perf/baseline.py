@@ -31,12 +31,11 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._atomic import describe_non_regular
+from .._atomic import atomic_write_text, describe_non_regular
 from ..results import PipecheckError
 from .stats import Samples, StatsError
 
@@ -386,36 +385,10 @@ def _refuse_non_regular(path: str) -> None:
 
 def _atomic_write_json(path: str, data: Any) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a torn one."""
-    directory = os.path.dirname(os.path.abspath(path))
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    _refuse_non_regular(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+        atomic_write_text(path, text, "baseline file", refuse=_refuse_non_regular, make_dirs=False,
+                          no_temp_file=lambda directory, exc: BaselineError(
+                              f"cannot write baseline in {directory}: {exc.strerror or exc}"))
     except OSError as exc:
-        raise BaselineError(f"cannot write baseline in {directory}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if os.path.lexists(path):
-            # keep the permissions the repository gave the file
-            os.chmod(tmp, os.stat(path, follow_symlinks=False).st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        _refuse_non_regular(path)  # again: something may have appeared at the path meanwhile
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise BaselineError(f"cannot write baseline file {path}: {exc.strerror or exc}") from None
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable where the OS allows
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        raise BaselineError(f"cannot write baseline file {path}: {exc.strerror or exc}") from None

@@ -129,6 +129,20 @@ _PROPS = re.compile(r"Function properties for\s+'?([^'\s:]+)'?")
 _ITEM = re.compile(r"(\d+)\s+(.+)")
 
 
+# what ptxas -v calls each number (a prefix of its words, first match wins) -> our key
+_PTXAS_FIELDS = (
+    ("register", "registers"),
+    ("barrier", "barriers"),
+    ("smem", "smem"),
+    ("cmem[0]", "cmem"),
+    ("lmem", "lmem"),
+    ("stack frame", "stack_frame"),
+    ("spill store", "spill_stores"),
+    ("spill load", "spill_loads"),
+    ("cumulative stack", "cumulative_stack"),
+)
+
+
 def _parse_items(text: str) -> dict[str, int]:
     """``"Used 40 registers, used 1 barriers, 8192 bytes smem"`` -> {registers: 40, barriers: 1, smem: 8192}."""
     out: dict[str, int] = {}
@@ -140,24 +154,9 @@ def _parse_items(text: str) -> dict[str, int]:
             continue
         value, what = int(m.group(1)), m.group(2).strip()
         what = re.sub(r"^bytes\s+", "", what)
-        if what.startswith("register"):
-            out["registers"] = value
-        elif what.startswith("barrier"):
-            out["barriers"] = value
-        elif what == "smem" or what.startswith("smem"):
-            out["smem"] = value
-        elif what.startswith("cmem[0]"):
-            out["cmem"] = value
-        elif what.startswith("lmem"):
-            out["lmem"] = value
-        elif what.startswith("stack frame"):
-            out["stack_frame"] = value
-        elif what.startswith("spill store"):
-            out["spill_stores"] = value
-        elif what.startswith("spill load"):
-            out["spill_loads"] = value
-        elif what.startswith("cumulative stack"):
-            out["cumulative_stack"] = value
+        key = next((k for prefix, k in _PTXAS_FIELDS if what.startswith(prefix)), None)
+        if key is not None:
+            out[key] = value
     return out
 
 

@@ -24,34 +24,13 @@ from typing import Any
 
 import torch
 import triton
-import triton.language as tl
 
 from pytest_pipecheck.arch import compare_with_device
 from pytest_pipecheck.occupancy import occupancy
 from pytest_pipecheck.resources.triton import live_resources, triton_resources
+from reference_kernels.triton.simple_gemm import gemm_kernel
 
 CASE_TIMEOUT_S = 240
-
-
-@triton.jit
-def gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    a = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
-    b = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        x = tl.load(a, mask=(rm[:, None] < M) & (rk[None, :] + k * BLOCK_K < K), other=0.0)
-        y = tl.load(b, mask=(rk[:, None] + k * BLOCK_K < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(x, y)
-        a += BLOCK_K * stride_ak
-        b += BLOCK_K * stride_bk
-    c = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
-    tl.store(c, acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 class _Timeout(Exception):

@@ -98,34 +98,16 @@ def test_ceilings_are_plausible(torch) -> None:
 
 
 def _gemm(torch, stages: int, size: int = 4096):
-    triton = pytest.importorskip("triton")
-    import triton.language as tl
-
-    @triton.jit
-    def kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        a = a_ptr + rm[:, None] * sam + rk[None, :] * sak
-        b = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BK)):
-            acc = tl.dot(tl.load(a, mask=rk[None, :] < K - k * BK, other=0.0),
-                         tl.load(b, mask=rk[:, None] < K - k * BK, other=0.0), acc)
-            a += BK * sak
-            b += BK * sbk
-        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(tl.float16),
-                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+    pytest.importorskip("triton")
+    from reference_kernels.triton.simple_gemm import gemm_kernel as kernel
 
     a = torch.randn(size, size, device="cuda", dtype=torch.float16)
     b = torch.randn(size, size, device="cuda", dtype=torch.float16)
     c = torch.empty(size, size, device="cuda", dtype=torch.float16)
     grid = (size // 128, size // 128)
     return lambda: kernel[grid](a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                c.stride(0), c.stride(1), BM=128, BN=128, BK=64, num_warps=4, num_stages=stages)
+                                c.stride(0), c.stride(1), BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4,
+                                num_stages=stages)
 
 
 @NO_SANITIZER

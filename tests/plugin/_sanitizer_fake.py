@@ -69,3 +69,14 @@ def _results(stdout: str) -> dict[tuple[str, str], tuple[str, str]]:
 
 def _setup(pytester: pytest.Pytester, fake_gpu: bool = True) -> None:
     pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=fake_gpu))
+
+
+def noop_tests(*names: str, timeouts: dict[str, float] | None = None) -> str:
+    """A test module for pytester: one empty test per name (each asks for the pipecheck fixture), in
+    order; a name in ``timeouts`` carries ``@pytest.mark.pipecheck(sanitizer_timeout=...)``."""
+    timeouts = timeouts or {}
+    blocks = []
+    for name in names:
+        mark = f"@pytest.mark.pipecheck(sanitizer_timeout={timeouts[name]})\n" if name in timeouts else ""
+        blocks.append(f"{mark}def {name}(pipecheck):\n    pass\n")
+    return "import pytest\n\n\n" + "\n\n".join(blocks)

@@ -6,9 +6,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-
-def test_layout_argument_is_parametrized_with_readable_ids(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_lay='''
+# the head of each test module below: an elementwise add and its spec
+ADD_SPEC = '''
 import pytest
 from pytest_pipecheck import KernelSpec, Tensor
 
@@ -20,7 +19,11 @@ def add(arrays, dims):
 
 SPEC = KernelSpec("add", add, ref, [Tensor("a", ("M", "N"), "float32"), Tensor("b", ("M", "N"), "float32"),
                                     Tensor("c", ("M", "N"), "float32", role="output")], {"M": 8, "N": 8}, "N")
+'''
 
+
+def test_layout_argument_is_parametrized_with_readable_ids(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_lay=ADD_SPEC + '''
 @pytest.mark.pipecheck(spec=SPEC)
 def test_add(pipecheck, shape, layout):
     pipecheck.check_kernel(SPEC, shape, layout=layout)
@@ -41,19 +44,7 @@ def test_add(pipecheck, shape, layout):
 
 def test_shape_values_and_layout_together(pytester: pytest.Pytester) -> None:
     """All three arguments: (shape, pattern) cases in the base layout, variants under the normal pattern."""
-    pytester.makepyfile(test_lay3='''
-import pytest
-from pytest_pipecheck import KernelSpec, Tensor
-
-def ref(arrays, dims):
-    return {"c": arrays["a"].double() + arrays["b"].double()}
-
-def add(arrays, dims):
-    arrays["c"].copy_(arrays["a"] + arrays["b"])
-
-SPEC = KernelSpec("add", add, ref, [Tensor("a", ("M", "N"), "float32"), Tensor("b", ("M", "N"), "float32"),
-                                    Tensor("c", ("M", "N"), "float32", role="output")], {"M": 8, "N": 8}, "N")
-
+    pytester.makepyfile(test_lay3=ADD_SPEC + '''
 @pytest.mark.pipecheck(spec=SPEC)
 def test_add(pipecheck, shape, values, layout):
     pipecheck.check_kernel(SPEC, shape, values=values, layout=layout)

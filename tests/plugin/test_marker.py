@@ -48,6 +48,19 @@ def test_class_and_function_markers_closest_wins(pytester: pytest.Pytester) -> N
     pytester.runpytest().assert_outcomes(passed=1)
 
 
+def _run_marked(pytester: pytest.Pytester, marker: str, with_unmarked_test: bool = False) -> pytest.RunResult:
+    """Run test_bad.py::test_k under ``@pytest.mark.pipecheck(<marker>)`` (and an unmarked test_fine)."""
+    fine = "def test_fine():\n    pass\n" if with_unmarked_test else ""
+    pytester.makepyfile(test_bad=f"""import pytest
+
+@pytest.mark.pipecheck({marker})
+def test_k(pipecheck):
+    pass
+
+{fine}""")
+    return pytester.runpytest()
+
+
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
@@ -61,19 +74,7 @@ def test_class_and_function_markers_closest_wins(pytester: pytest.Pytester) -> N
     ],
 )
 def test_bad_marker_value_errors_that_test_only(pytester: pytest.Pytester, marker: str, message: str) -> None:
-    pytester.makepyfile(
-        test_bad=f"""
-        import pytest
-
-        @pytest.mark.pipecheck({marker})
-        def test_k(pipecheck):
-            pass
-
-        def test_fine():
-            pass
-        """
-    )
-    result = pytester.runpytest()
+    result = _run_marked(pytester, marker, with_unmarked_test=True)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([f"*{message}*" if not message.startswith("*") else message])
     # one line, no traceback from inside the plugin
@@ -119,15 +120,6 @@ def test_sanitizer_with_plus_extends_the_runs_tools_and_a_plain_list_replaces_th
     ],
 )
 def test_bad_sanitizer_extension_names_its_source(pytester: pytest.Pytester, marker: str, message: str) -> None:
-    pytester.makepyfile(
-        test_bad=f"""
-        import pytest
-
-        @pytest.mark.pipecheck({marker})
-        def test_k(pipecheck):
-            pass
-        """
-    )
-    result = pytester.runpytest()
+    result = _run_marked(pytester, marker)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])

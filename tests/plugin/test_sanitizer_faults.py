@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ._sanitizer_fake import _fake, _results, _setup
+from ._sanitizer_fake import _fake, _results, _setup, noop_tests
 
 TESTS = """
 import pytest
@@ -86,22 +86,8 @@ def test_a_run_that_breaks_off_or_lies_about_its_exit(pytester: pytest.Pytester,
         "initcheck": {"hidden": "test_victim", "exit": 0},  # counts an error, exits 0
     })
     _setup(pytester)
-    pytester.makepyfile(test_b="""
-        import pytest
-
-        def test_victim(pipecheck):
-            pass
-
-        @pytest.mark.pipecheck(sanitizer_timeout=1.5)
-        def test_hang(pipecheck):
-            pass
-
-        def test_crash_mid(pipecheck):
-            pass
-
-        def test_clean(pipecheck):
-            pass
-    """)
+    pytester.makepyfile(test_b=noop_tests("test_victim", "test_hang", "test_crash_mid", "test_clean",
+                                          timeouts={"test_hang": 1.5}))
     result = pytester.runpytest_subprocess("--pipecheck",
                                            "--pipecheck-sanitizer=racecheck,synccheck,memcheck,initcheck",
                                            "-p", "no:cacheprovider")

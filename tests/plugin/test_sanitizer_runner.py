@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ._sanitizer_fake import DATA, GPU_CONFTEST, _fake, _results, _setup
+from ._sanitizer_fake import DATA, GPU_CONFTEST, _fake, _results, _setup, noop_tests
 
 __all__ = ["DATA", "GPU_CONFTEST", "_fake", "_results", "_setup"]  # imported by test_contract, test_containment
 
@@ -83,25 +83,8 @@ def test_hang_then_crash_continue_in_new_children(pytester: pytest.Pytester, tmp
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     log = _fake(tmp_path, monkeypatch, {"racecheck": {"hang": "test_hang", "crash": "test_crash"}})
     _setup(pytester)
-    pytester.makepyfile(test_h="""
-        import pytest
-
-        def test_before(pipecheck):
-            pass
-
-        @pytest.mark.pipecheck(sanitizer_timeout=1.5)
-        def test_hang(pipecheck):
-            pass
-
-        def test_after(pipecheck):
-            pass
-
-        def test_crash(pipecheck):
-            pass
-
-        def test_last(pipecheck):
-            pass
-    """)
+    pytester.makepyfile(test_h=noop_tests("test_before", "test_hang", "test_after", "test_crash", "test_last",
+                                          timeouts={"test_hang": 1.5}))
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck",
                                            "-p", "no:cacheprovider")
     text = result.stdout.str()
@@ -122,13 +105,7 @@ def test_canary_missed_and_missing_summary_are_errors(pytester: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(tmp_path, monkeypatch, {"racecheck": {"canary": "blind"}, "synccheck": {"no_summary": True}})
     _setup(pytester)
-    pytester.makepyfile(test_c="""
-        def test_one(pipecheck):
-            pass
-
-        def test_two(pipecheck):
-            pass
-    """)
+    pytester.makepyfile(test_c=noop_tests("test_one", "test_two"))
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck,synccheck",
                                            "-p", "no:cacheprovider")
     text = result.stdout.str()
@@ -147,13 +124,7 @@ def test_finding_outside_any_test_is_bisected(pytester: pytest.Pytester, tmp_pat
     # splits the batch down to single tests and reports it on each (it is in every child's output)
     log = _fake(tmp_path, monkeypatch, {"memcheck": {"outside": "memcheck_oob_x.txt"}})
     _setup(pytester)
-    pytester.makepyfile(test_o="""
-        def test_one(pipecheck):
-            pass
-
-        def test_two(pipecheck):
-            pass
-    """)
+    pytester.makepyfile(test_o=noop_tests("test_one", "test_two"))
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=memcheck",
                                            "-p", "no:cacheprovider")
     res = _results(result.stdout.str())
@@ -175,10 +146,7 @@ def test_skips_without_gpu_or_tool(pytester: pytest.Pytester, monkeypatch: pytes
     if not fake_gpu:
         monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
     _setup(pytester, fake_gpu=fake_gpu)
-    pytester.makepyfile(test_s="""
-        def test_one(pipecheck):
-            pass
-    """)
+    pytester.makepyfile(test_s=noop_tests("test_one"))
     result = pytester.runpytest_subprocess("--pipecheck", "-p", "no:cacheprovider")
     res = _results(result.stdout.str())
     result.assert_outcomes(passed=1)
@@ -198,13 +166,7 @@ def test_canary_hidden_in_a_busy_batch_is_proven_alone(pytester: pytest.Pytester
     log = _fake(tmp_path, monkeypatch, {"racecheck": {"canary": "blind_in_batch",
                                                       "inject": {"test_racy": "racecheck_race_analysis.txt"}}})
     _setup(pytester)
-    pytester.makepyfile(test_c="""
-        def test_racy(pipecheck):
-            pass
-
-        def test_clean(pipecheck):
-            pass
-    """)
+    pytester.makepyfile(test_c=noop_tests("test_racy", "test_clean"))
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider")
     text = result.stdout.str()
     res = _results(text)

@@ -63,15 +63,23 @@ def _launches(path: Path) -> dict[str, int]:
     return counts
 
 
-def test_a_launch_child_launches_once_per_shape_and_verdicts_do_not_change(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+def _run_suite(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+               plan: dict[str, object], *args: str) -> tuple[pytest.RunResult, str]:
+    """SUITE on the CPU device under the fake racecheck (``plan``), run with ``args``: the run and its output."""
+    _fake(tmp_path, monkeypatch, plan)
     _setup(pytester)
     pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + CPU_DEVICE)
     pytester.makepyfile(test_k=SUITE)
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
-                                           "-k", "test_checks or test_racy")
-    out = result.stdout.str()
+                                           *args)
+    return result, result.stdout.str()
+
+
+def test_a_launch_child_launches_once_per_shape_and_verdicts_do_not_change(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, out = _run_suite(pytester, tmp_path, monkeypatch,
+                        {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}},
+                        "-k", "test_checks or test_racy")
     res = _results(out)
     assert res[("test_checks", "sanitizer:racecheck")] == ("pass", "0 hazards"), out
     # a finding in a test that only asked for the tile probe: the child still launched the kernel
@@ -84,13 +92,7 @@ def test_a_launch_child_launches_once_per_shape_and_verdicts_do_not_change(
 
 def test_a_body_that_fails_in_a_launch_child_is_sanitized_whole(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(tmp_path, monkeypatch, {})
-    _setup(pytester)
-    pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + CPU_DEVICE)
-    pytester.makepyfile(test_k=SUITE)
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
-                                           "-k", "test_reads_numbers")
-    out = result.stdout.str()
+    result, out = _run_suite(pytester, tmp_path, monkeypatch, {}, "-k", "test_reads_numbers")
     assert _results(out)[("test_reads_numbers", "sanitizer:racecheck")] == ("pass", "0 hazards"), out
     assert "sanitizing them whole" in out
     counts = _launches(pytester.path)
@@ -100,13 +102,7 @@ def test_a_body_that_fails_in_a_launch_child_is_sanitized_whole(
 
 def test_scope_test_runs_the_whole_test_in_the_child(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake(tmp_path, monkeypatch, {})
-    _setup(pytester)
-    pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + CPU_DEVICE)
-    pytester.makepyfile(test_k=SUITE)
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
-                                           "--pipecheck-sanitizer-scope=test", "-k", "test_checks")
-    out = result.stdout.str()
+    _, out = _run_suite(pytester, tmp_path, monkeypatch, {}, "--pipecheck-sanitizer-scope=test", "-k", "test_checks")
     assert _results(out)[("test_checks", "sanitizer:racecheck")] == ("pass", "0 hazards"), out
     counts = _launches(pytester.path)
     assert counts.get("racecheck test") == counts.get("parent -") > 4, counts

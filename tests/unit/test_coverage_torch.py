@@ -8,25 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from _toy_gemm import SHAPE, _spec, good  # noqa: E402
+
 from pytest_pipecheck.checks import coverage  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
-from pytest_pipecheck.spec import KernelSpec, Shape, Tensor  # noqa: E402
-
-SHAPE = Shape(M=9, K=40, N=7)  # K: 3 tiles of 16, the last partial
-
-
-def _ref(arrays, dims):
-    return {"c": arrays["a"].double() @ arrays["b"].double()}
-
-
-def _spec(launch, name="toy", reference=_ref, **kw):
-    return KernelSpec(name, launch, reference,
-                      [Tensor("a", ("M", "K")), Tensor("b", ("K", "N")), Tensor("c", ("M", "N"), role="output")],
-                      {"M": 8, "N": 8, "K": 16}, "K", stages=2, **kw)
-
-
-def good(arrays, dims):
-    arrays["c"].copy_((arrays["a"].float() @ arrays["b"].float()).half())
 
 
 def test_correct_kernel_passes_all(pipecheck):

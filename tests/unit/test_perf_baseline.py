@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from pytest_pipecheck import _atomic
 from pytest_pipecheck.perf import baseline as bl
 from pytest_pipecheck.perf.baseline import BaselineError, BaselineStore, EnvKey
 from pytest_pipecheck.perf.stats import Samples
@@ -22,6 +23,18 @@ NODE = "tests/test_gemm.py::test_gemm[fp16]"
 
 def _entry(median: float = 60.0) -> dict:
     return Samples.of([median + 0.01 * i for i in range(20)], mode="cold").to_json()
+
+
+def _saved_then_edited(tmp_path, edit, entry: dict | None = None) -> tuple[BaselineStore, str]:
+    """A store with one saved entry whose file ``edit`` (a function of the parsed JSON) then changed by hand."""
+    store = BaselineStore(str(tmp_path))
+    path = store.save(H100, NODE, "default", _entry() if entry is None else entry)
+    with open(path) as fh:
+        data = json.load(fh)
+    edit(data)
+    with open(path, "w") as fh:
+        json.dump(data, fh)
+    return store, path
 
 
 def test_key_filename_is_readable_and_stable() -> None:
@@ -129,21 +142,14 @@ def test_file_holding_another_key_is_foreign(tmp_path) -> None:
 
 
 def test_newer_schema_is_refused(tmp_path) -> None:
-    store = BaselineStore(str(tmp_path))
-    path = store.save(H100, NODE, "default", _entry())
-    data = json.load(open(path))
-    data["version"] = bl.SCHEMA_VERSION + 1
-    json.dump(data, open(path, "w"))
+    store, _ = _saved_then_edited(tmp_path, lambda data: data.update(version=bl.SCHEMA_VERSION + 1))
     with pytest.raises(BaselineError, match=r"newer than this pytest-pipecheck"):
         store.lookup(H100, NODE, "default")
 
 
 def test_malformed_entry_names_the_file(tmp_path) -> None:
-    store = BaselineStore(str(tmp_path))
-    path = store.save(H100, NODE, "default", _entry())
-    data = json.load(open(path))
-    data["tests"][NODE]["default"]["samples_us"] = [1.0, -5.0]
-    json.dump(data, open(path, "w"))
+    store, path = _saved_then_edited(tmp_path,
+                                     lambda data: data["tests"][NODE]["default"].update(samples_us=[1.0, -5.0]))
     with pytest.raises(BaselineError, match=f"{path}.*sample 1"):
         store.lookup(H100, NODE, "default")
 
@@ -206,7 +212,7 @@ def test_unwritable_directory_via_mkstemp_failure(tmp_path, monkeypatch) -> None
     def denied(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(bl.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", denied)
     with pytest.raises(BaselineError, match=r"cannot write baseline in .*Permission denied"):
         BaselineStore(str(tmp_path)).save(H100, NODE, "default", _entry())
 
@@ -287,21 +293,17 @@ def test_saving_into_a_version_1_file_migrates_it_and_keeps_old_entries(tmp_path
 
 @pytest.mark.parametrize("version", [0, "2", True, None, 2.0])
 def test_invalid_schema_versions(tmp_path, version: object) -> None:
-    store = BaselineStore(str(tmp_path))
-    path = store.save(H100, NODE, "default", _entry())
-    data = json.load(open(path))
-    data["version"] = version
-    json.dump(data, open(path, "w"))
+    store, _ = _saved_then_edited(tmp_path, lambda data: data.update(version=version))
     with pytest.raises(BaselineError, match=r"invalid schema version"):
         store.lookup(H100, NODE, "default")
 
 
 def test_malformed_anchor_names_the_file(tmp_path) -> None:
-    store = BaselineStore(str(tmp_path))
-    path = store.save(H100, NODE, "default", _anchored_entry())
-    data = json.load(open(path))
-    data["tests"][NODE]["default"]["anchor"]["samples_us"] = data["tests"][NODE]["default"]["anchor"]["samples_us"][:5]
-    json.dump(data, open(path, "w"))
+    def keep_5_anchor_samples(data: dict) -> None:
+        anchor = data["tests"][NODE]["default"]["anchor"]
+        anchor["samples_us"] = anchor["samples_us"][:5]
+
+    store, path = _saved_then_edited(tmp_path, keep_5_anchor_samples, _anchored_entry())
     with pytest.raises(BaselineError, match=f"{path}.*5 anchor samples for 20 kernel samples"):
         store.lookup(H100, NODE, "default")
 
@@ -389,12 +391,7 @@ def test_samples_below_the_old_rounding_survive_a_round_trip(tmp_path) -> None:
     ([{"median_us": float("nan")}], r"'history' item 0 has median_us nan"),
 ])
 def test_malformed_history_names_file_and_key(tmp_path, history: object, what: str) -> None:
-    store = BaselineStore(str(tmp_path))
-    path = store.save(H100, NODE, "default", _entry())
-    data = json.load(open(path))
-    data["tests"][NODE]["default"]["history"] = history
-    with open(path, "w") as fh:
-        json.dump(data, fh)
+    store, path = _saved_then_edited(tmp_path, lambda data: data["tests"][NODE]["default"].update(history=history))
     before = open(path).read()
     pattern = rf"{path} is malformed: entry '{NODE}' \[case 'default'\]: {what}"
     pattern = pattern.replace("[fp16]", r"\[fp16\]")

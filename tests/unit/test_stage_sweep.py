@@ -472,3 +472,26 @@ def test_not_timed_in_a_sanitizer_child(monkeypatch) -> None:
     r = check_stage_sweep(_pc(GPU), launched.append, (1, 2, 3), kernel="k3", chosen=2)
     assert r.verdict is Verdict.SKIP and launched == []
     assert r.summary == "not timed under compute-sanitizer racecheck: a stage sweep is timed in the normal run"
+
+
+def test_sweep_table_shows_each_optional_column_that_has_a_value() -> None:
+    from pytest_pipecheck.checks.stage_sweep import sweep_table
+
+    rows = [
+        dict(stages=1, measured_us=350.25, q1_us=349.0, q3_us=351.5, predicted_us=352.0, blocks_per_sm=3,
+             tflops=392.44, note=""),
+        dict(stages=2, measured_us=None, q1_us=None, q3_us=None, predicted_us=None, blocks_per_sm=None,
+             tflops=None, note="does not fit: out of shared memory"),
+        dict(stages=3, measured_us=222.0, q1_us=221.0, q3_us=223.0, predicted_us=None, blocks_per_sm=2,
+             tflops=None, note=""),
+    ]
+    assert sweep_table(rows, 3, 3).splitlines() == [
+        "stages     median      q1 - q3 (us)  predicted blocks/SM  TFLOP/s  note",
+        "     1   0.350 ms     349.0 - 351.5   0.352 ms         3    392.4",
+        "     2          -                 -          -         -        -  does not fit: out of shared memory",
+        "     3   0.222 ms     221.0 - 223.0          -         2        -  best, chosen",
+    ]
+    # a column no row has a value for is left out
+    bare = [dict(r, predicted_us=None, tflops=None) for r in rows]
+    assert sweep_table(bare, 3, 1).splitlines()[0] == "stages     median      q1 - q3 (us) blocks/SM  note"
+    assert sweep_table(bare, 3, 1).splitlines()[1] == "     1   0.350 ms     349.0 - 351.5         3  best"
