@@ -72,9 +72,9 @@ class Pipecheck:
         normal run judges them."""
         import os
 
-        from .sanitizer.runner import SCOPE_ENV
+        from .sanitizer.runner import SCOPE_ENV, child_tool
 
-        return bool(os.environ.get("PIPECHECK_CHILD")) and os.environ.get(SCOPE_ENV) == "launch"
+        return child_tool() is not None and os.environ.get(SCOPE_ENV) == "launch"
 
     @property
     def has_gpu(self) -> bool:
@@ -267,9 +267,9 @@ class Pipecheck:
     def _launch_in_sanitizer_child(self, spec: KernelSpec, shape: Any, check: str, kwargs: dict[str, Any]) -> None:
         """In a sanitizer child, a deselected correctness check still launches its kernel once (the tool
         must see it); elsewhere nothing."""
-        import os
+        from .sanitizer.runner import child_tool
 
-        if os.environ.get("PIPECHECK_CHILD"):
+        if child_tool() is not None:
             from .checks import coverage
 
             coverage.launch_for_sanitizer(self, spec, shape, check, **kwargs)

@@ -83,9 +83,9 @@ def sanitizer_child_tool() -> str | None:
     A sanitizer child re-runs the tests for hazards only; a time taken there would be the
     sanitizer's (racecheck slows a kernel by orders of magnitude), so the timing checks do not time.
     """
-    import os
+    from ..sanitizer.runner import child_tool
 
-    return os.environ.get("PIPECHECK_CHILD") or None
+    return child_tool()
 
 
 def run_once_for_sanitizer(fn: Callable[..., Any]) -> None:

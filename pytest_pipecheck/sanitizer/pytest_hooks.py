@@ -26,7 +26,15 @@ from ..results import CheckResult, PipecheckFailure, Verdict
 from .costs import assign_shares, load_costs, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer
 from .parse import BEGIN, END, FAILURE, POISONED
-from .runner import BatchSpec, SanitizerRunner, TestOutcome, canary_nodeid, default_child_env, format_failure
+from .runner import (
+    CHILD_ENV,
+    BatchSpec,
+    SanitizerRunner,
+    TestOutcome,
+    canary_nodeid,
+    default_child_env,
+    format_failure,
+)
 from .suppressions import SuppressionError, load_suppressions
 
 __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
@@ -401,7 +409,7 @@ class ChildPlugin:
         self.tool = str(config.getoption("pipecheck_child"))
         self.reports: dict[str, list[pytest.TestReport]] = {}
         # lets a test (or pipecheck's own tests) know it runs under a sanitizer
-        os.environ["PIPECHECK_CHILD"] = self.tool
+        os.environ[CHILD_ENV] = self.tool
         self._disable_pools()
 
     @staticmethod

@@ -83,6 +83,13 @@ _OUTPUT_KEEP = 6000  # characters of a test's output kept in a result's details
 
 #: tells a sanitizer child what to run of each test: "launch" (the kernel launches only) or "test"
 SCOPE_ENV = "PIPECHECK_SANITIZER_SCOPE"
+#: set in a sanitizer child to the tool it runs under
+CHILD_ENV = "PIPECHECK_CHILD"
+
+
+def child_tool() -> str | None:
+    """The compute-sanitizer tool this process runs under when it is a sanitizer child, else None."""
+    return os.environ.get(CHILD_ENV) or None
 
 
 def canary_nodeid(tool: str) -> str:
