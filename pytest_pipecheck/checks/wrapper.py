@@ -40,6 +40,15 @@ What is not intercepted
     is still compared with the reference; its check details say ``allocated: not intercepted (...)``,
     because the unwritten-element check does not apply to it.
 
+What it costs
+    A launch of the wrapper form costs what the wrapper's call costs under a dispatch mode (entering
+    and leaving the mode, and a C++ -> Python -> C++ round trip for every op the call dispatches, not
+    only the factory ops: a dispatch mode sees them all) plus pipecheck's work per intercepted
+    allocation (placing, poisoning and recording it; the spec form allocates its outputs likewise)
+    and mapping what the call returned. ``benchmarks/bench_wrapper.py`` measures both parts against
+    the spec form of the same kernel. The mode is reused between calls and refers to its owner only
+    while active, so a finished call leaves nothing for the garbage collector.
+
 The form needs ``backend="torch"``, on CPU (the Triton interpreter) or CUDA.
 """
 
@@ -126,15 +135,17 @@ def _make_mode_class() -> type:
     class _Mode(TorchDispatchMode):
         """See :class:`PoisonAllocations`."""
 
-        def __init__(self, owner: PoisonAllocations) -> None:
+        def __init__(self) -> None:
             super().__init__()
-            self.owner = owner
+            self.owner: PoisonAllocations | None = None  # set while a PoisonAllocations is active
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            out = func(*args, **(kwargs or {}))
-            op = self.owner.ops.get(func)
+            # every op dispatched inside the call comes here: keep the path of a non-factory op short
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            op = _OPS_GET(func)
             if op is None:
                 return out
+            assert self.owner is not None
             return self.owner.place(op, out)
 
     return _Mode
@@ -142,7 +153,43 @@ def _make_mode_class() -> type:
 
 _MODE_CLASS: type | None = None
 _OPS: dict[Any, tuple[str, bool]] | None = None
+_OPS_GET: Any = None
 _FRAMES: _Frames | None = None
+# modes not in use (owner None), reused rather than built for every call; list.pop and list.append are
+# atomic, so two threads never take the same one
+_IDLE_MODES: list[Any] = []
+
+
+@dataclass(frozen=True)
+class _Fill:
+    """How allocations of one torch dtype are filled: its pipecheck name, the guard value, and the
+    poison of each variant as a value of the same-width signed integer type (``bits``)."""
+
+    dtype: str
+    guard: float | int
+    bits: Any  # the torch integer dtype the view is reinterpreted as to write the poison's raw bits
+    poison: tuple[int, ...]
+
+
+# torch dtype -> its fill, or the reason it cannot be poisoned (computed once per dtype)
+_FILLS: dict[Any, _Fill | str] = {}
+
+
+def _fill_of(torch_dtype: Any) -> _Fill | str:
+    fill = _FILLS.get(torch_dtype)
+    if fill is None:
+        import torch
+
+        try:
+            dtype = normalize_dtype(torch_dtype)
+        except ValueError:
+            fill = f"dtype {torch_dtype} cannot be poisoned"
+        else:
+            bdt = _arr._bits_dtype(dtype)
+            fill = _Fill(dtype, _arr._output_guard_value(dtype), getattr(torch, _SIGNED[bdt]),
+                         tuple(_arr._signed(_arr.poison_bits(dtype, v), bdt) for v in range(_arr.POISON_VARIANTS)))
+        _FILLS[torch_dtype] = fill
+    return fill
 
 
 class PoisonAllocations:
@@ -162,23 +209,48 @@ class PoisonAllocations:
         self.guard_tile = max(1, int(guard_tile))
         self.allocations: list[Allocation] = []
         self.passed: dict[str, int] = {}
-        global _OPS, _FRAMES
+        if variant not in range(_arr.POISON_VARIANTS):
+            raise ValueError(f"poison variant {variant!r} must be 0 or 1")
+        global _OPS, _OPS_GET, _FRAMES
         if _OPS is None:
             # op overload -> (its name, whether it leaves the memory uninitialized)
             _OPS = {**{op: (name, True) for op, name in _resolve(EMPTY_OPS).items()},
                     **{op: (name, False) for op, name in _resolve(INIT_OPS).items()}}
+            _OPS_GET = _OPS.get
         if _FRAMES is None or (_FRAMES.triton is None and "triton" in sys.modules):
             _FRAMES = _Frames()  # again once triton is imported: its allocations must be recognised
         self.ops = _OPS
         self._frames = _FRAMES
-        self._mode = _MODE_CLASS(self)
+        self._mode: Any = None
 
     def __enter__(self) -> PoisonAllocations:
-        self._mode.__enter__()
+        if self._mode is not None:
+            raise RuntimeError("PoisonAllocations is already active (it cannot be entered twice)")
+        assert _MODE_CLASS is not None
+        try:
+            mode = _IDLE_MODES.pop()
+        except IndexError:
+            mode = _MODE_CLASS()
+        # the mode refers to this object and this object to the mode only while it is active, so no
+        # reference cycle outlives the call (each one would keep the call's allocations alive until the
+        # garbage collector runs, and a collection costs more than the whole launch)
+        mode.owner = self
+        try:
+            mode.__enter__()
+        except BaseException:
+            mode.owner = None
+            _IDLE_MODES.append(mode)
+            raise
+        self._mode = mode
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._mode.__exit__(*exc)
+        mode, self._mode = self._mode, None
+        try:
+            mode.__exit__(*exc)
+        finally:
+            mode.owner = None
+            _IDLE_MODES.append(mode)
 
     def _pass(self, why: str, out: Any) -> Any:
         self.passed[why] = self.passed.get(why, 0) + 1
@@ -193,28 +265,32 @@ class PoisonAllocations:
             return self._pass("made by the Triton runtime", out)
         if not isinstance(out, torch.Tensor) or out.layout != torch.strided or out.numel() == 0:
             return self._pass("empty or not a strided tensor", out)
-        try:
-            dtype = normalize_dtype(out.dtype)
-        except ValueError:
-            return self._pass(f"dtype {out.dtype} cannot be poisoned", out)
-        sizes = tuple(int(n) for n in out.shape)
-        strides = tuple(int(s) for s in out.stride())
-        if any(s < 0 for s in strides):
-            return self._pass("negative strides", out)
-        span = sum((n - 1) * s for n, s in zip(sizes, strides)) + 1
+        fill = _fill_of(out.dtype)
+        if isinstance(fill, str):
+            return self._pass(fill, out)
+        sizes = tuple(out.shape)
+        strides = out.stride()
+        span = 1
+        for n, st in zip(sizes, strides):
+            if st < 0:
+                return self._pass("negative strides", out)
+            span += (n - 1) * st
         before = _arr._GUARD_MIN
         after = _arr._round(_arr._GUARD_MIN + min(span, self.guard_tile * max(strides, default=1)))
         buf = torch.empty(before + span + after, dtype=out.dtype, device=out.device)
-        guard = _arr._output_guard_value(dtype)
-        buf.fill_(guard)
+        buf.fill_(fill.guard)
         view = torch.as_strided(buf, sizes, strides, before)
         name, poisoned = op
         if poisoned:
-            bdt = _arr._bits_dtype(dtype)
-            view.view(getattr(torch, _SIGNED[bdt])).fill_(_arr._signed(_arr.poison_bits(dtype, self.variant), bdt))
+            view.view(fill.bits).fill_(fill.poison[self.variant])
         else:
             view.copy_(out)
-        g = _arr.GuardedArray("", dtype, sizes, buf, view, before, strides, guard, "torch", layout="as allocated")
+        # The record keeps its own view of the buffer, not the tensor handed back: torch detaches a
+        # tensor that __torch_dispatch__ returns while Python still holds it, and that detach is one
+        # more op dispatched through this mode (about a fifth of a small call's overhead).
+        record = torch.as_strided(buf, sizes, strides, before)
+        g = _arr.GuardedArray("", fill.dtype, sizes, buf, record, before, strides, fill.guard, "torch",
+                              layout="as allocated")
         g.snapshot()
         self.allocations.append(Allocation(len(self.allocations) + 1, f"torch.{name}", site, poisoned, g))
         return view
@@ -262,13 +338,18 @@ def _returned(spec: KernelSpec, shape: Shape, got: Any, passed: Mapping[str, Any
         if tuple(v.shape) != want:
             raise ReturnMismatch(f"the call returned {t.name!r} with shape {tuple(v.shape)}, but the spec declares "
                                  f"{want} = ({', '.join(t.dims)}) at {shape}")
-        try:
-            dt = normalize_dtype(v.dtype)
-        except ValueError:
-            dt = str(v.dtype)
+        fill = _fill_of(v.dtype)
+        dt = fill.dtype if isinstance(fill, _Fill) else _dtype_name(v.dtype)
         if dt != t.dtype:
             raise ReturnMismatch(f"the call returned {t.name!r} as {dt}, but the spec declares {t.dtype}")
     return values
+
+
+def _dtype_name(torch_dtype: Any) -> str:
+    try:
+        return normalize_dtype(torch_dtype)
+    except ValueError:
+        return str(torch_dtype)
 
 
 def _storage(t: Any) -> int:
@@ -283,7 +364,11 @@ def _output(name: str, value: Any, dtype: str, mode: PoisonAllocations,
         if _storage(a.guarded.buffer) == ptr:
             note = f"{a.op} at {a.site}" + (", poisoned" if a.poisoned else ", initialized by the wrapper") + \
                 ", guarded"
-            return replace(a.guarded, name=name, array=value, note=note)
+            r = a.guarded
+            # built directly (dataclasses.replace and copy.copy both cost several times as much), sharing
+            # the allocation's buffer and its snapshot; the allocation keeps its own record
+            return _arr.GuardedArray(name, r.dtype, r.shape, r.buffer, value, r.offset, r.strides, r.guard_value,
+                                     r.backend, r.layout, note, r._initial_bits)
     aliased = [n for n, g in inputs.items() if _storage(g.buffer) == ptr]
     why = f"it aliases input {aliased[0]!r}" if aliased else "not made by an intercepted torch factory op"
     flat = value.detach().reshape(-1).clone()
@@ -317,8 +402,6 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
     ``check``; writes outside a returned output are left to the coverage check, as in the spec form.
     """
     __tracebackhide__ = True
-    from .coverage import _fail, _raised, _where
-
     device = pc.device
     # guard bands as wide as the largest extent one program reaches (every tile size, blocks per program)
     mode = PoisonAllocations(poison, max(spec.guard_tiles.values(), default=1))
@@ -330,6 +413,8 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
         _arr.synchronize(spec.backend, device)
         values = _returned(spec, shape, got, {t.name: inputs[t.name].array for t in spec.inputs if t.is_inout})
     except Exception as exc:
+        from .coverage import _raised
+
         _raised(pc, spec, shape, exc, what, check, who="the call", pattern=pattern)
     outputs = {t.name: _output(t.name, values[t.name], t.dtype, mode, inputs) for t in spec.outputs}
     returned = {_storage(g.buffer) for g in outputs.values()}
@@ -338,10 +423,15 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
         if _storage(a.guarded.buffer) in returned:
             continue
         g = a.guarded
-        report = _arr.guard_report(replace(g, name=a.describe()), g.changed(), g.interior_mask())
+        changed = g.changed()
+        if not changed.any():
+            continue  # nothing in its buffer changed: no write outside it (the interior mask is not needed)
+        report = _arr.guard_report(replace(g, name=a.describe()), changed, g.interior_mask())
         if report:
             lines.append(f"{report} (a store past the end of a buffer the wrapper allocated)")
     if lines:
+        from .coverage import _fail, _where
+
         details = {"shape": str(shape), "allocations": [a.describe() for a in mode.allocations]}
         _fail(pc, check, spec, f"write outside a wrapper allocation at {shape}",
               [f"{_where(spec, shape, pattern)}: during {what}, the kernel wrote outside an allocation the call made", *lines],

@@ -190,6 +190,94 @@ def test_zeros_are_not_poisoned_but_guarded(pipecheck):
     assert all(z.untyped_storage().nbytes() > 12 * 4 for z in (z, e))  # the view sits inside guard bands
 
 
+def test_every_dtype_and_variant_gets_its_poison_and_guard(pipecheck):
+    from pytest_pipecheck.checks import arrays
+
+    for tdtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16"), (torch.float32, "float32"),
+                         (torch.int8, "int8"), (torch.uint8, "uint8"), (torch.int32, "int32")):
+        for variant in (0, 1):
+            with PoisonAllocations(variant, guard_tile=2) as mode:
+                e = torch.empty(3, 5, dtype=tdtype)
+            g = mode.allocations[0].guarded
+            assert g.dtype == name and g.guard_value == arrays._output_guard_value(name)
+            assert (arrays.bits(e, name) == arrays.poison_bits(name, variant)).all(), (name, variant)
+            outside = ~g.interior_mask()
+            assert outside.any() and not g.changed().any()
+            assert (arrays.bits(g.buffer, name)[outside] == arrays.bits(
+                torch.tensor([g.guard_value], dtype=tdtype), name)[0]).all()
+
+
+def test_a_bad_poison_variant_is_refused():
+    with pytest.raises(ValueError, match="poison variant 2 must be 0 or 1"):
+        PoisonAllocations(2)
+
+
+def test_the_tensor_handed_back_is_not_detached_again(pipecheck, monkeypatch):
+    """The record keeps its own view of the buffer, so torch does not detach the returned tensor (one
+    more op dispatched through the mode per allocation); the returned tensor still shares the buffer."""
+    from pytest_pipecheck.checks import wrapper
+
+    x = torch.randn(4, 6)
+    PoisonAllocations()  # builds the op table the mode looks ops up in
+    seen = []
+
+    def lookup(func):
+        seen.append(str(func))
+        return wrapper._OPS[func] if func in wrapper._OPS else None
+
+    monkeypatch.setattr(wrapper, "_OPS_GET", lookup)
+    with PoisonAllocations(guard_tile=2) as mode:
+        y = torch.empty_like(x)
+    assert seen == ["aten.empty_like.default"]
+    g = mode.allocations[0].guarded
+    assert g.array is not y and y.untyped_storage().data_ptr() == g.buffer.untyped_storage().data_ptr()
+    assert y.storage_offset() == g.offset and y.stride() == g.strides and torch.isnan(y).all()
+
+
+def test_nothing_of_a_finished_call_waits_for_the_garbage_collector(pipecheck):
+    """A reference cycle between the mode and its owner kept every allocation of a call alive until the
+    collector ran (and made it run more often): reference counting alone must free them."""
+    import gc
+    import weakref
+
+    def call(x):
+        tmp = torch.empty(5)
+        tmp.fill_(1.0)
+        return x * tmp.sum()
+
+    x = torch.randn(3, 4)
+    gc.collect()
+    gc.disable()
+    try:
+        mode = PoisonAllocations(guard_tile=2)
+        with mode:
+            y = call(x)
+        refs = [weakref.ref(mode), weakref.ref(mode.allocations[0].guarded.buffer)]
+        del mode, y
+        assert [r() for r in refs] == [None, None]
+    finally:
+        gc.enable()
+
+
+def test_poison_allocations_refuse_a_second_entry_and_stop_at_exit(pipecheck):
+    mode = PoisonAllocations(1, guard_tile=2)
+    with mode:
+        a = torch.empty(3, dtype=torch.int32)
+        with pytest.raises(RuntimeError, match="already active"):
+            mode.__enter__()
+        b = torch.empty(2)
+    from pytest_pipecheck.checks import arrays
+
+    assert [x.guarded.shape for x in mode.allocations] == [(3,), (2,)]
+    assert (arrays.bits(a, "int32") == arrays.poison_bits("int32", 1)).all() and torch.isnan(b).all()
+    with PoisonAllocations(0, guard_tile=2) as again:  # the next one (the mode reused) records its own
+        c = torch.empty(4)
+    assert [x.guarded.shape for x in again.allocations] == [(4,)] and len(mode.allocations) == 2
+    assert torch.isnan(c).all()
+    d = torch.empty(2)  # nothing is intercepted once they have exited
+    assert d.untyped_storage().nbytes() == 2 * 4 and len(again.allocations) == 1
+
+
 @pytest.mark.pipecheck(expect_failures=True)
 def test_write_past_a_zeros_allocation_trips_its_guard(pipecheck):
     def overrun(x):
