@@ -23,6 +23,8 @@ from .results import PipecheckError
 
 __all__ = [
     "CHECKS",
+    "CONSAN",
+    "SANITIZER_CHOICES",
     "SANITIZER_TOOLS",
     "SETTINGS",
     "ConfigError",
@@ -33,7 +35,12 @@ __all__ = [
 ]
 
 CHECKS = ("coverage", "tile_probe", "determinism", "occupancy", "sanitizer", "perf", "inspect")
+#: the compute-sanitizer tools (``all`` names these four)
 SANITIZER_TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
+#: Triton's concurrency sanitizer: selected like a tool, run without compute-sanitizer (sanitizer/consan.py)
+CONSAN = "consan"
+#: every name the setting ``sanitizer`` accepts
+SANITIZER_CHOICES = (*SANITIZER_TOOLS, CONSAN)
 
 
 class ConfigError(PipecheckError):
@@ -126,15 +133,25 @@ def _split(raw: Any) -> list[str]:
     raise _Invalid("must be a comma-separated list or a list of names")
 
 
-def _subset_parser(choices: tuple[str, ...], *, allow_none: bool, allow_all: bool) -> Callable[[Any], tuple[str, ...]]:
+def _subset_parser(choices: tuple[str, ...], *, allow_none: bool, allow_all: bool,
+                   all_means: tuple[str, ...] | None = None) -> Callable[[Any], tuple[str, ...]]:
+    """``all_means``: what ``all`` stands for, when not every choice (the sanitizer's ``all`` is the four
+    compute-sanitizer tools; ConSan is named on its own)."""
+    every = choices if all_means is None else all_means
+
     def parse(raw: Any) -> tuple[str, ...]:
         if raw is None and allow_none:
             return ()  # a marker's explicit None
         names = [n.lower() for n in _split(raw)]
         if allow_none and names == ["none"]:
             return ()
-        if allow_all and names == ["all"]:
-            return choices
+        if allow_all and "all" in names:
+            if names == ["all"]:
+                return every
+            # "all,consan": the four compute-sanitizer tools and ConSan
+            rest = [n for n in names if n != "all"]
+            if all_means is not None:
+                names = rest + [c for c in every if c not in rest]
         if not names:
             # An empty list is what an unset shell variable or a stray comma produces; reading it as
             # "none" would switch a check off without anyone having asked for that.
@@ -169,9 +186,11 @@ class _Delta:
         return tuple(c for c in self.order if c in keep)
 
 
-def _delta_parser(choices: tuple[str, ...], plain: Callable[[Any], tuple[str, ...]]) -> Callable[[Any], Any]:
+def _delta_parser(choices: tuple[str, ...], plain: Callable[[Any], tuple[str, ...]], *,
+                  all_means: tuple[str, ...] | None = None) -> Callable[[Any], Any]:
     """Like ``plain``, but a list whose every entry starts with ``+`` or ``-`` extends (or trims) the
-    value of the layer below instead of replacing it; a list that mixes the two forms is an error."""
+    value of the layer below instead of replacing it; a list that mixes the two forms is an error.
+    ``+all``/``-all`` stand for ``all_means`` (every choice when None)."""
 
     def parse(raw: Any) -> Any:
         names = _split(raw) if raw is not None else []
@@ -188,7 +207,7 @@ def _delta_parser(choices: tuple[str, ...], plain: Callable[[Any], tuple[str, ..
             name = entry[1:].strip().lower()
             group = add if entry[0] == "+" else remove
             if name == "all":
-                group.extend(choices)
+                group.extend(choices if all_means is None else all_means)
                 continue
             if name not in choices:
                 hint = difflib.get_close_matches(name, choices, n=1)
@@ -353,12 +372,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("min_blocks", _int_parser(1, 64), 1,
             "occupancy floor: blocks per SM each kernel must reach on every target (>= 1: a kernel with 0 "
             "blocks/SM cannot launch)", metavar="N"),
-    Setting("sanitizer", _delta_parser(SANITIZER_TOOLS, _subset_parser(SANITIZER_TOOLS, allow_none=True,
-                                                                         allow_all=True)),
+    Setting("sanitizer", _delta_parser(SANITIZER_CHOICES, _subset_parser(SANITIZER_CHOICES, allow_none=True,
+                                                                           allow_all=True, all_means=SANITIZER_TOOLS),
+                                       all_means=SANITIZER_TOOLS),
             ("racecheck", "synccheck"),
-            "compute-sanitizer tools to run (racecheck, synccheck, memcheck, initcheck, all or none); a plain "
-            "list replaces the list of the layer below (default < ini < command line < marker), a list whose "
-            "every entry starts with + or - extends or trims it (+initcheck, -racecheck)",
+            "sanitizers to run: compute-sanitizer tools (racecheck, synccheck, memcheck, initcheck; all: these "
+            "four), Triton's concurrency sanitizer for Gluon and warp-specialized Triton kernels (consan, named "
+            "on its own), or none; a plain list replaces the list of the layer below (default < ini < command "
+            "line < marker), a list whose every entry starts with + or - extends or trims it (+consan, "
+            "-racecheck)",
             metavar="LIST"),
     Setting("sanitizer_timeout", _float_parser(0.0, exclusive=True), 120.0,
             "seconds one test may run under a sanitizer before the watchdog calls it a hang", metavar="SECONDS"),

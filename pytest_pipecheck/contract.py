@@ -58,6 +58,8 @@ REGISTRY: tuple[CheckKind, ...] = (
     CheckKind("sanitizer:synccheck", "sanitizer", "divergent or invalid barriers"),
     CheckKind("sanitizer:memcheck", "sanitizer", "out-of-bounds and misaligned accesses"),
     CheckKind("sanitizer:initcheck", "sanitizer", "reads of uninitialized memory"),
+    CheckKind("sanitizer:consan", "sanitizer", "unordered shared/tensor-memory accesses, barrier misuse and "
+              "deadlocks in Gluon and warp-specialized Triton kernels (Triton's ConSan)"),
     CheckKind("fault", None, "a kernel fault that left the CUDA context unusable"),
     # not a check of the kernel: generated shapes left out (over the memory budget), recorded as skips
     CheckKind("shapes", None, "generated shapes dropped for exceeding the shape memory budget"),

@@ -22,7 +22,11 @@ from typing import Any
 import pytest
 
 from .. import state
+from ..config import CONSAN
 from ..results import CheckResult, PipecheckFailure, Verdict
+from .consan import KNOB_ENV as CONSAN_KNOB
+from .consan import RECORD as CONSAN_RECORD
+from .consan import ConsanRunner
 from .costs import assign_shares, load_costs, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer
 from .parse import BEGIN, END, FAILURE, POISONED
@@ -106,12 +110,13 @@ class SanitizerPlugin:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.active = not config.getoption("pipecheck_child", default=None)
-        self.runner: SanitizerRunner | None = None
+        self.runner: SanitizerRunner | ConsanRunner | None = None
         if not self.active:
             return
         run_config = config.stash[state.RUN_CONFIG]
         tier = config.stash[state.TIER]
-        if run_config.tier == "gpu" and tier.has_gpu and find_compute_sanitizer() is None:
+        if (run_config.tier == "gpu" and tier.has_gpu and set(run_config.sanitizer) - {CONSAN}
+                and find_compute_sanitizer() is None):
             raise pytest.UsageError(
                 f"pipecheck: --pipecheck-tier=gpu needs compute-sanitizer for the sanitizer check, and it "
                 f"was not found; {HOW_TO_GET}"
@@ -185,6 +190,15 @@ class SanitizerPlugin:
         self.done.add(share)
         self._run_all([i for i in item.session.items if i.stash.get(SHARE, None) == share])
 
+    def _consan_reason(self) -> str | None:
+        """Why ConSan cannot run on this process's GPU (computed once), or None."""
+        if not hasattr(self, "_consan_why"):
+            from .consan import unavailable_reason
+
+            device = self.config.stash[state.TIER].device
+            self._consan_why = unavailable_reason(device.compute_capability if device is not None else None)
+        return self._consan_why
+
     def _run_all(self, items: list[pytest.Item]) -> None:
         tier = self.config.stash[state.TIER]
         found = find_compute_sanitizer()
@@ -202,6 +216,16 @@ class SanitizerPlugin:
                     outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP,
                                                  f"needs a CUDA GPU: {tier.reason}")
                     continue
+                if tool == CONSAN:
+                    # Triton's own instrumentation, in a child without compute-sanitizer: suppressions and
+                    # kernel filters are compute-sanitizer options and do not apply
+                    why = self._consan_reason()
+                    if why is not None:
+                        outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP, why)
+                        continue
+                    batches.setdefault((tool, "", None, None, None, cfg.sanitizer_scope), []).append(item)
+                    timeouts[state.item_nodeid(item)] = cfg.sanitizer_timeout
+                    continue
                 if found is None:
                     outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP,
                                                  f"compute-sanitizer not found: {HOW_TO_GET}")
@@ -216,7 +240,7 @@ class SanitizerPlugin:
                        cfg.kernel_filter, cfg.kernel_exclude, cfg.sanitizer_scope)
                 batches.setdefault(key, []).append(item)
                 timeouts[state.item_nodeid(item)] = cfg.sanitizer_timeout
-        if not batches or found is None or tier.device is None:
+        if not batches or tier.device is None:
             return
         device = tier.device
         env = default_child_env(device.uuid or str(device.index))
@@ -226,13 +250,20 @@ class SanitizerPlugin:
         if self.worker_count > 1 and "sanitizer_jobs" not in run_config.sources:
             # xdist workers sanitize their shares at the same time: the default is shared among them
             jobs = max(1, jobs // self.worker_count)
-        self._write(f"{found.describe()}, {len(batches)} batch(es)"
-                    + (f", up to {jobs} children at once" if jobs > 1 else ""))
-        if not self.limits_said:  # once per process (per xdist worker): what this version cannot see
+        tools = sorted({k[0] for k in batches} - {CONSAN})
+        if CONSAN in {k[0] for k in batches}:
+            import triton
+
+            self._write(f"ConSan: Triton {triton.__version__}, knob {CONSAN_KNOB}={CONSAN} in its children")
+        if found is not None and tools:
+            self._write(f"{found.describe()}, {len(batches)} batch(es)"
+                        + (f", up to {jobs} children at once" if jobs > 1 else ""))
+        if found is not None and tools and not self.limits_said:
+            # once per process (per xdist worker): what this version cannot see
             self.limits_said = True
             from .known import limitations
 
-            for line in limitations(found.version, found.version_tuple, sorted({k[0] for k in batches})):
+            for line in limitations(found.version, found.version_tuple, tools):
                 self._write(line)
         # Each batch (one tool and its options) is cut into up to `jobs` contiguous parts of about equal
         # cost (the last run's sanitizer seconds); the parts of every batch then run at once, `jobs` at a
@@ -270,12 +301,22 @@ class SanitizerPlugin:
 
         def run_unit(unit: tuple[float, str, BatchSpec, list[pytest.Item], list[str]]) -> None:
             _, label, spec, members, notes = unit
-            runner = SanitizerRunner(
-                found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
-                timeouts=timeouts, default_timeout=run_config.sanitizer_timeout,
-                progress=lambda msg: write(msg.replace(spec.tool, label, 1) if msg.startswith(spec.tool) else msg),
-                use_xml=use_xml, version=found.version)
-            runner.canary = canary
+
+            def progress(msg: str) -> None:
+                write(msg.replace(spec.tool, label, 1) if msg.startswith(spec.tool) else msg)
+
+            runner: SanitizerRunner | ConsanRunner
+            if spec.tool == CONSAN:
+                runner = ConsanRunner(cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
+                                      timeouts=timeouts, default_timeout=run_config.sanitizer_timeout,
+                                      progress=progress)
+            else:
+                assert found is not None  # no compute-sanitizer batch is made without it
+                runner = SanitizerRunner(
+                    found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
+                    timeouts=timeouts, default_timeout=run_config.sanitizer_timeout, progress=progress,
+                    use_xml=use_xml, version=found.version)
+                runner.canary = canary
             self.runner = runner
             write(f"{label}: {len(members)} test(s) in one child")
             try:
@@ -387,6 +428,17 @@ def _emit(line: str) -> None:
     os.write(1, ("\n" + line + "\n").encode("utf-8", "replace"))
 
 
+def _flush_c_stdio() -> None:
+    """fflush(NULL): what the CUDA driver printed for the device (printf, assert messages) reaches the
+    pipe now, inside the test's markers, instead of at exit."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+
+
 def _synchronize() -> str | None:
     """Wait for the device (only through modules the test already imported); the error text, if any."""
     try:
@@ -411,6 +463,16 @@ class ChildPlugin:
         # lets a test (or pipecheck's own tests) know it runs under a sanitizer
         os.environ[CHILD_ENV] = self.tool
         self._disable_pools()
+        self.consan: Any = None
+        self.consan_problem = ""
+        if self.tool == CONSAN:
+            from .consan import Recorder, ensure_scratch_allocator
+
+            try:
+                self.consan = Recorder()
+            except Exception as exc:  # no Triton, or hooks it cannot chain: every record says so
+                self.consan_problem = f"cannot record launches: {type(exc).__name__}: {exc}"
+            ensure_scratch_allocator()
 
     @staticmethod
     def _disable_pools() -> None:
@@ -429,6 +491,8 @@ class ChildPlugin:
 
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
         self.reports[nodeid] = []
+        if self.consan is not None:
+            self.consan.start_test()
         _emit(BEGIN + nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -455,6 +519,11 @@ class ChildPlugin:
             outcome, text = "failed", sync_error
         if text:
             _emit(FAILURE + nodeid + " " + json.dumps(text[-4000:]))
+        if self.tool == CONSAN:
+            # a device assert's message goes through C stdio (buffered on a pipe): out before END
+            _flush_c_stdio()
+            record = self.consan.record() if self.consan is not None else {"problem": self.consan_problem}
+            _emit(f"{CONSAN_RECORD}{nodeid} {json.dumps(record)}")
         _emit(f"{END}{nodeid} {outcome}")
         if dead is not None:
             # every later test here would fail at its first CUDA call: stop, and let the runner give

@@ -306,7 +306,8 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
 
 def format_failure(outcome: TestOutcome) -> str:
     """The failure message: findings grouped per kernel and location pair, then the reproducer."""
-    lines = [f"compute-sanitizer {outcome.tool}: {outcome.summary}"]
+    label = "Triton ConSan" if outcome.tool == "consan" else f"compute-sanitizer {outcome.tool}"
+    lines = [f"{label}: {outcome.summary}"]
     if outcome.reason:
         lines.append(outcome.reason)
     if outcome.filtered:

@@ -161,7 +161,7 @@ def test_checks_option_deselects_every_check(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize("args, ini, message", [
     (["--pipecheck-sanitizer="], "", "*`--pipecheck-sanitizer=` from the command line is empty: name at least one "
-                                     "of racecheck, synccheck, memcheck, initcheck or `none` to turn it off*"),
+                                     "of racecheck, synccheck, memcheck, initcheck, consan or `none` to turn it off*"),
     ([], "pipecheck_sanitizer = ,", "*`pipecheck_sanitizer = ,` from the ini file (tox.ini) is empty*"),
     ([], "pipecheck_sanitizer =", "*`pipecheck_sanitizer = ` from the ini file (tox.ini) is empty*"),
     (["--pipecheck-checks=sanitizer", "--pipecheck-sanitizer=none"], "",
