@@ -83,7 +83,7 @@ gemm_k5_warp_specialized(const __half* __restrict__ A, const __half* __restrict_
     const __half* a_src = A + static_cast<long long>(block_m0 + map.a_row) * lda + map.a_col;
     const __half* b_src = B + static_cast<long long>(map.b_row) * ldb + block_n0 + map.b_col;
     for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
-      pipe.producer_acquire();
+      pipe.producer_acquire();  // pipecheck:producer_acquire
       __half* As = smem + (k_tile % STAGES) * STAGE_ELEMS;  // (BM, BK + skew)
       __half* Bs = As + AT::ELEMS;                          // (BK, BN + skew)
       const int k0 = k_tile * pc::BK;
@@ -123,7 +123,7 @@ gemm_k5_warp_specialized(const __half* __restrict__ A, const __half* __restrict_
     pipe.consumer_wait();  // pipecheck:consumer_wait
     const __half* As = smem + read_stage * STAGE_ELEMS;
     pc::mma_tile<WM, WN, AT::LD, BT::LD>(As, As + AT::ELEMS, acc, warp_m0, warp_n0, lane);
-    pipe.consumer_release();
+    pipe.consumer_release();  // pipecheck:consumer_release
   }
   pc::store_acc(C, M, N, ldc, acc, block_m0 + warp_m0, block_n0 + warp_n0, lane);
 }

@@ -148,7 +148,7 @@ gemm_k6_loader_compute_storer(const __half* __restrict__ A, const __half* __rest
       const bool last_tile = tile + static_cast<int>(gridDim.x) >= num_tiles;
       for (int pass = 0; pass < PASSES; ++pass) {
         const int pcol0 = col0 + pass * PASS_N;  // first output column of this pass
-        c_full.arrive_and_wait();                // the owners of this pass have written it
+        c_full.arrive_and_wait();  // the owners of this pass have written it  // pipecheck:storer_full_wait
         if (vec4 && row0 + BM <= M && pcol0 + PASS_N <= N) {
           // interior: 16-byte stores, two rows of 64 floats per warp instruction (2 x 256 B, coalesced)
           const int half = lane >> 4, c = (lane & 15) * 4;

@@ -3,7 +3,7 @@
 A mutant is never a copied kernel. It is a declaration, :class:`Mutant`:
 
 ``name``       what the bug is called (unique across every language);
-``language``   ``"triton"`` or ``"cuda"`` (the Hopper GEMM is CUDA);
+``language``   ``"triton"`` or ``"cuda"`` (the Hopper GEMM is CUDA; Gluon is Triton);
 ``base``       the reference kernel the edits apply to (a Triton base module, a CUDA ladder kernel of
                ``reference_kernels.cuda.launch.KERNELS``, or the Hopper GEMM's entry point);
 ``edits``      :class:`Edit` s applied in order to the base source when the mutant is built;
@@ -17,10 +17,10 @@ source (or, for an edit confined to a line tagged ``// pipecheck:<tag>`` in a CU
 line), else :func:`apply_edits` raises :class:`MutantError` naming the mutant. So a fix to a reference
 kernel either reaches its mutants or stops them loudly, never silently.
 
-:func:`registry` lists every mutant of the three families (Triton GEMM, CUDA ladder, Hopper GEMM) in
-this vocabulary; each family keeps its own builder (Triton: the edited source is written to a module
-file and imported, so ``triton.jit`` reads real source lines; CUDA: the edited source goes to the
-ladder's or the Hopper launcher's compiler).
+:func:`registry` lists every mutant of the four families (Triton GEMM, Gluon warp-specialized GEMM,
+CUDA ladder, Hopper GEMM) in this vocabulary; each family keeps its own builder (Triton and Gluon: the
+edited source is written to a module file and imported, so ``triton.jit`` / ``gluon.jit`` read real
+source lines; CUDA: the edited source goes to the ladder's or the Hopper launcher's compiler).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 __all__ = ["CHECKS", "LANGUAGES", "TAGS", "Edit", "Mutant", "MutantError", "apply_edits", "registry"]
 
 LANGUAGES = ("triton", "cuda")
-# every check a mutant may name: pipecheck's array checks, the sanitizer tools, the watchdog, the
-# performance gates
+# every check a mutant may name: pipecheck's array checks, the sanitizer tools, Triton's concurrency
+# sanitizer (``consan``: Gluon and warp-specialized Triton kernels), the watchdog, the performance gates
 CHECKS = ("coverage", "tile_probe", "determinism", "sanitizer:racecheck", "sanitizer:synccheck",
-          "sanitizer:memcheck", "hang", "perf", "occupancy")
+          "sanitizer:memcheck", "consan", "hang", "perf", "occupancy")
 # where a bug sits in the pipeline, or what kind of bug it is
 TAGS = ("prologue", "steady_state", "epilogue", "tail", "precision", "barrier", "sanitizer", "hang", "perf",
         "occupancy", "tma", "wgmma")
@@ -139,10 +139,10 @@ def apply_edits(source: str, edits: Iterable[Edit], *, name: str) -> str:
 
 def registry() -> dict[str, Mutant]:
     """Every mutant of every family, by name (imports no GPU package)."""
-    from reference_kernels.mutants import cuda, hopper, triton
+    from reference_kernels.mutants import cuda, gluon, hopper, triton
 
     out: dict[str, Mutant] = {}
-    for family in (triton.MUTANTS, cuda.as_mutants(), hopper.as_mutants()):
+    for family in (triton.MUTANTS, gluon.MUTANTS, cuda.as_mutants(), hopper.as_mutants()):
         for m in family.values():
             if m.name in out:
                 raise MutantError(f"mutant name {m.name!r} is declared twice")

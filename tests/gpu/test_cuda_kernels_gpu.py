@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
 
 PROBE = [n for n, m in MUTANTS.items() if m.check in ("tile_probe", "coverage")]
-#: seconds the whole sanitizer batch (three tools, ten tests, one watchdog kill) may take
-BATCH_TIMEOUT = 300
+#: seconds the whole sanitizer batch (three tools, 15 tests, one watchdog kill) may take
+BATCH_TIMEOUT = 420
 
 
 @pytest.mark.parametrize("name", PROBE)

@@ -197,15 +197,19 @@ def test_batch_through_the_plugin_with_the_fake_sanitizer(pytester: pytest.Pytes
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(wrapper))
     monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
-    # the fake prints a sample file's records; the synccheck one gets the k1 mutant's name and line
+    # the fake prints a sample file's records; a synccheck one gets its mutant's name and line
     sync = DATA / SYNCCHECK
-    local = tmp_path / "synccheck_k1_line_info.txt"
-    local.write_text(_with_line_info(sync.read_text(), MUTANTS["divergent_barrier"].entry))
+    synccheck: dict[str, str] = {}
+    for n, m in MUTANTS.items():
+        if m.check == "sanitizer:synccheck":
+            local = tmp_path / f"synccheck_{n}_line_info.txt"
+            local.write_text(_with_line_info(sync.read_text(), m.entry))
+            synccheck[f"test_mutant_{n}"] = str(local)
+    assert set(synccheck) == {"test_mutant_divergent_barrier", "test_mutant_pipeline_tail_gather_barrier"}
+    races = {f"test_mutant_{n}": RACE_K3 for n, m in MUTANTS.items() if m.check == "sanitizer:racecheck"}
     plan = {
-        "racecheck": {"inject": {f"test_mutant_{n}": RACE_K3 for n in
-                                 ("missing_wait_prior", "missing_sync_after_wait", "stages_exceed_buffers")},
-                      "hang": "test_mutant_consumer_skips_wait"},
-        "synccheck": {"inject": {"test_mutant_divergent_barrier": str(local)}},
+        "racecheck": {"inject": races, "hang": "test_mutant_consumer_skips_wait"},
+        "synccheck": {"inject": synccheck},
         "memcheck": {"inject": {"test_mutant_unguarded_tail": MEMCHECK}},
     }
     monkeypatch.setenv("FAKE_SANITIZER_PLAN", json.dumps(plan))

@@ -14,10 +14,10 @@ from reference_kernels.mutants.engine import Edit, Mutant, MutantError, apply_ed
 
 
 def test_registry_lists_every_family_in_one_vocabulary() -> None:
-    from reference_kernels.mutants import cuda, hopper
+    from reference_kernels.mutants import cuda, gluon, hopper
 
     reg = engine.registry()
-    assert set(reg) == set(triton_mutants.MUTANTS) | set(cuda.MUTANTS) | set(hopper.MUTANTS)
+    assert set(reg) == set(triton_mutants.MUTANTS) | set(gluon.MUTANTS) | set(cuda.MUTANTS) | set(hopper.MUTANTS)
     assert {m.language for m in reg.values()} == {"triton", "cuda"}
     for m in reg.values():
         assert m.edits and m.check in engine.CHECKS and m.expect and m.bug and m.tags <= set(engine.TAGS), m

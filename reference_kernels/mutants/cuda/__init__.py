@@ -146,6 +146,37 @@ MUTANTS: dict[str, CudaMutant] = {
         CudaMutant(
             "stage_cliff_sm86", "k3_cp_async", {"stages": "#define PIPECHECK_STAGES 3"}, "occupancy", "sm_86",
             "one more stage (2 -> 3, 56832 B smem) halves blocks/SM on sm_86 (49 KB cliff) but not on sm_90"),
+        # warp-specialized ring bugs (issue 19): each terminates, so racecheck reports the race, not a hang
+        CudaMutant(
+            "ws_release_before_read", "k5_warp_specialized",
+            {"consumer_wait": "pipe.consumer_wait(); pipe.consumer_release();", "consumer_release": ""},
+            "sanitizer:racecheck", "race",
+            "the consumers release a stage (arrive on its consumed barrier) right after waiting for it and "
+            "before their ldmatrix reads of it, so the producer's cp.async refill lands while they read"),
+        CudaMutant(
+            "ws_producer_skips_acquire", "k5_warp_specialized", {"producer_acquire": ""},
+            "sanitizer:racecheck", "race",
+            "the producer never waits on a stage's consumed (empty) barrier before refilling it: tile "
+            "STAGES overwrites stage 0 while the consumers may still read tile 0",
+            extra={"note": "at the batch shape K = 100 is STAGES + 1 = 4 K tiles, so only stage 0 is refilled, "
+                           "once: every barrier phase still completes and the kernel ends. With more K tiles "
+                           "the producer can lap a stage twice before the consumers see its first phase, and "
+                           "their parity wait then never returns (a hang, which the batch reports as a "
+                           "failure of this mutant)"}),
+        CudaMutant(
+            "ws_storer_skips_full_wait", "k6_loader_compute_storer",
+            {"storer_full_wait": "(void)c_full.arrive();  // no wait: reads the pass before it is written"},
+            "sanitizer:racecheck", "race",
+            "the storer (k6's epilogue warp) arrives on the C hand-off barrier but does not wait for it, so it "
+            "reads the staged accumulators before the compute warps have written them"),
+        CudaMutant(
+            "pipeline_tail_gather_barrier", "k4_cuda_pipeline",
+            {"tail_gather": "*reinterpret_cast<uint4*>(dst) = pc::gather_chunk(base, rows, cols, ld, r, c); "
+                            "__syncthreads();"},
+            "sanitizer:synccheck", "barrier error",
+            "a __syncthreads meant to publish a gathered tail chunk sits in the per-lane tail branch of the "
+            "cuda::pipeline producer: only the lanes whose chunk crosses the matrix edge reach it (divergent "
+            "barrier inside a warp)"),
     )
 }
 
@@ -170,6 +201,10 @@ _TAGS: dict[str, frozenset[str]] = {
     "unguarded_tail": frozenset({"sanitizer", "tail"}),
     "divergent_barrier": frozenset({"sanitizer", "barrier"}),
     "stage_cliff_sm86": frozenset({"occupancy"}),
+    "ws_release_before_read": frozenset({"sanitizer", "barrier", "steady_state"}),
+    "ws_producer_skips_acquire": frozenset({"sanitizer", "barrier", "steady_state"}),
+    "ws_storer_skips_full_wait": frozenset({"sanitizer", "barrier", "epilogue"}),
+    "pipeline_tail_gather_barrier": frozenset({"sanitizer", "barrier", "tail"}),
 }
 
 
