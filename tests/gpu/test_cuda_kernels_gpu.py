@@ -93,6 +93,8 @@ def test_sanitizer_mutants_caught_by_pipecheck_in_one_batch(tmp_path: Path) -> N
            f"--pipecheck-json={report_path}", str(module)]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         cmd[3:3] = ["-p", "pytest_pipecheck.plugin"]
+    for name, reason in sanitizer_batch.not_judged().items():
+        print(f"NOT JUDGED mutant {name}: {reason}")  # shown with -rA / -s; the batch leaves it out
     rc, out = _run_batch(cmd, tmp_path, BATCH_TIMEOUT)
     print(out[-30000:])  # the whole run, in the test's captured output
     tail = f"\n--- {' '.join(cmd)} (exit {rc}), output tail ---\n{out[-8000:]}"

@@ -88,6 +88,8 @@ def cases(hang_timeout: float = HANG_TIMEOUT) -> list[Case]:
     out = [Case(f"test_control_{k}", k, tuple(t for t in TOOLS if t not in SANITIZER_EXCLUSIONS.get(k, {})))
            for k in bases]
     for m in sorted(muts, key=lambda m: m.check != "hang"):
+        if _tool(m) in SANITIZER_EXCLUSIONS.get(m.base, {}):
+            continue  # listed by not_judged(): this compute-sanitizer cannot judge the mutant's tool there
         out.append(Case(f"test_mutant_{m.name}", m.base, (_tool(m),), m,
                         hang_timeout if m.check == "hang" else None))
     return out
@@ -270,3 +272,10 @@ def _mutant_problems(what: str, c: Case, tool: str, r: Mapping[str, Any]) -> lis
         problems.append(f"{what}: no {KIND[tool]} finding points into {c.kernel}'s sources (gemm_common.cuh, "
                         f"{KERNELS[c.kernel].file}): locations {where}; {_short(r)}")
     return problems
+
+
+def not_judged() -> dict[str, str]:
+    """Mutants left out of the batch, with the reason: their tool is excluded on their base kernel for the
+    compute-sanitizer that runs (:data:`~reference_kernels.cuda.launch.SANITIZER_EXCLUSIONS`)."""
+    return {m.name: SANITIZER_EXCLUSIONS[m.base][_tool(m)] for m in _mutants()
+            if m.check != "hang" and _tool(m) in SANITIZER_EXCLUSIONS.get(m.base, {})}
