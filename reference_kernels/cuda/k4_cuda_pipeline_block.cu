@@ -47,7 +47,7 @@ __device__ __forceinline__ void copy_chunk(Pipe& pipe, __half* dst, const __half
   if (pc::chunk_in_bounds(base, rows, cols, ld, r, c)) {
     cuda::memcpy_async(dst, base + static_cast<long long>(r) * ld + c, cuda::aligned_size_t<16>(16), pipe);
   } else {
-    *reinterpret_cast<uint4*>(dst) = pc::gather_chunk(base, rows, cols, ld, r, c);  // pipecheck:tail_gather
+    *reinterpret_cast<uint4*>(dst) = pc::gather_chunk(base, rows, cols, ld, r, c);
   }
 }
 
@@ -118,7 +118,7 @@ gemm_k4_cuda_pipeline(const __half* __restrict__ A, const __half* __restrict__ B
   // main loop: consume the oldest stage, then refill it with the tile STAGES ahead
   for (int k_tile = 0; k_tile < num_k_tiles; ++k_tile) {
     const int read_stage = k_tile % STAGES;
-    pipe.consumer_wait();
+    pipe.consumer_wait();  // pipecheck:consumer_wait
     const __half* As = smem + read_stage * STAGE_ELEMS;
     pc::mma_tile<WM, WN, AT::LD, BT::LD>(As, As + AT::ELEMS, acc, warp_m0, warp_n0, lane);
     pipe.consumer_release();

@@ -170,13 +170,12 @@ MUTANTS: dict[str, CudaMutant] = {
             "the storer (k6's epilogue warp) arrives on the C hand-off barrier but does not wait for it, so it "
             "reads the staged accumulators before the compute warps have written them"),
         CudaMutant(
-            "pipeline_tail_gather_barrier", "k4_cuda_pipeline",
-            {"tail_gather": "*reinterpret_cast<uint4*>(dst) = pc::gather_chunk(base, rows, cols, ld, r, c); "
-                            "__syncthreads();"},
+            "pipeline_wait_half_warp_barrier", "k4_cuda_pipeline",
+            {"consumer_wait": "pipe.consumer_wait(); if (lane < 16) __syncthreads();"},
             "sanitizer:synccheck", "barrier error",
-            "a __syncthreads meant to publish a gathered tail chunk sits in the per-lane tail branch of the "
-            "cuda::pipeline producer: only the lanes whose chunk crosses the matrix edge reach it (divergent "
-            "barrier inside a warp)"),
+            "a __syncthreads added after consumer_wait (to make the whole stage visible before the MMA) sits "
+            "under a per-lane condition: half of each warp reaches the block barrier (a divergent barrier in "
+            "a cuda::pipeline consumer; every warp still arrives once per K step, so the launch ends)"),
     )
 }
 
@@ -204,7 +203,7 @@ _TAGS: dict[str, frozenset[str]] = {
     "ws_release_before_read": frozenset({"sanitizer", "barrier", "steady_state"}),
     "ws_producer_skips_acquire": frozenset({"sanitizer", "barrier", "steady_state"}),
     "ws_storer_skips_full_wait": frozenset({"sanitizer", "barrier", "epilogue"}),
-    "pipeline_tail_gather_barrier": frozenset({"sanitizer", "barrier", "tail"}),
+    "pipeline_wait_half_warp_barrier": frozenset({"sanitizer", "barrier", "steady_state"}),
 }
 
 
