@@ -26,11 +26,17 @@ BATCH_TIMEOUT = 540
 def _require_consan_and_sm90() -> None:
     from pytest_pipecheck import config
 
-    if "consan" not in config.SANITIZER_TOOLS:
+    if config.CONSAN not in config.SANITIZER_CHOICES:
         pytest.skip("consan tool not available")
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
+    from pytest_pipecheck.sanitizer.consan import unavailable_reason as consan_unavailable
+
+    major, minor = torch.cuda.get_device_capability()
+    why = consan_unavailable(f"{major}.{minor}")
+    if why:
+        pytest.skip(why)
     from reference_kernels.triton.gluon_gemm import unavailable_reason
 
     reason = unavailable_reason("cuda")

@@ -48,6 +48,11 @@ _ONE_TILE_FOUR_LAPS = (128, 1024, 256)  # one output tile, 16 K steps: every slo
 _TWO_TILES_ONE_LAP = (256, 256, 256)    # two output tiles on one program: tile 1 refills tile 0's slots
 
 
+#: ConSan names a hazard on an async buffer "outstanding" (reads/writes not yet waited for) or "pending
+#: access" (the async copy or wgmma still in flight), depending on which side it sees first
+_HAZARD = "outstanding|pending access"
+
+
 def _gluon(name: str, edits: tuple[Edit, ...], expect: str, bug: str, tags: set[str],
            shape: tuple[int, int, int], why: str) -> Mutant:
     return Mutant(name, "triton", BASE, edits, "consan", expect, bug, frozenset(tags),
@@ -62,7 +67,7 @@ MUTANTS: dict[str, Mutant] = {
             (Edit(_READY_WAIT, _READY_WAIT + "                mbarrier.arrive(empty.index(s))  # BUG: released "
                                               "before the wgmma below reads slot s\n"),
              Edit(_LOOP_RELEASE, ""), Edit(_TILE_RELEASE, "")),
-            "outstanding",
+            _HAZARD,
             "the consumer arrives on a slot's empty barrier as soon as the slot is full, before its wgmma "
             "reads it, so the loader's next TMA load into that slot overwrites operands still being read",
             {"barrier", "steady_state", "sanitizer", "wgmma", "tma"}, _ONE_TILE_FOUR_LAPS,
@@ -71,7 +76,7 @@ MUTANTS: dict[str, Mutant] = {
             "gluon_loader_skips_empty_wait",
             (Edit(_EMPTY_WAIT, "                # BUG: no wait for the consumer to release slot s "
                                "(mbarrier.wait(empty.index(s), parity ^ 1))\n"),),
-            "outstanding",
+            _HAZARD,
             "the loader never waits on a slot's empty barrier: its TMA load into slot s for K step it + "
             "NUM_STAGES is issued while step it's load may be in flight and its wgmma may still read it",
             {"barrier", "steady_state", "sanitizer", "tma"}, _ONE_TILE_TWO_LAPS,
@@ -82,7 +87,7 @@ MUTANTS: dict[str, Mutant] = {
             "gluon_ready_wait_wrong_parity",
             (Edit(_READY_WAIT, "                mbarrier.wait(ready.index(s), ((it // NUM_STAGES) & 1) ^ 1)  "
                                "# BUG: the parity of the phase before\n"),),
-            "outstanding",
+            _HAZARD,
             "the consumer waits on a slot's ready barrier with the parity flipped: on a fresh barrier that "
             "phase counts as complete, so the wait passes at once and wgmma reads the slot while its TMA "
             "load is still landing",
@@ -93,7 +98,7 @@ MUTANTS: dict[str, Mutant] = {
             "gluon_epilogue_skips_final_wait",
             (Edit(_DRAIN, "            # BUG: no warpgroup_mma_wait(num_outstanding=0) before the epilogue "
                           "reads acc\n"),),
-            "outstanding",
+            _HAZARD,
             "no final warpgroup_mma_wait before the epilogue: the accumulator is read while the tile's last "
             "wgmma may still run, and that wgmma's slot is released to the loader while it reads it",
             {"barrier", "epilogue", "sanitizer", "wgmma"}, _TWO_TILES_ONE_LAP,
