@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from . import autotune
 from .config import (
     SETTINGS,
     ConfigError,
@@ -25,6 +26,7 @@ from .device import arch_table_note, detect_tier, list_devices
 from .fixture import Pipecheck
 from .report.outcomes import TestOutcomes
 from .results import CheckResult, Verdict
+from .sanitizer.runner import child_tool
 from .state import (
     ATTACHED,
     ITEM_CONFIG,
@@ -159,6 +161,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_OUTCOMES] = TestOutcomes()
     config.pluginmanager.register(_ResultCollector(config), "pipecheck-results")
     _check_report_paths(config, run_config)
+
+    if child_tool() is not None:
+        # a sanitizer child: autotuned kernels launch each config once (sanitized) instead of timing them
+        autotune.launch_each_config_once()
 
     workerinput = getattr(config, "workerinput", None)
     if workerinput and workerinput.get("pipecheck_gpu"):

@@ -232,3 +232,39 @@ def test_a_config_pruned_at_these_arguments_is_not_run():
     with autotune.pinned(pruned, 1) as pin:
         pruned[(1,)](x, y, 4, 20, 20, 20)
     assert pin.launches == 1 and torch.equal(y, x * 2)
+
+
+def test_sanitizer_child_launches_each_config_once_instead_of_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a sanitizer child the Autotuner's benchmark becomes one launch per config: every config still
+    runs (under the tool) and nothing is timed."""
+    autotuner_mod = pytest.importorskip("triton.runtime.autotuner")
+    from pytest_pipecheck import autotune
+
+    Autotuner = autotuner_mod.Autotuner
+    monkeypatch.setattr(Autotuner, "do_bench", Autotuner.__dict__["do_bench"])  # restored after the test
+    assert autotune.launch_each_config_once() is True
+    calls: list[int] = []
+    bench = Autotuner.__new__(Autotuner).do_bench
+    assert bench(lambda: calls.append(1), quantiles=(0.5, 0.2, 0.8)) == [0.0, 0.0, 0.0]
+    assert bench(lambda: calls.append(2)) == 0.0
+    assert calls == [1, 2]  # each benchmark call launched its config exactly once
+
+
+def test_plugin_switches_autotuning_to_one_launch_per_config_only_in_a_sanitizer_child(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("triton.runtime.autotuner")
+    pytester.makepyfile(test_probe="""
+        import inspect
+        from triton.runtime.autotuner import Autotuner
+
+        def test_probe():
+            print("DO_BENCH", type(inspect.getattr_static(Autotuner, "do_bench")).__name__)
+    """)
+    for child in ("", "racecheck"):
+        if child:
+            monkeypatch.setenv("PIPECHECK_CHILD", child)
+        else:
+            monkeypatch.delenv("PIPECHECK_CHILD", raising=False)
+        result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+        out = result.stdout.str()
+        assert ("DO_BENCH property" in out) is bool(child), out
