@@ -5,13 +5,15 @@
 #
 #   scripts/gpu-check.sh OUTDIR [PART...]
 #
-# PART is any of: pytest, scripts, or the name of one script in scripts/gpu/ (without .py), optionally
+# PART is any of: pytest, scripts, examples, examples-fla, pinned-all, toolkit-all, toolkit-default,
+# mutants-pinned, mutants-toolkit,
+# consan, or the name of one script in scripts/gpu/ (without .py), optionally
 # with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
 # Every script takes its output folder first, except ladder_profile, which takes the builds to launch
 # (ladder_profile=k3_cp_async:4,k3_cp_async_wide:4) and runs under Nsight Compute (ncu), its report in
 # OUTDIR/ladder_profile/ncu.csv; without ncu it is skipped and steps.txt says so. (A build with
 # several macros needs commas of its own: run ladder_profile.py under ncu by hand for that.)
-# Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
+# PARALLEL=1 runs the parts side by side. Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
 # hang cannot eat the whole run; a step's exit code and duration go to OUTDIR/steps.txt.
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [PART...]}
@@ -38,8 +40,33 @@ step_timeout=${STEP_TIMEOUT:-420}
 } > "$out/environment.txt" 2>&1
 export PIPECHECK_EVIDENCE_DIR="$out/evidence"
 
+# The toolkit's compute-sanitizer, found before any wheel is installed (PATH): the toolkit-* parts use it.
+toolkit_sanitizer=$(command -v compute-sanitizer || true)
+
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 \
   || { echo "install failed"; cat "$out/install.log"; exit 1; }
+
+# Wheels carried in .whl/ (the GPU machine has no network): NVIDIA's compute-sanitizer package goes
+# into the interpreter's own site-packages, as `pip install pytest-pipecheck[sanitizer]` puts it (so
+# discovery is exercised as a user meets it); the third-party kernel libraries of examples/ go to
+# /tmp/site on PYTHONPATH.
+if ls .whl/*.whl > /dev/null 2>&1; then
+  for w in .whl/nvidia_cuda_sanitizer_api-*.whl; do
+    [ -e "$w" ] && python3 -m pip install -q --no-index --no-deps --no-cache-dir "$w" >> "$out/install.log" 2>&1
+  done
+  others=$(ls .whl/*.whl | grep -v nvidia_cuda_sanitizer_api || true)
+  if [ -n "$others" ]; then
+    # shellcheck disable=SC2086
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      $others >> "$out/install.log" 2>&1 || { echo "wheel install failed"; tail "$out/install.log"; exit 1; }
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+fi
+{
+  echo "compute-sanitizer (toolkit, PATH): ${toolkit_sanitizer:-none} $(${toolkit_sanitizer:-false} --version 2>/dev/null | grep -i version | head -1)"
+  found=$(python3 -c "from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer as f; print(f() or 'none')" 2>&1)
+  echo "compute-sanitizer (pipecheck's discovery): $found $("$found" --version 2>/dev/null | grep -i version | head -1)"
+} >> "$out/environment.txt" 2>&1
 
 # Builds ladder_profile launches when none are named (see scripts/gpu/ladder_profile.py).
 LADDER_PROFILE_BUILDS=(k3_cp_async:4 k3_cp_async_wide:4 k3_cp_async_wide:4:PIPECHECK_XTILE)
@@ -68,13 +95,50 @@ ladder_profile() {
     python3 scripts/gpu/ladder_profile.py "${builds[@]}"
 }
 
-for part in "${parts[@]}"; do
+run_part() {
+  local part=$1
   case "$part" in
     pytest)
       # shellcheck disable=SC2086
       step pytest-gpu python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs \
         --durations=30 --pipecheck-json="$out/pipecheck.json" --pipecheck-html="$out/pipecheck.html" \
         --junitxml="$out/junit.xml" ${PYTEST_ARGS:-tests reference_kernels}
+      ;;
+    examples)
+      # the third-party kernel libraries (their wheels carried in .whl/), default sanitizer tools
+      step examples python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs \
+        --pipecheck-json="$out/examples.json" examples
+      ;;
+    pinned-all|toolkit-all)
+      # every compute-sanitizer tool on every reference kernel: with the version discovery finds (the
+      # pinned package when its wheel was carried), or with the toolkit's
+      if [ "$part" = toolkit-all ]; then export PIPECHECK_COMPUTE_SANITIZER=$toolkit_sanitizer; fi
+      step "$part" python3 -m pytest --pipecheck --pipecheck-tier=gpu --pipecheck-sanitizer=all \
+        -p no:cacheprovider -rA --pipecheck-json="$out/$part.json" reference_kernels
+      unset PIPECHECK_COMPUTE_SANITIZER
+      ;;
+    toolkit-default)
+      # the default tools (racecheck, synccheck) with the toolkit's compute-sanitizer: the exclusions and
+      # rules keyed to its version at work
+      export PIPECHECK_COMPUTE_SANITIZER=$toolkit_sanitizer
+      step "$part" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rA \
+        --pipecheck-json="$out/$part.json" reference_kernels
+      unset PIPECHECK_COMPUTE_SANITIZER
+      ;;
+    examples-fla)
+      step "$part" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs \
+        --pipecheck-json="$out/$part.json" examples/fla
+      ;;
+    mutants-pinned|mutants-toolkit)
+      # the CUDA sanitizer mutants in one pipecheck run, and the Gluon mutants and ConSan under Triton
+      if [ "$part" = mutants-toolkit ]; then export PIPECHECK_COMPUTE_SANITIZER=$toolkit_sanitizer; fi
+      step "$part" python3 -m pytest -p no:cacheprovider -rA -v \
+        tests/gpu/test_cuda_kernels_gpu.py::test_sanitizer_mutants_caught_by_pipecheck_in_one_batch
+      unset PIPECHECK_COMPUTE_SANITIZER
+      ;;
+    consan)
+      step consan python3 -m pytest -p no:cacheprovider -rA -v -s tests/gpu/test_consan_gpu.py \
+        tests/gpu/test_gluon_mutants_gpu.py
       ;;
     scripts)
       for s in scripts/gpu/*.py; do
@@ -97,6 +161,13 @@ for part in "${parts[@]}"; do
       fi
       ;;
   esac
+}
+
+# PARALLEL=1 runs the parts side by side (each in its own shell, on the one GPU): for runs whose
+# verdicts are the evidence, not their timings.
+for part in "${parts[@]}"; do
+  if [ "${PARALLEL:-0}" = 1 ]; then run_part "$part" & else run_part "$part"; fi
 done
+wait
 
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" && echo "archive: $out.tgz"
