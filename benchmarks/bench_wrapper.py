@@ -186,6 +186,19 @@ def _measure(forms: Forms, new_pc: Callable[[], Any], rounds: int, warmup: int) 
     return times
 
 
+def _profile(spec: Any, new_pc: Callable[[], Any], rounds: int) -> None:
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(rounds):
+        _check(new_pc(), spec)
+    prof.disable()
+    sys.stdout.write(f"{spec.name}: {rounds} rounds under cProfile\n")
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(30)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
@@ -194,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None,
                         help="rounds of the three forms (default: 5 for triton on cpu, 200 otherwise)")
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--profile", choices=FORMS, default=None,
+                        help="instead of timing, run this form under cProfile for the rounds and print the "
+                             "functions taking the most time of their own")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
@@ -242,12 +258,17 @@ def main(argv: list[str] | None = None) -> int:
         def new_pc(nodeid: str = f"bench::{kind}") -> Any:
             return Pipecheck(nodeid, PipecheckConfig(), tier, 1)
 
+        if args.profile:
+            _profile(forms.of(args.profile), new_pc, rounds)
+            continue
         times = _measure(forms, new_pc, rounds, args.warmup)
         med = {f: statistics.median(v) for f, v in times.items()}
         rows.append((kind, med, launches, times))
         sys.stdout.write(
             f"{kind:7s} spec {med['spec'] * 1e3:9.3f} ms   floor {med['floor'] * 1e3:9.3f} ms   "
             f"wrapper {med['wrapper'] * 1e3:9.3f} ms   (median of {rounds}, {launches} launches per check_kernel)\n")
+    if args.profile:
+        return 0
     sys.stdout.write("\nratios, medians of the per-round ratios (wrapper/spec is the goal; floor/spec is what a\n"
                      "do-nothing dispatch mode around the wrapper's own call costs by itself):\n")
     for kind, med, launches, times in rows:

@@ -243,7 +243,10 @@ class ContainmentPlugin:
         tier = self.config.stash[state.TIER]
         found = find_compute_sanitizer()
         if found is None or tier.device is None:
-            why = f"compute-sanitizer not found ({HOW_TO_GET})" if tier.device is not None else "no GPU"
+            from . import toolkit
+
+            why = (f"compute-sanitizer not found ({toolkit.not_found_reason('compute-sanitizer')}; {HOW_TO_GET})"
+                   if tier.device is not None else "no GPU")
             return f"triage: not run: {why}", {"ran": False, "reason": why}
         from .sanitizer.pytest_hooks import child_args
         from .sanitizer.runner import BatchSpec, SanitizerRunner, default_child_env, format_failure

@@ -313,11 +313,12 @@ def header_line(config: pytest.Config) -> str:
     for name, version in tier.backends.items():
         parts.append(f"{name} {version or 'not installed'}")
     if run_config.enabled and run_config.wants("sanitizer") and set(run_config.sanitizer) - {"consan"}:
+        from . import toolkit
         from .sanitizer.locate import find_compute_sanitizer
 
         found = find_compute_sanitizer()
         parts.append(f"compute-sanitizer {found.version or 'unknown version'}" if found
-                     else "compute-sanitizer not found")
+                     else f"compute-sanitizer not found ({toolkit.not_found_reason('compute-sanitizer')})")
     if run_config.enabled and run_config.wants("sanitizer") and "consan" in run_config.sanitizer:
         parts.append("Triton ConSan selected")
     parts.append("checks on" if run_config.enabled else "checks off (use --pipecheck)")

@@ -193,12 +193,40 @@ def _executable(path: str) -> bool:
     return os.path.isfile(real) and os.access(real, os.X_OK)
 
 
+def explicit_variable(tool: str) -> tuple[str, str] | None:
+    """(variable, value) of the step-1 variable set for ``tool``, or None."""
+    names = [f"PIPECHECK_{_env_name(tool)}"]
+    if tool in _TRITON_OVERRIDES:
+        names.append(f"TRITON_{_env_name(tool)}_PATH")
+    for var in names:
+        value = os.environ.get(var)
+        if value:
+            return var, value
+    return None
+
+
 def find_tool(tool: str) -> Tool | None:
-    """The first ``tool`` found in the order of this module's docstring; None when there is none."""
+    """The first ``tool`` found in the order of this module's docstring; None when there is none.
+
+    A variable of step 1 is taken as written: when it names no executable file the tool is not found
+    (:func:`not_found_reason` says why), never silently replaced by another copy found further on."""
+    explicit = explicit_variable(tool)
+    if explicit is not None:
+        var, value = explicit
+        return Tool(tool, value, var) if _executable(value) else None
     for path, via in candidates(tool):
         if _executable(path):
             return Tool(tool, path, via)
     return None
+
+
+def not_found_reason(tool: str) -> str:
+    """Why :func:`find_tool` found no ``tool``: a step-1 variable naming no executable file, or nowhere."""
+    explicit = explicit_variable(tool)
+    if explicit is not None:
+        var, value = explicit
+        return f"{var}={value} is not an executable file"
+    return "not on PATH, in a CUDA toolkit or in NVIDIA's pip packages"
 
 
 def which(name: str) -> str | None:

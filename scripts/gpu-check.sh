@@ -6,8 +6,8 @@
 #   scripts/gpu-check.sh OUTDIR [PART...]
 #
 # PART is any of: pytest, scripts, examples, examples-fla, pinned-all, toolkit-all, toolkit-default,
-# mutants-pinned, mutants-toolkit,
-# consan, or the name of one script in scripts/gpu/ (without .py), optionally
+# mutants-pinned, mutants-toolkit, consan, targeted, targeted-toolkit, bench-wrapper,
+# gluon-racecheck-toolkit, tier-profile, durations, or the name of one script in scripts/gpu/ (without .py), optionally
 # with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
 # Every script takes its output folder first, except ladder_profile, which takes the builds to launch
 # (ladder_profile=k3_cp_async:4,k3_cp_async_wide:4) and runs under Nsight Compute (ncu), its report in
@@ -135,6 +135,63 @@ run_part() {
       step "$part" python3 -m pytest -p no:cacheprovider -rA -v \
         tests/gpu/test_cuda_kernels_gpu.py::test_sanitizer_mutants_caught_by_pipecheck_in_one_batch
       unset PIPECHECK_COMPUTE_SANITIZER
+      ;;
+    targeted|targeted-toolkit)
+      # the GPU tests of the version-gated sanitizer options, the autotuned and wrapper forms; with the
+      # sanitizer discovery finds (the pinned package when carried) or with the toolkit's
+      if [ "$part" = targeted-toolkit ]; then
+        export PIPECHECK_COMPUTE_SANITIZER=$toolkit_sanitizer
+        step "$part" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rA -v \
+          tests/gpu/test_sanitizer_gpu.py
+        unset PIPECHECK_COMPUTE_SANITIZER
+      else
+        step "$part" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rA -v \
+          --pipecheck-json="$out/$part.json" tests/gpu/test_sanitizer_gpu.py tests/gpu/test_autotune_gpu.py \
+          tests/gpu/test_wrapper_gpu.py
+      fi
+      ;;
+    bench-wrapper)
+      step "$part" python3 benchmarks/bench_wrapper.py --device cuda
+      ;;
+    gluon-racecheck-toolkit)
+      # the toolkit's racecheck on one launch of the Gluon GEMM, its report as printed (default analysis
+      # mode): the records the rule triton-ws-dispatch-state is written for
+      step "$part" "$toolkit_sanitizer" --tool racecheck --print-limit 100 python3 -c \
+        "import torch; from reference_kernels.triton import gluon_gemm as gg; a = torch.randn((256, 512), device='cuda', dtype=torch.float16); b = torch.randn((512, 256), device='cuda', dtype=torch.float16); gg.launch_gluon_gemm(a, b, torch.empty((256, 256), device='cuda', dtype=torch.float16)); torch.cuda.synchronize(); print('launched')"
+      ;;
+    tier-profile)
+      # the whole GPU tier with a time stamp on every line (-v prints each test as it ends), so a run cut
+      # off by the time limit still shows where its time went
+      step "$part" bash -c "python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rfE -v \
+        --durations=40 ${PYTEST_ARGS:-} 2>&1 | while IFS= read -r l; do printf '%s %s\n' \"\$(date +%s)\" \"\$l\"; done"
+      ;;
+    durations)
+      # each test's whole cost (its sanitizer seconds included) on this GPU, in pytest-split's format, for
+      # the repository's .test_durations (shares balance by it on a machine without pytest's cache, and
+      # pytest-split splits CI machines by it): the GPU tests and the rest side by side, 4 workers each,
+      # each line time-stamped; the two files merged into test_durations.json
+      local d
+      for d in gpu rest; do
+        local paths="tests/gpu"
+        [ "$d" = rest ] && paths="tests/unit tests/plugin reference_kernels"
+        step "durations-$d" bash -c "python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -n 4 \
+          -v -rfE --tb=short --store-durations --durations-path='$out/durations-$d.json' $paths 2>&1 \
+          | while IFS= read -r l; do printf '%s %s\n' \"\$(date +%s)\" \"\$l\"; done" &
+      done
+      wait
+      python3 - "$out" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+merged = {}
+for name in ("durations-gpu.json", "durations-rest.json"):
+    p = out / name
+    if p.exists():
+        merged.update(json.loads(p.read_text()))
+    else:
+        print(f"{name}: not written (its run did not finish)")
+(out / "test_durations.json").write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
+print(f"test_durations.json: {len(merged)} tests, {sum(merged.values()):.0f} s in all")
+PY
       ;;
     consan)
       step consan python3 -m pytest -p no:cacheprovider -rA -v -s tests/gpu/test_consan_gpu.py \

@@ -224,9 +224,12 @@ class GuardedArray:
             mask[idx.ravel()] = True
         return mask
 
-    def snapshot(self) -> None:
-        """Remember the buffer's bits so :meth:`changed` can tell what a launch modified."""
-        self._initial_bits = bits(self.buffer, self.dtype)
+    def snapshot(self, known: Any = None) -> None:
+        """Remember the buffer's bits so :meth:`changed` can tell what a launch modified.
+
+        ``known``: those bits as :func:`bits` would return them, computed by the caller without reading
+        the buffer (a read from a GPU is a synchronizing copy)."""
+        self._initial_bits = bits(self.buffer, self.dtype) if known is None else known
 
     def changed(self) -> Any:
         """Boolean NumPy mask over the flat buffer of elements whose bits changed since snapshot()."""

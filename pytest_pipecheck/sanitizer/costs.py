@@ -10,8 +10,11 @@ its END marker). At the end of a run the controller adds them up per test over t
 them in pytest's cache (``.pytest_cache``, key :data:`CACHE_KEY`), merged with what the cache held
 for tests that did not run this time. The next run cuts the collection into contiguous shares of
 equal total cost; a test the cache does not know costs the median of the known ones. Without a
-cache (``-p no:cacheprovider``, first run, or an unreadable entry) the shares are equal counts, as
-before. The controller and every worker read the same cache file before any test runs and the
+cache entry (``-p no:cacheprovider``, a fresh clone, or an unreadable entry) the costs come from
+pytest-split's durations file when there is one (``--durations-path``, by default ``.test_durations``
+in the working directory, else in the rootdir: each test's whole duration, its sanitizer seconds
+included, as ``--store-durations`` records it), so a repository that commits that file is balanced
+on a machine that never ran it; with neither, the shares are equal counts. The controller and every worker read the same cache file before any test runs and the
 controller writes it only at the end, so they all compute the same shares.
 """
 
@@ -22,7 +25,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["CACHE_KEY", "assign_shares", "load_costs", "record_costs", "sanitizer_seconds"]
+__all__ = ["CACHE_KEY", "assign_shares", "costs_for_balance", "load_costs", "load_durations", "record_costs",
+           "sanitizer_seconds"]
 
 CACHE_KEY = "pipecheck/sanitizer-seconds"
 _MAX_ENTRIES = 20000  # bound the cache entry: the newest tests win
@@ -37,9 +41,41 @@ def load_costs(config: Any) -> dict[str, float]:
         data = cache.get(CACHE_KEY, None)
     except Exception:  # a corrupt cache file must never break a run: fall back to equal counts
         return {}
-    if not isinstance(data, Mapping):
-        return {}
+    return _valid_seconds(data)
+
+
+def load_durations(config: Any) -> dict[str, float]:
+    """Per-test seconds from pytest-split's durations file ({} without one, or with a bad one)."""
+    import json
+    import os
+
+    path = None
+    getoption = getattr(config, "getoption", None)
+    if getoption is not None:
+        path = getoption("durations_path", default=None)  # registered by pytest-split
+    candidates = [path] if path else []
+    root = getattr(config, "rootpath", None)
+    candidates += [os.path.join(os.getcwd(), ".test_durations")] + ([os.path.join(str(root), ".test_durations")]
+                                                                   if root is not None else [])
+    for candidate in candidates:
+        try:
+            with open(candidate, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        return _valid_seconds(data)
+    return {}
+
+
+def costs_for_balance(config: Any) -> dict[str, float]:
+    """The costs shares are balanced by: the cache's sanitizer seconds, else pytest-split's durations."""
+    return load_costs(config) or load_durations(config)
+
+
+def _valid_seconds(data: Any) -> dict[str, float]:
     out: dict[str, float] = {}
+    if not isinstance(data, Mapping):
+        return out
     for nodeid, seconds in data.items():
         if isinstance(nodeid, str) and isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
             if math.isfinite(seconds) and seconds >= 0:

@@ -108,19 +108,21 @@ _ENTRY_PC = 0x200
 
 
 def _triton_ws_dispatch_state(f: Finding) -> bool:
-    """A racecheck pair in one Triton/Gluon kernel (a ``.py`` source) whose read is the worker warps'
-    dispatch loop at kernel entry (pc < 0x200) and whose write is in the same kernel function."""
+    """A racecheck record in one Triton/Gluon kernel (a ``.py`` source) whose one read is the worker warps'
+    dispatch loop at kernel entry (pc < 0x200) and whose writes (one, or two in the analysis report when
+    the default partition writes the state where the partitioned region starts and where it ends) are all
+    past the entry in the same kernel function."""
     if f.kind != "race":
         return False
     accesses = [m for m in (_ACCESS.search(line) for line in f.raw.splitlines()) if m]
-    if len(accesses) != 2:
+    if len(accesses) < 2:
         return False
     if len({m.group("func") for m in accesses}) != 1 or not all(m.group("file").endswith(".py") for m in accesses):
         return False
     reads = [m for m in accesses if m.group("acc") == "Read"]
     writes = [m for m in accesses if m.group("acc") == "Write"]
-    return len(reads) == 1 and len(writes) == 1 and int(reads[0].group("pc"), 16) < _ENTRY_PC \
-        and int(writes[0].group("pc"), 16) >= _ENTRY_PC
+    return len(reads) == 1 and len(writes) == len(accesses) - 1 and int(reads[0].group("pc"), 16) < _ENTRY_PC \
+        and all(int(w.group("pc"), 16) >= _ENTRY_PC for w in writes)
 
 
 def _within_four_bytes(matched: Sequence[Finding]) -> bool:
@@ -167,8 +169,10 @@ RULES: tuple[Rule, ...] = (
         evidence=("the Gluon warp-specialized GEMM, six variants, H200 2026-11-23 "
                   "(docs/validation/2026-11-23-h200-1257/run-e/gluon_race_probe.md): every hazard on the last "
                   "4 bytes of the block's shared memory, none on the A/B ring or C staging, ConSan clean; "
-                  "0 hazards under 2026.4.0 on an H100, 2026-11-24; sample "
-                  "tests/data/sanitizer/racecheck_triton_ws_dispatch_hazard_2025_3_1.txt"),
+                  "0 hazards under 2026.4.0 on an H100, 2026-11-24; its suite test under 2025.3.1 with this "
+                  "rule, H100 2026-11-25 (docs/validation/2026-11-25-h100-0723.md); samples "
+                  "tests/data/sanitizer/racecheck_triton_ws_dispatch_hazard_2025_3_1.txt, "
+                  "..._analysis_2025_3_1.txt and ..._suite_2025_3_1.txt"),
         match=_triton_ws_dispatch_state,
         together=_within_four_bytes,
     ),

@@ -27,7 +27,7 @@ from ..results import CheckResult, PipecheckFailure, Verdict
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
-from .costs import assign_shares, load_costs, record_costs
+from .costs import assign_shares, costs_for_balance, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
@@ -50,14 +50,21 @@ SHARE = pytest.StashKey[int]()
 
 def shares_for(config: pytest.Config, nodeids: list[str], shares: int) -> list[int]:
     """The share of each collected test: contiguous runs (modules stay together) of about equal
-    sanitizer cost, from the costs the last runs left in pytest's cache (equal counts without them).
+    sanitizer cost, from the costs the last runs left in pytest's cache, else from pytest-split's durations
+    file (equal counts without either: costs.py).
     Workers and the controller compute it from the same collection order and the same cache.
 
     Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck, one worker per GPU):
     equal-count shares 1.65x faster than -n 0, one GPU busy 92 s and the other 56 s
     (docs/validation/2026-11-22-h200-0754.md); shares dealt round robin were slower
     (docs/validation/2026-11-22-h200-0453.md)."""
-    return assign_shares(nodeids, shares, load_costs(config))
+    return assign_shares(nodeids, shares, costs_for_balance(config))
+
+
+def _not_found() -> str:
+    from .. import toolkit
+
+    return toolkit.not_found_reason("compute-sanitizer")
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -228,7 +235,7 @@ class SanitizerPlugin:
                     continue
                 if found is None:
                     outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP,
-                                                 f"compute-sanitizer not found: {HOW_TO_GET}")
+                                                 f"compute-sanitizer not found ({_not_found()}): {HOW_TO_GET}")
                     continue
                 if cfg.suppressions:
                     try:
@@ -268,7 +275,7 @@ class SanitizerPlugin:
         # Each batch (one tool and its options) is cut into up to `jobs` contiguous parts of about equal
         # cost (the last run's sanitizer seconds); the parts of every batch then run at once, `jobs` at a
         # time, longest first. One canary status per tool is shared, so a tool proven once is proven.
-        costs = load_costs(self.config) if jobs > 1 else {}
+        costs = costs_for_balance(self.config) if jobs > 1 else {}
         canary: dict[str, Any] = {}
         units: list[tuple[float, str, BatchSpec, list[pytest.Item], list[str]]] = []
         for key, group in batches.items():
@@ -440,17 +447,27 @@ def _flush_c_stdio() -> None:
 
 
 def _synchronize() -> str | None:
-    """Wait for the device (only through modules the test already imported); the error text, if any."""
+    """Wait for the device (only through modules the test already imported, and only where a CUDA
+    context exists: the child imports CuPy itself to turn its pools off, and a test that never touched
+    the GPU must not get a context, or an error, from the wait); the error text, if any."""
     try:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
             torch.cuda.synchronize()
         cupy = sys.modules.get("cupy")
-        if cupy is not None:
+        if cupy is not None and _has_current_context(cupy):
             cupy.cuda.runtime.deviceSynchronize()
     except Exception as exc:
         return f"device synchronize failed: {type(exc).__name__}: {exc}"
     return None
+
+
+def _has_current_context(cupy: Any) -> bool:
+    """Whether this thread has a current CUDA context (made by CuPy, torch, Triton or anything else)."""
+    try:
+        return bool(cupy.cuda.driver.ctxGetCurrent())
+    except Exception:  # not initialized: nothing ran on the GPU here
+        return False
 
 
 class ChildPlugin:

@@ -683,6 +683,15 @@ class SanitizerRunner:
                     reason=f"{problem} (in a child running {'this test alone' if len(nodeids) == 1 else 'these tests'})",
                     output=tail)
             return decided, rerun
+        if not consistent and decided and len(provisional) < len(nodeids) and depth < 12 and run.killed_in is None:
+            # The child did not end cleanly after another test's finding (a synccheck or memcheck error
+            # leaves the CUDA context dead, and the process then fails at exit): that explains the
+            # tool's error, not a fault of these tests. Run them again without the tests decided here,
+            # so each gets a verdict of its own rather than "inconclusive".
+            self.progress(f"{spec.tool}: {why_not} after a finding in the same child; re-running "
+                          f"{len(provisional)} test(s) without the tests it decided")
+            decided.update(self._run_tests(spec, provisional, depth + 1))
+            return decided, rerun
         for n in provisional:
             seg = an.split.segments[n]
             if consistent:

@@ -67,44 +67,21 @@ def test_persistent_ws_gemm(pipecheck):
     pipecheck.check_sass(compiled, expect={"async_copies": "TMA", "mma": "HGMMA", "spills": False})
 
 
-#: Why the Gluon GEMM's test runs synccheck but not racecheck (measured on the H200, 2026-11-23).
-GLUON_RACECHECK_SKIP = (
-    "racecheck reports hazards only on the 4 bytes of Triton's warp-specialize dispatch state past the "
-    "kernel's own shared memory (written by the default partition where the partitioned region starts and "
-    "ends, read by the worker warps' dispatch loop at kernel entry), none on the A/B ring or the C staging "
-    "buffers, and Triton's ConSan finds no race: see docs/validation/2026-11-23-h200-1257/"
-    "gluon_race_probe.md; until pipecheck tells that toolchain state apart, racecheck is not run here")
-
-
-def _gluon_racecheck_skip() -> str | None:
-    """:data:`GLUON_RACECHECK_SKIP` for a compute-sanitizer before 2026.4.0 (or of unknown version); None
-    from 2026.4.0 on, which reports no hazard on the dispatch state (H100, 2026-11-24 and 2026-11-25)."""
-    from pytest_pipecheck.sanitizer.known import PINNED_VERSION
-    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
-
-    found = find_compute_sanitizer()
-    version = found.version_tuple if found is not None else None
-    if version is not None and version >= PINNED_VERSION:
-        return None
-    return f"compute-sanitizer {found.version if found is not None else '(none found)'}: {GLUON_RACECHECK_SKIP}"
-
-
-_GLUON_SKIP = _gluon_racecheck_skip()
-
-
-@pytest.mark.pipecheck(sanitizer=["synccheck"] if _GLUON_SKIP else ["racecheck", "synccheck"])
+@pytest.mark.pipecheck(sanitizer=["racecheck", "synccheck"])
 def test_gluon_ws_gemm(pipecheck):
     """The Gluon warp-specialized GEMM (hand-written TMA loader + wgmma consumers + mbarrier ring) under
     every check at its generated shapes, then what it compiled to: TMA loads feeding HGMMA, no spills.
-    Before compute-sanitizer 2026.4.0 racecheck is recorded as skipped with :data:`GLUON_RACECHECK_SKIP`."""
+
+    racecheck runs with every compute-sanitizer: before 2026.4.0 it reports hazards on the 4 bytes of
+    Triton's warp-specialize dispatch state, and the reviewed rule ``triton-ws-dispatch-state``
+    (pytest_pipecheck/sanitizer/known.py) filters exactly those records and counts them in the result;
+    any hazard on the kernel's own ring or staging buffers still fails the test."""
     from reference_kernels.triton import gluon_gemm as gg
 
     reason = gg.unavailable_reason(pipecheck.device)
     if reason:
         pipecheck.skip_check("coverage", reason, kernel="gluon_ws_gemm")
         pytest.skip(reason)
-    if _GLUON_SKIP:
-        pipecheck.skip_check("sanitizer:racecheck", _GLUON_SKIP, kernel="gluon_ws_gemm")
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count

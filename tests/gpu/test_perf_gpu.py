@@ -139,6 +139,9 @@ def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp
 
 @NO_SANITIZER
 def test_benchmark_fixture_gets_device_times(torch, pipecheck, benchmark, tmp_path) -> None:
+    if benchmark.disabled:
+        pytest.skip("pytest-benchmark is off in this run (it turns itself off under pytest-xdist and with "
+                    "--benchmark-disable): run this test without -n")
     cfg = dataclasses.replace(pipecheck.config, baseline_dir=str(tmp_path), checks=("perf",))
     pc = Pipecheck(pipecheck.nodeid, cfg, pipecheck.tier, pipecheck.run_seed)
     r = pc.check_perf(_add(torch, 16 * 2**20), bytes=3 * 4 * 16 * 2**20, benchmark=benchmark, n_samples=30)

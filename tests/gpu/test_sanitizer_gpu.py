@@ -30,7 +30,7 @@ def pytest_runtest_logreport(report):
 def _bug_lines() -> dict[str, int]:
     text = TARGETS.read_text()
     out = {}
-    for name in ("RACE", "CPASYNC", "DIVERGENT", "TAIL", "UNINIT"):
+    for name in ("RACE", "CPASYNC", "DIVERGENT", "TAIL", "UNINIT", "UNINIT_SHARED", "BULK_OOB"):
         m = re.search(name + r' = r"""(.*?)"""', text, re.S)
         assert m, name
         out[name] = next(i for i, ln in enumerate(m.group(1).splitlines(), 1) if "// BUG" in ln)
@@ -42,7 +42,8 @@ def test_seeded_bugs_caught_by_the_right_tool(pytester: pytest.Pytester) -> None
     pytest.importorskip("cupy")
     from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
 
-    if find_compute_sanitizer() is None:
+    found = find_compute_sanitizer()
+    if found is None:
         pytest.skip("compute-sanitizer not found")
     pytester.makeconftest(DUMPER)
     pytester.makepyfile(test_targets=TARGETS.read_text())
@@ -76,6 +77,19 @@ def test_seeded_bugs_caught_by_the_right_tool(pytester: pytest.Pytester) -> None
     expect("test_oob_tail", "memcheck", "fail", "invalid __global__", "tail_oob", f":{lines['TAIL']}")
     expect("test_uninit_read", "initcheck", "fail", "uninitialized", "uninit_read", f":{lines['UNINIT']}")
     expect("test_consumer_never_waits", "racecheck", "fail", "hang")
+    # the version-gated options (pytest_pipecheck/sanitizer/known.py): shared memory is seen by initcheck
+    # only from 2025.4, where pipecheck passes --initcheck-address-space all; an older version misses it,
+    # and the run header says so
+    if found.version_tuple is not None and found.version_tuple >= (2025, 4):
+        expect("test_uninit_shared_read", "initcheck", "fail", "uninit_shared", f":{lines['UNINIT_SHARED']}")
+    else:
+        expect("test_uninit_shared_read", "initcheck", "pass", "0 hazards")
+        if "cannot check shared memory in initcheck" not in text:
+            problems.append(f"compute-sanitizer {found.version}: the header does not say it misses shared memory")
+    # a TMA bulk copy reading past its source (memcheck with --check-bulk-copy yes), on sm_90 and newer
+    bulk = res.get(("test_bulk_copy_out_of_bounds", "memcheck"))
+    if not (bulk and bulk[0] == "skip" and "sm_90" in bulk[1]):
+        expect("test_bulk_copy_out_of_bounds", "memcheck", "fail", "bulk_copy_oob")
     for tool in ("racecheck", "synccheck", "memcheck"):
         got = res.get(("test_triton_matmul_clean", tool))
         if got is not None and got[0] != "skip":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,10 +27,14 @@ BLOCKER = textwrap.dedent(
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest with the extras blocked and only pipecheck and its core dependency loaded: other plugins
+    of the machine (jaxtyping on the GPU machine imports NumPy when it loads) are not what is tested."""
     runner = tmp_path / "run_blocked.py"
     runner.write_text(BLOCKER)
-    return subprocess.run([sys.executable, str(runner), *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, check=False)
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    plugins = ["-p", "pytest_benchmark.plugin", "-p", "pytest_pipecheck.plugin"]
+    return subprocess.run([sys.executable, str(runner), *plugins, *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False, env=env)
 
 
 def test_help_without_extras(tmp_path: Path) -> None:

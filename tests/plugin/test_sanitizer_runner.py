@@ -135,6 +135,25 @@ def test_finding_outside_any_test_is_bisected(pytester: pytest.Pytester, tmp_pat
     assert len(log.read_text().splitlines()) == 3  # the batch, then each half
 
 
+def test_a_child_that_dies_after_a_finding_gives_the_other_tests_their_own_verdicts(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """synccheck reports a test's barrier errors and the process then fails at exit (its CUDA context is
+    dead): the finding is that test's; the clean tests of the same child are run again without it and
+    pass, rather than all reading "inconclusive" (the GPU tier on an H100, 2026-11-25)."""
+    log = _fake(tmp_path, monkeypatch, {"synccheck": {"inject": {"test_bad": "synccheck_divergent_hostbt.txt"},
+                                                      "dies_after": "test_bad"}})
+    _setup(pytester)
+    pytester.makepyfile(test_d=noop_tests("test_before", "test_bad", "test_after"))
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=synccheck", "-p", "no:cacheprovider")
+    res = _results(result.stdout.str())
+    assert res[("test_bad", "sanitizer:synccheck")][0] == "fail"
+    for name in ("test_before", "test_after"):
+        assert res[(name, "sanitizer:synccheck")] == ("pass", "0 hazards"), res
+    assert "re-running 2 test(s) without the tests it decided" in result.stdout.str()
+    assert len(log.read_text().splitlines()) == 2  # the batch, then the two clean tests again
+    result.assert_outcomes(passed=2, failed=1)
+
+
 @pytest.mark.parametrize("fake_gpu", [False, True])
 def test_skips_without_gpu_or_tool(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                    tmp_path: Path, fake_gpu: bool) -> None:

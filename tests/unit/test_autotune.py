@@ -151,6 +151,14 @@ splitk = triton.autotune(configs=SPLITS, key=["K"], reset_to_zero=["c_ptr"])(_sp
 splitk_no_reset = triton.autotune(configs=SPLITS, key=["K"])(_splitk)
 
 
+def _dev() -> str:
+    """Where a kernel launched outside pipecheck's checks runs: Triton's interpreter on the CPU tier (the
+    plugin sets TRITON_INTERPRET there), the GPU otherwise."""
+    import os
+
+    return "cpu" if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") else "cuda"
+
+
 def _splitk_launcher(kernel, zero_first):
     def launch(arrays, dims):
         a, b, c = arrays["a"], arrays["b"], arrays["c"]
@@ -182,8 +190,8 @@ def test_a_split_k_without_reset_to_zero_keeps_the_benchmark_run_sums(pipecheck)
                                                                                "at M3-N2-K41: coverage failed"):
         pipecheck.check_coverage(spec, "M3-N2-K41", config="BLOCK_K8-SPLIT_K2-w4-s3")
     # a call whose tuning key is cached does not benchmark: then the wrapper's own zeroing is enough
-    a, b = torch.randn(3, 41), torch.randn(41, 2)
-    c = torch.full((3, 2), 7.0)
+    a, b = torch.randn(3, 41, device=_dev()), torch.randn(41, 2, device=_dev())
+    c = torch.full((3, 2), 7.0, device=_dev())
     with autotune.pinned(splitk_no_reset, 1, benchmark=False) as pin:
         _splitk_launcher(splitk_no_reset, zero_first=True)({"a": a, "b": b, "c": c}, {"M": 3, "N": 2, "K": 41})
     assert pin.launches == 1 and torch.allclose(c, a @ b, atol=1e-4)
@@ -201,22 +209,22 @@ def test_hooks_run_in_the_autotuners_order_and_restore_value_undoes_the_benchmar
     configs = [triton.Config({"BLOCK": 4}, pre_hook=lambda nargs: calls.append(("config", nargs["BLOCK"]))),
                triton.Config({"BLOCK": 8})]
     restored = triton.autotune(configs=configs, key=["n"], restore_value=["x_ptr"])(_add_one)
-    x = torch.zeros(10)
+    x = torch.zeros(10, device=_dev())
     with autotune.pinned(restored, 0) as pin:
         restored[(3,)](x, 10)
-    assert torch.equal(x, torch.ones(10)) and pin.launches == 1 and calls == [("config", 4), ("config", 4)]
+    assert torch.equal(x.cpu(), torch.ones(10)) and pin.launches == 1 and calls == [("config", 4), ("config", 4)]
 
     forgot = triton.autotune(configs=configs, key=["n"])(_add_one)
-    x = torch.zeros(10)
+    x = torch.zeros(10, device=_dev())
     with autotune.pinned(forgot, 0):
         forgot[(3,)](x, 10)
-    assert torch.equal(x, torch.full((10,), 2.0))  # the benchmark run's update was not undone
+    assert torch.equal(x.cpu(), torch.full((10,), 2.0))  # the benchmark run's update was not undone
 
     seen = []
     user = triton.autotune(configs=configs, key=["n"], pre_hook=lambda a, reset_only=False: seen.append(("pre", reset_only)),
                            post_hook=lambda a, exception: seen.append(("post", exception)))(_add_one)
     with autotune.pinned(user, 1):
-        user[(3,)](torch.zeros(10), 10)
+        user[(3,)](torch.zeros(10, device=_dev()), 10)
     assert seen == [("pre", False), ("post", None), ("pre", True)]
 
 
@@ -225,7 +233,7 @@ def test_a_config_pruned_at_these_arguments_is_not_run():
         return [c for c in configs if c.kwargs["BLOCK_N"] <= nargs["N"]]
 
     pruned = triton.autotune(configs=CONFIGS, key=["N"], prune_configs_by={"early_config_prune": prune})(_scale_rows)
-    x, y = torch.randn(4, 20), torch.empty(4, 20)
+    x, y = torch.randn(4, 20, device=_dev()), torch.empty(4, 20, device=_dev())
     with pytest.raises(autotune.ConfigPruned, match="config BLOCK_N32-w2-s3 is removed by its early_config_prune"):
         with autotune.pinned(pruned, 2):
             pruned[(1,)](x, y, 4, 20, 20, 20)

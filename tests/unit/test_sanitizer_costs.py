@@ -105,3 +105,44 @@ def test_a_bad_cache_entry_reads_as_no_costs(entry: Any) -> None:
 def test_an_unwritable_cache_is_not_an_error() -> None:
     config = FakeConfig(FakeCache(fail_set=True))
     assert record_costs(config, [R("t", "sanitizer:racecheck", {"test_seconds": 1.0})]) == 0
+
+
+@dataclass
+class SplitConfig:
+    """A config with pytest-split's ``--durations-path`` and, optionally, a cache."""
+
+    durations_path: str | None
+    cache: Any = None
+    rootpath: Any = None
+
+    def getoption(self, name: str, default: Any = None) -> Any:
+        return self.durations_path if name == "durations_path" else default
+
+
+def test_without_cached_costs_the_shares_follow_pytest_splits_durations_file(tmp_path, monkeypatch) -> None:
+    import json
+
+    from pytest_pipecheck.sanitizer.costs import costs_for_balance, load_durations
+
+    monkeypatch.chdir(tmp_path)
+    ids = [f"t{i}" for i in range(10)]
+    path = tmp_path / "durations.json"
+    path.write_text(json.dumps({nid: (50.0 if i >= 8 else 1.0) for i, nid in enumerate(ids)} | {"bad": "x"}))
+    costs = costs_for_balance(SplitConfig(str(path)))
+    assert costs["t9"] == 50.0 and "bad" not in costs
+    # the two slow tests at the end get a share of their own instead of a quarter of the collection each
+    assert assign_shares(ids, 2, costs) == [0] * 9 + [1]
+    # the cache's own sanitizer seconds win over the file
+    cached = SplitConfig(str(path), FakeCache({CACHE_KEY: {"t0": 3.0}}))
+    assert costs_for_balance(cached) == {"t0": 3.0}
+    # no option (pytest-split absent): .test_durations in the working directory, else the rootdir
+    (tmp_path / ".test_durations").write_text(json.dumps({"t1": 2.0}))
+    assert load_durations(SplitConfig(None)) == {"t1": 2.0}
+    (tmp_path / ".test_durations").unlink()
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / ".test_durations").write_text(json.dumps({"t2": 4.0}))
+    assert load_durations(SplitConfig(None, rootpath=root)) == {"t2": 4.0}
+    # a missing or unreadable file: no costs, equal counts
+    (root / ".test_durations").write_text("{not json")
+    assert load_durations(SplitConfig(str(tmp_path / "missing.json"), rootpath=root)) == {}

@@ -53,6 +53,29 @@ def test_dispatch_state_hazards_are_filtered_but_not_a_race_on_the_kernels_own_m
     assert filter_findings(cuda, "racecheck", OLD)[0] == cuda
 
 
+def test_dispatch_state_records_of_one_read_and_two_writes_are_filtered() -> None:
+    """The analysis report of 2025.3.1 pairs the entry read with both writes of the default partition in
+    one record (captured on an H100: one launch, and the suite test's 12 records)."""
+    for name, count in (("racecheck_triton_ws_dispatch_analysis_2025_3_1.txt", 1),
+                        ("racecheck_triton_ws_dispatch_suite_2025_3_1.txt", 12)):
+        found = _found(name, "racecheck")
+        assert len(found) == count and all(len(f.raw.splitlines()) == 3 for f in found), name
+        kept, gone = filter_findings(found, "racecheck", OLD)
+        assert not kept and len(gone["triton-ws-dispatch-state"]) == count, name
+        assert filter_findings(found, "racecheck", NEW)[0] == found
+    text = (DATA / "racecheck_triton_ws_dispatch_analysis_2025_3_1.txt").read_text()
+    # one of the writes inside the kernel's entry (another read/write pair at entry): kept
+    entry_write = text.replace("+0x28d0", "+0x80")
+    assert len(filter_findings(_found("", "racecheck", entry_write), "racecheck", OLD)[0]) == 1
+    # the read in the kernel's body (a read of its own ring): kept
+    body_read = text.replace("Read access at gluon_ws_gemm_kernel+0xf0", "Read access at gluon_ws_gemm_kernel+0x1b80")
+    assert len(filter_findings(_found("", "racecheck", body_read), "racecheck", OLD)[0]) == 1
+    # a second read in the record: kept
+    two_reads = text.replace("and Write access at gluon_ws_gemm_kernel+0x28d0", "and Read access at "
+                             "gluon_ws_gemm_kernel+0x28d0")
+    assert len(filter_findings(_found("", "racecheck", two_reads), "racecheck", OLD)[0]) == 1
+
+
 def test_options_follow_the_version() -> None:
     assert option_args("initcheck", (2025, 3, 1)) == []
     assert option_args("initcheck", (2025, 4)) == ["--initcheck-address-space", "all"]

@@ -103,6 +103,20 @@ def test_explicit_variable_is_taken_as_written(env: Path, monkeypatch: pytest.Mo
     assert os.path.samefile(found.path, mine)
 
 
+def test_an_explicit_variable_naming_no_file_is_not_replaced_by_another_copy(env: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mistyped PIPECHECK_COMPUTE_SANITIZER must not run whichever compute-sanitizer comes next (on the GPU
+    machine: the pip package's, another version than the one asked for): not found, and the reason says why."""
+    other = _exe(env / "cuda" / "bin" / "compute-sanitizer", "echo 'Version 2099.1.0'")
+    monkeypatch.setenv("CUDA_HOME", str(other.parent.parent))
+    assert toolkit.find_tool("compute-sanitizer") is not None
+    assert "not on PATH" in toolkit.not_found_reason("nvcc")
+    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(env / "typo" / "compute-sanitiser"))
+    assert toolkit.find_tool("compute-sanitizer") is None
+    assert toolkit.not_found_reason("compute-sanitizer") == (
+        f"PIPECHECK_COMPUTE_SANITIZER={env / 'typo' / 'compute-sanitiser'} is not an executable file")
+
+
 def test_compute_sanitizer_also_in_its_own_directory(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = _exe(env / "cuda" / "compute-sanitizer" / "compute-sanitizer", "echo 'Version 2099.1.0'")
     monkeypatch.setenv("CUDA_HOME", str(env / "cuda"))

@@ -24,6 +24,10 @@ Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
     unknown:     nodeid substring: a record of a kind pipecheck does not know ("Warp Misaligned Address")
     hidden:      nodeid substring: one error counted in the summary whose record is never printed
     exit:        int: the exit status to return whatever was found
+    dies_after:  nodeid substring: once that test ran, the target does not end cleanly (as after a
+                 synccheck or memcheck error leaves the CUDA context dead): the tool says "Error:
+                 process didn't terminate successfully" and "Target application returned an error"
+                 before its summary (compute-sanitizer 2026.4.0 on an H100, 2026-11-25)
     xml:         what --xml --save writes: "ok" (default: the printed records), "truncate" (cut in the
                  middle), "missing" (no file), "extra" (one record more than the text)
 
@@ -171,6 +175,8 @@ def main() -> int:
     def hit(key: str, nodeid: str) -> bool:
         return bool(plan.get(key)) and plan[key] in nodeid
 
+    died = False
+
     for line in proc.stdout:
         sys.stdout.write(line)
         sys.stdout.flush()
@@ -208,7 +214,12 @@ def main() -> int:
                       "    by thread (96,0,0) in block (1,0,0)"], head_prefix="==\x1b[0m== ")
         if hit("hidden", nodeid):
             t.errors += 1
+        if hit("dies_after", nodeid):
+            died = True
     rc = proc.wait()
+    if died:
+        out("========= Error: process didn't terminate successfully")
+        out("========= Target application returned an error")
     if not plan.get("no_summary"):
         if tool == "racecheck":
             out(f"========= RACECHECK SUMMARY: {len(t.printed)} hazards displayed ({t.errors} errors, 0 warnings)")

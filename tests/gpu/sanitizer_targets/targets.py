@@ -57,6 +57,37 @@ extern "C" __global__ void uninit_read(const float* in, float* out) {
     out[threadIdx.x] = in[threadIdx.x] + 1.0f;  // BUG: in was never written
 }
 """
+UNINIT_SHARED = r"""
+extern "C" __global__ void uninit_shared(const float* in, float* out) {
+    __shared__ float s[256];
+    if (threadIdx.x < 128) s[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x] + 1.0f;  // BUG: threads 128-255 read shared memory nobody wrote
+}
+"""
+# One bulk copy (the TMA engine's cp.async.bulk, sm_90+) of 1 KiB from global into shared memory, waited
+# on with an mbarrier; the source starts 128 floats before the end of a 256-float buffer.
+BULK_OOB = r"""
+extern "C" __global__ void bulk_copy_oob(const float* in, float* out, int n) {
+    __shared__ alignas(128) float s[256];
+    __shared__ alignas(8) unsigned long long bar;
+    unsigned sbar = (unsigned)__cvta_generic_to_shared(&bar);
+    unsigned ss = (unsigned)__cvta_generic_to_shared(s);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sbar));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sbar), "r"(1024) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(ss), "l"(in + n - 128), "r"(1024), "r"(sbar) : "memory");  // BUG: 128 floats past the end
+    }
+    asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n"
+                 " @!p bra WAIT_%=;\n}" :: "r"(sbar) : "memory");
+    out[threadIdx.x] = s[threadIdx.x];
+}
+"""
 NEVER_WAITS = r"""
 #include <cuda/pipeline>
 #include <cooperative_groups.h>
@@ -164,6 +195,33 @@ def test_uninit_read(pipecheck):  # type: ignore[no-untyped-def]
     x = cp.empty(32, dtype=cp.float32)
     y = cp.zeros(32, dtype=cp.float32)
     _kernel(UNINIT, "uninit_read")((1,), (32,), (x, y))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="initcheck")
+def test_uninit_shared_read(pipecheck):  # type: ignore[no-untyped-def]
+    """Seen only with ``--initcheck-address-space shared|all`` (compute-sanitizer 2025.4 and newer), which
+    pipecheck passes to the versions that have it."""
+    if not _in_child():
+        return
+    x = cp.arange(256, dtype=cp.float32)
+    y = cp.zeros(256, dtype=cp.float32)
+    _kernel(UNINIT_SHARED, "uninit_shared")((1,), (256,), (x, y))
+    _sync()
+
+
+@pytest.mark.pipecheck(sanitizer="memcheck")
+def test_bulk_copy_out_of_bounds(pipecheck):  # type: ignore[no-untyped-def]
+    """A TMA bulk copy reading past its source: memcheck checks bulk copies (``--check-bulk-copy yes``,
+    passed explicitly to the versions that have the option)."""
+    if cp.cuda.Device().compute_capability < "90":
+        pytest.skip("cp.async.bulk needs sm_90 or newer")
+    if not _in_child():
+        return
+    n = 256
+    x = cp.ones(n, dtype=cp.float32)
+    y = cp.zeros(n, dtype=cp.float32)
+    _kernel(BULK_OOB, "bulk_copy_oob")((1,), (256,), (x, y, cp.int32(n)))
     _sync()
 
 
