@@ -97,7 +97,15 @@ def probe_context() -> str | None:
     cupy = sys.modules.get("cupy")
     if cupy is not None and _installed(cupy):
         try:
-            if int(cupy.cuda.driver.ctxGetCurrent() or 0):
+            current = int(cupy.cuda.driver.ctxGetCurrent() or 0)
+        except Exception as exc:
+            # CUDA_ERROR_NOT_INITIALIZED: nothing initialized CUDA in this process, so no context to
+            # probe (a sanitizer child imports CuPy itself, to turn its pools off, whatever the test uses)
+            if "NOT_INITIALIZED" not in str(exc) and _is_cuda_error(exc):
+                return "cupy: " + _first_line(exc)
+            current = 0
+        try:
+            if current:
                 cupy.cuda.runtime.deviceSynchronize()
                 if float((cupy.ones(1) + 1).get()[0]) != 2.0:
                     return "cupy: a one-element kernel returned a wrong value"

@@ -164,14 +164,7 @@ def candidates(tool: str) -> list[tuple[str, str]]:
     """Every place to look for ``tool``, in the order of this module's docstring (NVIDIA's pip package
     right after step 1 for the tools of :data:`PIP_FIRST`), as (path, how it was found). Only absolute
     paths, but the explicit variables of step 1."""
-    out: list[tuple[str, str]] = []
-    names = [f"PIPECHECK_{_env_name(tool)}"]
-    if tool in _TRITON_OVERRIDES:
-        names.append(f"TRITON_{_env_name(tool)}_PATH")
-    for var in names:
-        value = os.environ.get(var)
-        if value:
-            out.append((value, var))
+    out: list[tuple[str, str]] = [(value, var) for var, value in _explicit_variables(tool)]
     all_roots = roots()
     pip_first = tool in PIP_FIRST
     if pip_first:
@@ -193,16 +186,18 @@ def _executable(path: str) -> bool:
     return os.path.isfile(real) and os.access(real, os.X_OK)
 
 
-def explicit_variable(tool: str) -> tuple[str, str] | None:
-    """(variable, value) of the step-1 variable set for ``tool``, or None."""
+def _explicit_variables(tool: str) -> list[tuple[str, str]]:
+    """(variable, value) of each step-1 variable set for ``tool``, in order."""
     names = [f"PIPECHECK_{_env_name(tool)}"]
     if tool in _TRITON_OVERRIDES:
         names.append(f"TRITON_{_env_name(tool)}_PATH")
-    for var in names:
-        value = os.environ.get(var)
-        if value:
-            return var, value
-    return None
+    return [(var, os.environ[var]) for var in names if os.environ.get(var)]
+
+
+def explicit_variable(tool: str) -> tuple[str, str] | None:
+    """(variable, value) of the first step-1 variable set for ``tool``, or None."""
+    found = _explicit_variables(tool)
+    return found[0] if found else None
 
 
 def find_tool(tool: str) -> Tool | None:

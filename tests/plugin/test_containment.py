@@ -265,6 +265,35 @@ def test_probe_ignores_stand_ins_and_errors_cuda_did_not_raise(monkeypatch: pyte
     assert containment.probe_context() is None
 
 
+def test_cupy_imported_but_cuda_never_initialized_is_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sanitizer child imports CuPy itself; in a test that never touched the GPU, asking for the current
+    context raises CUDA_ERROR_NOT_INITIALIZED. That is no context, not a dead one (on the GPU machine it
+    read as "CUDA context unusable" and made a test that launched nothing inconclusive, 2026-11-25)."""
+    import types
+
+    from pytest_pipecheck import containment
+
+    class CUDADriverError(RuntimeError):
+        pass
+
+    def raising(message: str):  # type: ignore[no-untyped-def]
+        def ctx_get_current() -> int:
+            raise CUDADriverError(message)
+        return types.SimpleNamespace(driver=types.SimpleNamespace(ctxGetCurrent=ctx_get_current))
+
+    cupy = types.ModuleType("cupy")
+    cupy.__file__ = "/site-packages/cupy/__init__.py"
+    # the stand-in leaves sys.modules before the test ends: pipecheck probes the context after each call
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "cupy", cupy)
+        m.delitem(sys.modules, "torch", raising=False)
+        cupy.cuda = raising("CUDA_ERROR_NOT_INITIALIZED: initialization error")  # type: ignore[attr-defined]
+        assert containment.probe_context() is None
+        cupy.cuda = raising("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")  # type: ignore[attr-defined]
+        dead = containment.probe_context()
+    assert dead == "cupy: CUDADriverError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access"
+
+
 def test_under_xdist_a_faulting_worker_relays_the_rest(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makeconftest(FAKE_CUDA)

@@ -133,7 +133,7 @@ def _pick_spec(launch):
     def ref(arrays, dims):
         logits, t = arrays["logits"].double(), arrays["t"]
         keep = t != IGNORE
-        out = torch.zeros(t.shape[0], dtype=torch.float64)
+        out = torch.zeros(t.shape[0], dtype=torch.float64, device=t.device)
         out[keep] = logits[keep.nonzero().squeeze(1), t[keep]]
         return {"picked": out}
 

@@ -134,6 +134,14 @@ def _sync() -> None:
     cp.cuda.runtime.deviceSynchronize()
 
 
+def _buggy(src: str, name: str, threads: int, *args, blocks: int = 1) -> None:  # type: ignore[no-untyped-def]
+    """Launch a buggy kernel, only in the sanitizer child (see the module docstring), and wait for it."""
+    if not _in_child():
+        return
+    _kernel(src, name)((blocks,), (threads,), args)
+    _sync()
+
+
 @pytest.mark.pipecheck(sanitizer="all")
 def test_clean_tile(pipecheck):  # type: ignore[no-untyped-def]
     x = cp.arange(256, dtype=cp.float32)
@@ -170,44 +178,25 @@ def test_missing_pipeline_wait(pipecheck):  # type: ignore[no-untyped-def]
 
 @pytest.mark.pipecheck(sanitizer="synccheck")
 def test_divergent_barrier(pipecheck):  # type: ignore[no-untyped-def]
-    if not _in_child():
-        return
-    y = cp.zeros(32, dtype=cp.float32)
-    _kernel(DIVERGENT, "divergent_barrier")((1,), (32,), (y,))
-    _sync()
+    _buggy(DIVERGENT, "divergent_barrier", 32, cp.zeros(32, dtype=cp.float32))
 
 
 @pytest.mark.pipecheck(sanitizer="memcheck")
 def test_oob_tail(pipecheck):  # type: ignore[no-untyped-def]
-    if not _in_child():
-        return
     n = 200
-    x = cp.ones(n, dtype=cp.float32)
-    y = cp.zeros(n, dtype=cp.float32)
-    _kernel(TAIL, "tail_oob")((2,), (128,), (x, y, cp.int32(n)))
-    _sync()
+    _buggy(TAIL, "tail_oob", 128, cp.ones(n, dtype=cp.float32), cp.zeros(n, dtype=cp.float32), cp.int32(n), blocks=2)
 
 
 @pytest.mark.pipecheck(sanitizer="initcheck")
 def test_uninit_read(pipecheck):  # type: ignore[no-untyped-def]
-    if not _in_child():
-        return
-    x = cp.empty(32, dtype=cp.float32)
-    y = cp.zeros(32, dtype=cp.float32)
-    _kernel(UNINIT, "uninit_read")((1,), (32,), (x, y))
-    _sync()
+    _buggy(UNINIT, "uninit_read", 32, cp.empty(32, dtype=cp.float32), cp.zeros(32, dtype=cp.float32))
 
 
 @pytest.mark.pipecheck(sanitizer="initcheck")
 def test_uninit_shared_read(pipecheck):  # type: ignore[no-untyped-def]
     """Seen only with ``--initcheck-address-space shared|all`` (compute-sanitizer 2025.4 and newer), which
     pipecheck passes to the versions that have it."""
-    if not _in_child():
-        return
-    x = cp.arange(256, dtype=cp.float32)
-    y = cp.zeros(256, dtype=cp.float32)
-    _kernel(UNINIT_SHARED, "uninit_shared")((1,), (256,), (x, y))
-    _sync()
+    _buggy(UNINIT_SHARED, "uninit_shared", 256, cp.arange(256, dtype=cp.float32), cp.zeros(256, dtype=cp.float32))
 
 
 @pytest.mark.pipecheck(sanitizer="memcheck")
@@ -216,24 +205,15 @@ def test_bulk_copy_out_of_bounds(pipecheck):  # type: ignore[no-untyped-def]
     passed explicitly to the versions that have the option)."""
     if cp.cuda.Device().compute_capability < "90":
         pytest.skip("cp.async.bulk needs sm_90 or newer")
-    if not _in_child():
-        return
     n = 256
-    x = cp.ones(n, dtype=cp.float32)
-    y = cp.zeros(n, dtype=cp.float32)
-    _kernel(BULK_OOB, "bulk_copy_oob")((1,), (256,), (x, y, cp.int32(n)))
-    _sync()
+    _buggy(BULK_OOB, "bulk_copy_oob", 256, cp.ones(n, dtype=cp.float32), cp.zeros(n, dtype=cp.float32), cp.int32(n))
 
 
 @pytest.mark.pipecheck(sanitizer="racecheck", sanitizer_timeout=45)
 def test_consumer_never_waits(pipecheck):  # type: ignore[no-untyped-def]
-    if not _in_child():
-        return
     tiles = 64
-    x = cp.ones(tiles * 128, dtype=cp.float32)
-    y = cp.zeros(128, dtype=cp.float32)
-    _kernel(NEVER_WAITS, "ws_never_waits")((1,), (160,), (x, y, cp.int32(tiles)))
-    _sync()
+    _buggy(NEVER_WAITS, "ws_never_waits", 160, cp.ones(tiles * 128, dtype=cp.float32), cp.zeros(128, dtype=cp.float32),
+           cp.int32(tiles))
 
 
 @pytest.mark.pipecheck(sanitizer="racecheck,synccheck,memcheck")
