@@ -11,6 +11,9 @@ imported in ``pytest_configure`` instead: it must come after the plugin has chos
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,3 +60,13 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     parts = item.path.relative_to(item.config.rootpath).parts if item.path.is_relative_to(item.config.rootpath) else ()
     if len(parts) > 1 and parts[0] == "tests" and parts[1] in _OWN_TESTS:
         item.add_marker(pytest.mark.pipecheck(sanitizer="none"), append=True)
+
+
+@pytest.fixture(scope="session")
+def consan_aot() -> Any:
+    """tests/gpu/consan_targets/aot.py (ConSan's test kernels compiled ahead of time), loaded from its path."""
+    spec = importlib.util.spec_from_file_location("consan_aot", Path(__file__).parent / "gpu" / "consan_targets" / "aot.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -43,6 +43,7 @@ Cache
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -55,7 +56,7 @@ from typing import Any
 
 from ..results import Verdict
 from .parse import Segment, split_markers
-from .runner import SCOPE_ENV, BatchSpec, ChildRun, TestOutcome, run_child
+from .runner import SCOPE_ENV, BatchSpec, ChildRun, TestOutcome, budget_exhausted, no_progress, run_child
 
 __all__ = [
     "KNOB_ENV",
@@ -411,9 +412,8 @@ class ConsanRunner:
         widen: list[str] = []
         while pending:
             if self.children >= self.max_children:
-                for n in pending:
-                    final[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive: child budget exhausted",
-                                             reason=f"more than {self.max_children} ConSan children")
+                final.update(budget_exhausted(pending, functools.partial(self._outcome, spec), self.max_children,
+                                              "ConSan"))
                 break
             self.children += 1
             on_begin = self._progress_hook(total - len(pending), total)
@@ -431,9 +431,7 @@ class ConsanRunner:
             final.update(decided)
             widen += failed_alone
             if rerun == pending:  # no progress: never loop forever
-                for n in rerun:
-                    final[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive: child made no progress",
-                                             output=run.output, reason=f"exit status {run.returncode}")
+                final.update(no_progress(rerun, functools.partial(self._outcome, spec), run))
                 break
             pending = rerun
         if widen:

@@ -22,6 +22,7 @@ an error (inconclusive), never a pass.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import queue
 import shlex
@@ -518,9 +519,8 @@ class SanitizerRunner:
         total = len(nodeids)
         while pending:
             if self.children >= self.max_children:
-                for n in pending:
-                    final[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive: child budget exhausted",
-                                             reason=f"more than {self.max_children} sanitizer children")
+                final.update(budget_exhausted(pending, functools.partial(self._outcome, spec), self.max_children,
+                                              "sanitizer"))
                 break
             status = self.canary.setdefault(spec.tool, CanaryStatus())
             want_canary = status.state == "unproven"
@@ -539,9 +539,7 @@ class SanitizerRunner:
                     out.seconds = run.test_seconds[nodeid]
             final.update(decided)
             if rerun == pending:  # no progress: never loop forever
-                for n in rerun:
-                    final[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive: child made no progress",
-                                             output=run.output, reason=f"exit status {run.returncode}")
+                final.update(no_progress(rerun, functools.partial(self._outcome, spec), run))
                 break
             pending = rerun
         return final
@@ -701,6 +699,18 @@ class SanitizerRunner:
                 decided[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive", child_outcome=seg.outcome,
                                            reason=why_not, output=tail)
         return decided, rerun
+
+
+def budget_exhausted(pending: list[str], outcome: Any, limit: int, what: str) -> dict[str, TestOutcome]:
+    """The verdicts of tests left when a run has started ``limit`` children: errors, never passes."""
+    return {n: outcome(n, Verdict.ERROR, "inconclusive: child budget exhausted",
+                       reason=f"more than {limit} {what} children") for n in pending}
+
+
+def no_progress(pending: list[str], outcome: Any, run: ChildRun) -> dict[str, TestOutcome]:
+    """The verdicts of tests a child was given again and settled none of: errors, never passes."""
+    return {n: outcome(n, Verdict.ERROR, "inconclusive: child made no progress", output=run.output,
+                       reason=f"exit status {run.returncode}") for n in pending}
 
 
 def default_child_env(device_id: str | None) -> dict[str, str]:

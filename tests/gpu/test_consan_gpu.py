@@ -16,22 +16,11 @@ import os
 from pathlib import Path
 
 import pytest
+from _pipecheck_results import DUMPER, results
 
 HERE = Path(__file__).resolve().parent
 TARGETS = HERE / "consan_targets"
 ROOT = HERE.parents[1]
-
-DUMPER = '''
-import pytest
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report):
-    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
-        return
-    for r in report.pipecheck_results:
-        print(f"\\nRESULT {report.nodeid} {r['check']} {r['verdict']} {r['summary']}")
-'''
-
 
 @pytest.mark.gpu
 def test_consan_on_the_gluon_gemm_and_a_seeded_race(pytester: pytest.Pytester,
@@ -61,11 +50,7 @@ def test_consan_on_the_gluon_gemm_and_a_seeded_race(pytester: pytest.Pytester,
                                            "-rA", timeout=600)
     text = result.stdout.str()
     print(text[-20000:])
-    res: dict[tuple[str, str], tuple[str, str]] = {}
-    for line in text.splitlines():
-        if line.startswith("RESULT "):
-            _, nodeid, check, verdict, summary = line.split(" ", 4)
-            res[(nodeid.split("::", 1)[-1], check)] = (verdict, summary)
+    res = results(text)
     problems = []
     for case in ("one-tile", "ring-wraps", "ragged"):  # one program: 1 tile / 16 K steps on 4 tiles / ragged
         got = res.get((f"test_gluon_ws_gemm[{case}]", "sanitizer:consan"))

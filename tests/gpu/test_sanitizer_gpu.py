@@ -11,21 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
+from _pipecheck_results import DUMPER, results
 
 HERE = Path(__file__).resolve().parent
 TARGETS = HERE / "sanitizer_targets" / "targets.py"
-
-DUMPER = '''
-import pytest
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report):
-    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
-        return
-    for r in report.pipecheck_results:
-        print(f"\\nRESULT {report.nodeid} {r['check']} {r['verdict']} {r['summary']}")
-'''
-
 
 def _bug_lines() -> dict[str, int]:
     text = TARGETS.read_text()
@@ -51,11 +40,7 @@ def test_seeded_bugs_caught_by_the_right_tool(pytester: pytest.Pytester) -> None
                                            "-rA", timeout=300)
     text = result.stdout.str()
     print(text[-20000:])
-    res: dict[tuple[str, str], tuple[str, str]] = {}
-    for line in text.splitlines():
-        if line.startswith("RESULT "):
-            _, nodeid, check, verdict, summary = line.split(" ", 4)
-            res[(nodeid.rsplit("::", 1)[-1], check.split(":")[-1])] = (verdict, summary)
+    res = {(name, check.split(":")[-1]): got for (name, check), got in results(text).items()}
     lines = _bug_lines()
     problems: list[str] = []
 

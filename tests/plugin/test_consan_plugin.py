@@ -9,16 +9,12 @@ hook chains: they "load" the cache files of a kernel compiled ahead of time with
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ._sanitizer_fake import _results, _setup
-
-AOT = Path(__file__).resolve().parents[1] / "gpu" / "consan_targets" / "aot.py"
 
 TESTS = '''
 import ctypes, json, os
@@ -82,19 +78,11 @@ def test_not_consan(pipecheck):
 '''
 
 
-def _aot() -> Any:
-    spec = importlib.util.spec_from_file_location("consan_aot", AOT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def groups(tmp_path_factory: pytest.TempPathFactory) -> str:
+def groups(tmp_path_factory: pytest.TempPathFactory, consan_aot: Any) -> str:
     pytest.importorskip("triton")
     tmp = tmp_path_factory.mktemp("consan-aot")
-    aot = _aot()
+    aot = consan_aot
     return json.dumps({"consan": aot.aot_groups(tmp / "consan", "consan")["90"],
                        "plain": aot.aot_groups(tmp / "plain", "")["90"]})
 

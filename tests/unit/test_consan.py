@@ -19,7 +19,6 @@ from pytest_pipecheck.sanitizer import consan
 from pytest_pipecheck.sanitizer.parse import Segment
 
 ROOT = Path(__file__).resolve().parents[2]
-AOT = ROOT / "tests" / "gpu" / "consan_targets" / "aot.py"
 
 
 # --------------------------------------------------------------------------- selection
@@ -85,20 +84,12 @@ def test_unavailable_without_triton(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --------------------------------------------------------------------------- verification
 
-def _aot() -> Any:
-    spec = importlib.util.spec_from_file_location("consan_aot", AOT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def compiled(tmp_path_factory: pytest.TempPathFactory, consan_aot: Any) -> dict[str, dict[str, Any]]:
     if importlib.util.find_spec("triton") is None:
         pytest.skip("needs Triton")
     tmp = tmp_path_factory.mktemp("consan")
-    aot = _aot()
+    aot = consan_aot
     return {"consan": aot.aot_groups(tmp / "consan", "consan"), "plain": aot.aot_groups(tmp / "plain", "")}
 
 

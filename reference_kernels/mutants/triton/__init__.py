@@ -10,19 +10,13 @@ caught by its check, with its message, and that the base passes those checks.
 
 from __future__ import annotations
 
-import atexit
-import hashlib
-import importlib.util
-import shutil
-import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from reference_kernels.mutants.engine import Edit, Mutant, MutantError
+from reference_kernels.mutants.engine import Edit, Mutant, edited_source, import_source
 
 __all__ = ["BASE", "BASE_SOURCE", "MUTANTS", "TritonMutant", "base", "load", "mutant_source"]
 
@@ -116,11 +110,7 @@ MUTANTS: dict[str, Mutant] = {
 
 def mutant_source(name: str) -> str:
     """The generated source of mutant ``name`` (``gemm_base.py`` with its edits applied)."""
-    try:
-        m = MUTANTS[name]
-    except KeyError:
-        raise MutantError(f"unknown Triton mutant {name!r} (known: {', '.join(MUTANTS)})") from None
-    return m.apply(BASE_SOURCE.read_text())
+    return edited_source(MUTANTS, name, "Triton", BASE_SOURCE)
 
 
 @dataclass(frozen=True)
@@ -153,33 +143,10 @@ class TritonMutant:
 
 _LOCK = threading.Lock()
 _BUILT: dict[str, TritonMutant] = {}
-_DIR: list[Path] = []
-
-
-def _module_dir() -> Path:
-    """A directory of this process for generated modules (removed at exit)."""
-    if not _DIR:
-        path = Path(tempfile.mkdtemp(prefix="pipecheck-triton-mutants-"))
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
-        _DIR.append(path)
-    return _DIR[0]
 
 
 def _build(name: str, mutant: Mutant | None, source: str) -> TritonMutant:
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    module_name = f"pipecheck_triton_mutant_{name}_{digest}"
-    path = _module_dir() / f"{module_name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has a loader
-        raise MutantError(f"mutant {name}: cannot import the generated module {path.name}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        raise MutantError(f"mutant {name}: the generated module does not import: {type(exc).__name__}: {exc}") from exc
+    module = import_source("triton", name, source)
     return TritonMutant(name, mutant, module.kernel, module)
 
 

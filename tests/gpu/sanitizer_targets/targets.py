@@ -142,38 +142,32 @@ def _buggy(src: str, name: str, threads: int, *args, blocks: int = 1) -> None:  
     _sync()
 
 
+def _tile(src: str, name: str):  # type: ignore[no-untyped-def]
+    """One block of 256 threads over in = 0..255; returns out (a race's result is whatever it is)."""
+    y = cp.zeros(256, dtype=cp.float32)
+    _kernel(src, name)((1,), (256,), (cp.arange(256, dtype=cp.float32), y))
+    _sync()
+    return y
+
+
 @pytest.mark.pipecheck(sanitizer="all")
 def test_clean_tile(pipecheck):  # type: ignore[no-untyped-def]
-    x = cp.arange(256, dtype=cp.float32)
-    y = cp.zeros(256, dtype=cp.float32)
-    _kernel(CLEAN_TILE, "clean_tile")((1,), (256,), (x, y))
-    _sync()
-    assert float(y[0]) == 32.0
+    assert float(_tile(CLEAN_TILE, "clean_tile")[0]) == 32.0
 
 
 @pytest.mark.pipecheck(sanitizer="all")
 def test_cpasync_clean(pipecheck):  # type: ignore[no-untyped-def]
-    x = cp.arange(256, dtype=cp.float32)
-    y = cp.zeros(256, dtype=cp.float32)
-    _kernel(CPASYNC_CLEAN, "cpasync_waits")((1,), (256,), (x, y))
-    _sync()
-    assert float(y[0]) == 1.0
+    assert float(_tile(CPASYNC_CLEAN, "cpasync_waits")[0]) == 1.0
 
 
 @pytest.mark.pipecheck(sanitizer="racecheck")
 def test_missing_syncthreads(pipecheck):  # type: ignore[no-untyped-def]
-    x = cp.arange(256, dtype=cp.float32)
-    y = cp.zeros(256, dtype=cp.float32)
-    _kernel(RACE, "racy_tile")((1,), (256,), (x, y))
-    _sync()
+    _tile(RACE, "racy_tile")
 
 
 @pytest.mark.pipecheck(sanitizer="racecheck")
 def test_missing_pipeline_wait(pipecheck):  # type: ignore[no-untyped-def]
-    x = cp.arange(256, dtype=cp.float32)
-    y = cp.zeros(256, dtype=cp.float32)
-    _kernel(CPASYNC, "cpasync_nowait")((1,), (256,), (x, y))
-    _sync()
+    _tile(CPASYNC, "cpasync_nowait")
 
 
 @pytest.mark.pipecheck(sanitizer="synccheck")
