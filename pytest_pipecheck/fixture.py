@@ -211,38 +211,17 @@ class Pipecheck:
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Poisoned outputs, guard bands and comparison against the reference at one shape."""
         __tracebackhide__ = True
-        spec = self._for_config(spec, kwargs)
-        skipped = self.selected("coverage", kernel=getattr(spec, "name", None))
-        if skipped is not None:
-            self._launch_in_sanitizer_child(spec, shape, "coverage", kwargs)
-            return skipped
-        from .checks import coverage
-
-        return coverage.check_coverage(self, spec, shape, **kwargs)
+        return self._array_check("coverage", spec, shape, kwargs)
 
     def check_tile_probe(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Run once per loop tile with inputs zero elsewhere; each tile must count exactly once."""
         __tracebackhide__ = True
-        spec = self._for_config(spec, kwargs)
-        skipped = self.selected("tile_probe", kernel=getattr(spec, "name", None))
-        if skipped is not None:
-            self._launch_in_sanitizer_child(spec, shape, "tile_probe", kwargs)
-            return skipped
-        from .checks import coverage
-
-        return coverage.check_tile_probe(self, spec, shape, **kwargs)
+        return self._array_check("tile_probe", spec, shape, kwargs)
 
     def check_determinism(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Repeated runs on the same inputs must be bitwise equal."""
         __tracebackhide__ = True
-        spec = self._for_config(spec, kwargs)
-        skipped = self.selected("determinism", kernel=getattr(spec, "name", None))
-        if skipped is not None:
-            self._launch_in_sanitizer_child(spec, shape, "determinism", kwargs)
-            return skipped
-        from .checks import coverage
-
-        return coverage.check_determinism(self, spec, shape, **kwargs)
+        return self._array_check("determinism", spec, shape, kwargs)
 
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
         """Every selected correctness check for ``spec`` at ``shape``: the results of those that ran.
@@ -263,6 +242,20 @@ class Pipecheck:
         if len(deselected) == 3:
             self._launch_in_sanitizer_child(spec, shape, "coverage", kwargs)
         return coverage.check_all(self, spec, shape, **kwargs)
+
+    def _array_check(self, check: str, spec: KernelSpec, shape: Any, kwargs: dict[str, Any]) -> CheckResult:
+        """Correctness check ``check`` of :mod:`.checks.coverage` (its function ``check_<check>``), or the
+        skip recorded when it is deselected (the kernel still launches once in a sanitizer child)."""
+        __tracebackhide__ = True
+        spec = self._for_config(spec, kwargs)
+        skipped = self.selected(check, kernel=getattr(spec, "name", None))
+        if skipped is not None:
+            self._launch_in_sanitizer_child(spec, shape, check, kwargs)
+            return skipped
+        from .checks import coverage
+
+        result: CheckResult = getattr(coverage, f"check_{check}")(self, spec, shape, **kwargs)
+        return result
 
     def _launch_in_sanitizer_child(self, spec: KernelSpec, shape: Any, check: str, kwargs: dict[str, Any]) -> None:
         """In a sanitizer child, a deselected correctness check still launches its kernel once (the tool

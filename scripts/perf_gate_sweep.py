@@ -51,7 +51,7 @@ import argparse
 import importlib.util
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -703,6 +703,23 @@ def pct(x: float, digits: int = 1) -> str:
     return f"{x:.{digits}%}"
 
 
+def _cell_rows(labels: Sequence[str], select: Sequence[str], holdout: Sequence[str], families: Sequence[str],
+               cell: Callable[[str, str], Any], columns: Callable[[Any], str], max_false_alarm: float,
+               min_power: float) -> list[str]:
+    """The chosen setting's table rows: one per session (with its role) and kernel that has a cell;
+    ``cell(label, family)`` finds it (None: none), ``columns(cell)`` renders the counts between the run
+    kind and the verdict."""
+    out: list[str] = []
+    for lb in labels:
+        role = "selection" if lb in select else ("held-out" if lb in holdout else "other")
+        for fam in families:
+            c = cell(lb, fam)
+            if c is not None:
+                out.append(f"| {lb} | {role} | {fam} | {c.mode} | {columns(c)} | "
+                           f"{'yes' if c.meets(max_false_alarm, min_power) else '**no**'} |")
+    return out
+
+
 def drift_sd(runs: Sequence[Samples], mode: str) -> float:
     """sd of the log run levels the gate compares (as ``perf_gate_rates.rates`` reports it)."""
     levels = [float(np.median(r.ratios())) if mode == "anchored" else r.median for r in runs]
@@ -950,16 +967,11 @@ def render(rates: Rates, checks: Sequence[Check], rows: Sequence[Row], settings:
         lines += ["", f"{verb}: **{chosen.label}**. Its cells:", "",
                   "| session | role | kernel | gated on | A/A all pairs | +5% all pairs | A/A cross-process | meets |",
                   "|---|---|---|---|---|---|---|---|"]
-        for lb in labels:
-            role = "selection" if lb in select else ("held-out" if lb in holdout else "other")
-            for fam in families:
-                c = cell_of(chosen, fam, lb)
-                if c is None:
-                    continue
-                cp = "-" if c.cross is None else f"{c.cross[0]}/{c.cross[1]}"
-                lines.append(f"| {lb} | {role} | {fam} | {c.mode} | {c.aa.failures}/{c.aa.trials} ({pct(c.aa.rate, 2)}) | "
-                             f"{c.power.failures}/{c.power.trials} ({pct(c.power.rate)}) | {cp} | "
-                             f"{'yes' if c.meets(maxfa, minp) else '**no**'} |")
+        lines += _cell_rows(labels, select, holdout, families, lambda lb, fam: cell_of(chosen, fam, lb),
+                            lambda c: f"{c.aa.failures}/{c.aa.trials} ({pct(c.aa.rate, 2)}) | "
+                                      f"{c.power.failures}/{c.power.trials} ({pct(c.power.rate)}) | "
+                                      + ("-" if c.cross is None else f"{c.cross[0]}/{c.cross[1]}"),
+                            maxfa, minp)
 
     # why: the drift floor
     z_fa = float(sps.norm.ppf(1.0 - maxfa))
@@ -1170,14 +1182,8 @@ def render_pooled(pr: PooledRates, families: Sequence[str], select: Sequence[str
         lines += ["", f"{verb}: **{chosen.label}**. Its cells:", "",
                   "| session | role | kernel | gated on | A/A | +5% | rms log A/A ratio | independent comparisons | meets |",
                   "|---|---|---|---|---|---|---|---|---|"]
-        for lb in labels:
-            role = "selection" if lb in select else ("held-out" if lb in holdout else "other")
-            for fam in families:
-                c = pr.cell(lb, fam, chosen)
-                if c is None:
-                    continue
-                lines.append(f"| {lb} | {role} | {fam} | {c.mode} | {aa_txt(c)} | {pw_txt(c)} | {c.rms_log:.4f} | "
-                             f"{c.independent} | {'yes' if c.meets(maxfa, minp) else '**no**'} |")
+        lines += _cell_rows(labels, select, holdout, families, lambda lb, fam: pr.cell(lb, fam, chosen),
+                            lambda c: f"{aa_txt(c)} | {pw_txt(c)} | {c.rms_log:.4f} | {c.independent}", maxfa, minp)
     lines += ["", f"Check of the pooled path: with kb = kc = 1 its counts are compared with the all-pairs counts "
               f"(`resample_rates`) of every session, kernel, run kind, threshold and slowdown ({single} counts); "
               f"{checked} pooled comparisons (kb or kc > 1; a regressed and a passing pair "

@@ -531,13 +531,8 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
             lines.append(f"output {t.name!r}: {_pct(n_unwritten, want.size)} elements never written (still "
                          f"poison); first at {_arr.describe_index(first, t.dims, spec.tiles, want.shape)}")
             info["unwritten"] = n_unwritten
-        if lowp is not None:
-            # both are finite here (_reference made a NaN or inf an error)
-            tol = _calibrated(pc, "coverage", spec, shp, t, want, lowp[t.name])
-        else:
-            tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
-                               config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
-        tol = _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
+        tol = _output_tolerance(pc, "coverage", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
+                                spec_atol=spec_atol, rtol=rtol, atol=atol)
         tol_used = tol
         nonfinite_lines, exclude = _nonfinite_expectations(pattern, t, got, want, unwritten, spec)
         cmp = _tol.compare(got, np.where(exclude, 0.0, want) if pattern.nonfinite else want, tol, exclude=exclude)
@@ -617,6 +612,21 @@ def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any,
 
 
 _RANGE = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+
+
+def _output_tolerance(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t: Tensor, want: Any,
+                      lowp: Mapping[str, Any] | None, pattern: _values.Pattern, *, spec_rtol: Any, spec_atol: Any,
+                      rtol: Any, atol: Any) -> _tol.Tolerance:
+    """The tolerance output ``t`` is compared with: calibrated on the same-precision implementation's
+    error when there is one (``lowp``), else resolved from the call, the spec and the config; then
+    adjusted for the value ``pattern``."""
+    if lowp is not None:
+        # both are finite here (_reference made a NaN or inf an error)
+        tol = _calibrated(pc, check, spec, shp, t, want, lowp[t.name])
+    else:
+        tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
+                           config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
+    return _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
 
 
 def _out_of_range(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, pattern: _values.Pattern,
@@ -770,12 +780,8 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
         for t in spec.compared:
             got = _arr.to_numpy(outputs[t.name].array).astype(np.float64)
             want = ref[t.name]
-            if lowp is not None:
-                tol = _calibrated(pc, "tile_probe", spec, shp, t, want, lowp[t.name])
-            else:
-                tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
-                                   config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
-            tol = _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
+            tol = _output_tolerance(pc, "tile_probe", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
+                                    spec_atol=spec_atol, rtol=rtol, atol=atol)
             cmp = _tol.compare(got, want, tol)
             worst_rel = max(worst_rel, cmp.max_rel)
             if not cmp.bad:

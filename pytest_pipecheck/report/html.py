@@ -44,8 +44,8 @@ import linecache
 import os
 import platform
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..config import CHECKS, PipecheckConfig
 from ..device import TierInfo
@@ -546,14 +546,26 @@ def _occupancy_section(results: Sequence[CheckResult], missing: str | None) -> s
     return '<h3 class="occupancy">Occupancy per architecture</h3>' + "".join(parts) + more
 
 
-def _stage_section(results: Sequence[CheckResult], missing: str | None) -> str:
-    parts: list[str] = []
+_R = TypeVar("_R", bound=Sequence[Any])
+
+
+def _plotted(results: Sequence[CheckResult],
+             rows_of: Callable[[Mapping[str, Any]], _R]) -> Iterator[tuple[CheckResult, _R]]:
+    """(result, its rows) for the results that have rows to show, at most _MAX_PLOTS_PER_KIND of them."""
+    shown = 0
     for r in results:
-        rows = _stage_rows(r.details)
+        rows = rows_of(r.details)
         if not rows:
             continue
-        if len(parts) >= _MAX_PLOTS_PER_KIND:
+        if shown >= _MAX_PLOTS_PER_KIND:
             break
+        shown += 1
+        yield r, rows
+
+
+def _stage_section(results: Sequence[CheckResult], missing: str | None) -> str:
+    parts: list[str] = []
+    for r, rows in _plotted(results, _stage_rows):
         extras = _stage_extras(r.details)
         chosen = _int(r.details.get("chosen"))
         best = _int(r.details.get("best_stages"))
@@ -608,12 +620,7 @@ def _stage_section(results: Sequence[CheckResult], missing: str | None) -> str:
 
 def _history_section(results: Sequence[CheckResult], missing: str | None) -> str:
     parts: list[str] = []
-    for r in results:
-        rows = _history_rows(r.details)
-        if not rows:
-            continue
-        if len(parts) >= _MAX_PLOTS_PER_KIND:
-            break
+    for r, rows in _plotted(results, _history_rows):
         current = _float(r.details.get("median_us"))
         body = "".join(f"<tr><td>{_e(label)}</td><td class=\"num\">{m:.2f}</td></tr>" for label, m in rows)
         if current is not None:

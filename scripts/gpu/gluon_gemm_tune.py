@@ -39,6 +39,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
+from scripts.gpu._gemm_bench import add_common_options, square_inputs  # after the path above
+
 GOAL = 0.95
 
 
@@ -107,10 +109,7 @@ def label(cfg: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("out_dir")
-    parser.add_argument("--size", type=int, default=4096)
-    parser.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
-    parser.add_argument("--rep", type=int, default=200, help="do_bench rep (ms)")
+    add_common_options(parser)
     parser.add_argument("--rounds", type=int, default=7, help="stage 2 rounds (torch, candidate, ...)")
     parser.add_argument("--top", type=int, default=3, help="stage 1's fastest configurations re-timed in stage 2")
     parser.add_argument("--budget", type=float, default=150.0, help="seconds of stage 1 before the rest is skipped")
@@ -135,9 +134,7 @@ def main() -> int:
         return 2
     n = args.size
     dtype = getattr(torch, args.dtype)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn((n, n), device="cuda", dtype=dtype, generator=gen)
-    b = torch.randn((n, n), device="cuda", dtype=dtype, generator=gen)
+    a, b = square_inputs(n, dtype)
     expected = torch.matmul(a, b).float()
     expected_max, expected_norm = expected.abs().max().item(), expected.norm().item()
     flops = 2.0 * n ** 3

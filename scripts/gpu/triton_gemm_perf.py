@@ -55,6 +55,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
+from scripts.gpu._gemm_bench import add_common_options, square_inputs  # after the path above
+
 GOAL = 0.95
 
 
@@ -131,10 +133,7 @@ def _error_text(exc: BaseException) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("out_dir")
-    parser.add_argument("--size", type=int, default=4096)
-    parser.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
-    parser.add_argument("--rep", type=int, default=200, help="do_bench rep (ms)")
+    add_common_options(parser)
     parser.add_argument("--budget", type=float, default=150.0,
                         help="seconds of sweep after which the remaining cases are skipped (default 150)")
     parser.add_argument("--only", default="", help=(
@@ -161,9 +160,7 @@ def main() -> int:
         return 2
     n = args.size
     dtype = getattr(torch, args.dtype)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn((n, n), device="cuda", dtype=dtype, generator=gen)
-    b = torch.randn((n, n), device="cuda", dtype=dtype, generator=gen)
+    a, b = square_inputs(n, dtype)
     flops = 2.0 * n * n * n
     props = torch.cuda.get_device_properties(0)
     cap = (props.major, props.minor)

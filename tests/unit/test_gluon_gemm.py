@@ -167,23 +167,26 @@ def _abc(m: int = 64, k: int = 64, n: int = 64, dtype: str = "float16") -> tuple
     return torch.zeros(m, k, dtype=dt), torch.zeros(k, n, dtype=dt), torch.zeros(m, n, dtype=dt)
 
 
+def _refused(match: str, *args: Any) -> None:
+    """launch_gluon_gemm(*args) raises a ValueError matching ``match`` (the checks run before any device use)."""
+    with pytest.raises(ValueError, match=match):
+        gg.launch_gluon_gemm(*args)
+
+
 def test_valid_cpu_arguments_pass_every_argument_check_and_stop_at_the_device():
     a, b, c = _abc()
-    with pytest.raises(ValueError, match=r"CUDA tensors on one sm_90 GPU; got devices \['cpu'\]"):
-        gg.launch_gluon_gemm(a, b, c)
+    _refused(r"CUDA tensors on one sm_90 GPU; got devices \['cpu'\]", a, b, c)
 
 
 def test_dtype_mismatch_is_named():
     torch = _torch()
     a, b, c = _abc()
-    with pytest.raises(ValueError, match=r"dtype mismatch.*a=float16, b=bfloat16, c=float16"):
-        gg.launch_gluon_gemm(a, b.to(torch.bfloat16), c)
+    _refused(r"dtype mismatch.*a=float16, b=bfloat16, c=float16", a, b.to(torch.bfloat16), c)
 
 
 def test_float32_is_refused():
     a, b, c = _abc(dtype="float32")
-    with pytest.raises(ValueError, match=r"dtype of a must be float16 or bfloat16; got float32"):
-        gg.launch_gluon_gemm(a, b, c)
+    _refused(r"dtype of a must be float16 or bfloat16; got float32", a, b, c)
 
 
 def test_non_unit_inner_stride_is_named():
@@ -191,16 +194,14 @@ def test_non_unit_inner_stride_is_named():
     a, b, c = _abc()
     strided = torch.zeros(64, 128, dtype=torch.float16)[:, ::2]
     assert strided.shape == b.shape and strided.stride() == (128, 2)
-    with pytest.raises(ValueError, match=r"b must be row-major with unit inner stride.*\(128, 2\)"):
-        gg.launch_gluon_gemm(a, strided, c)
+    _refused(r"b must be row-major with unit inner stride.*\(128, 2\)", a, strided, c)
 
 
 def test_row_stride_not_a_multiple_of_16_bytes_is_named():
     torch = _torch()
     a, b, _ = _abc()
     padded = torch.zeros(64, 67, dtype=torch.float16)[:, :64]   # rows 134 bytes apart
-    with pytest.raises(ValueError, match=r"row stride of c must be a multiple of 16 bytes \(TMA\); got 67 elements = 134 bytes"):
-        gg.launch_gluon_gemm(a, b, padded)
+    _refused(r"row stride of c must be a multiple of 16 bytes \(TMA\); got 67 elements = 134 bytes", a, b, padded)
 
 
 def test_misaligned_base_pointer_is_named():
@@ -208,19 +209,15 @@ def test_misaligned_base_pointer_is_named():
     _, b, c = _abc()
     shifted = torch.zeros(64 * 64 + 8, dtype=torch.float16)[1:1 + 64 * 64].view(64, 64)
     assert shifted.data_ptr() % 16 == 2
-    with pytest.raises(ValueError, match=r"base pointer of a must be 16-byte aligned"):
-        gg.launch_gluon_gemm(shifted, b, c)
+    _refused(r"base pointer of a must be 16-byte aligned", shifted, b, c)
 
 
 def test_shape_and_rank_errors_are_named():
     torch = _torch()
     a, b, c = _abc()
-    with pytest.raises(ValueError, match=r"shape mismatch"):
-        gg.launch_gluon_gemm(a, torch.zeros(32, 64, dtype=torch.float16), c)
-    with pytest.raises(ValueError, match=r"shape mismatch.*c must be \(64, 64\)"):
-        gg.launch_gluon_gemm(a, b, torch.zeros(64, 32, dtype=torch.float16))
-    with pytest.raises(ValueError, match=r"a must be 2-D; got 3-D"):
-        gg.launch_gluon_gemm(a[None], b, c)
+    _refused(r"shape mismatch", a, torch.zeros(32, 64, dtype=torch.float16), c)
+    _refused(r"shape mismatch.*c must be \(64, 64\)", a, b, torch.zeros(64, 32, dtype=torch.float16))
+    _refused(r"a must be 2-D; got 3-D", a[None], b, c)
 
 
 def test_kernel_config_rejects_tiles_wgmma_cannot_cover():

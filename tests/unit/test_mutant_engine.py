@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import difflib
 import sys
+from typing import Any
 
 import pytest
 
 from reference_kernels.mutants import engine
+from reference_kernels.mutants import gluon as gluon_mutants
 from reference_kernels.mutants import triton as triton_mutants
 from reference_kernels.mutants.engine import Edit, Mutant, MutantError, apply_edits
 
@@ -85,12 +87,17 @@ def test_triton_mutant_source_is_the_base_with_its_edits(name: str) -> None:
     assert undone == base
 
 
-def test_a_triton_mutant_that_no_longer_applies_fails_naming_it(monkeypatch: pytest.MonkeyPatch,
-                                                                tmp_path) -> None:
-    base = tmp_path / "gemm_base.py"
-    base.write_text(triton_mutants.BASE_SOURCE.read_text().replace("range(0, k_tiles)", "range(k_tiles)"))
-    monkeypatch.setattr(triton_mutants, "BASE_SOURCE", base)
-    with pytest.raises(MutantError, match=r"mutant gemm_last_k_tile_dropped: the text to replace occurs 0 times"):
-        triton_mutants.mutant_source("gemm_last_k_tile_dropped")
-    with pytest.raises(MutantError, match="unknown Triton mutant 'nope'"):
-        triton_mutants.mutant_source("nope")
+@pytest.mark.parametrize(
+    "family, label, broken, name",
+    [(triton_mutants, "Triton", ("range(0, k_tiles)", "range(k_tiles)"), "gemm_last_k_tile_dropped"),
+     (gluon_mutants, "Gluon", ("parity ^ 1)", "parity ^ True)"), "gluon_loader_skips_empty_wait")],
+    ids=["triton", "gluon"])
+def test_a_mutant_that_no_longer_applies_fails_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path, family: Any,
+                                                         label: str, broken: tuple[str, str], name: str) -> None:
+    base = tmp_path / family.BASE_SOURCE.name
+    base.write_text(family.BASE_SOURCE.read_text().replace(*broken))
+    monkeypatch.setattr(family, "BASE_SOURCE", base)
+    with pytest.raises(MutantError, match=rf"mutant {name}: the text to replace occurs 0 times"):
+        family.mutant_source(name)
+    with pytest.raises(MutantError, match=f"unknown {label} mutant 'nope'"):
+        family.mutant_source("nope")

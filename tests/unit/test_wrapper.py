@@ -60,6 +60,13 @@ def _spec(call, name="scale", **kw):
                       tiles={"M": BLOCK_M, "N": BLOCK_N}, loop_dim="N", **kw)
 
 
+def _failure(check, pipecheck, spec):
+    """The message of the PipecheckFailure ``check`` raises for ``spec`` at SHAPE."""
+    with pytest.raises(PipecheckFailure) as info:
+        check(pipecheck, spec, SHAPE)
+    return str(info.value)
+
+
 def test_correct_wrapper_passes_every_check(pipecheck):
     results = coverage.check_all(pipecheck, _spec(scale), SHAPE)
     assert [r.check for r in results] == ["coverage", "tile_probe", "determinism"]
@@ -72,9 +79,7 @@ def test_correct_wrapper_passes_every_check(pipecheck):
 @pytest.mark.pipecheck(expect_failures=True)
 def test_kernel_skipping_the_last_tile_leaves_poison_named_by_output_and_tile(pipecheck):
     spec = _spec(lambda x, w: scale(x, w, skip_last=True), "scale_skip_last")
-    with pytest.raises(PipecheckFailure) as info:
-        coverage.check_coverage(pipecheck, spec, SHAPE)
-    msg = str(info.value)
+    msg = _failure(coverage.check_coverage, pipecheck, spec)
     # 9 rows x the last 8 columns were never written
     assert "output 'y': 72 of 360 (20.00%) elements never written (still poison); first at [0, 32] " \
            "(M tile 0 of 2, N tile 2 of 3 (last, partial 8/16))" in msg, msg
@@ -85,9 +90,7 @@ def test_kernel_skipping_the_last_tile_leaves_poison_named_by_output_and_tile(pi
 @pytest.mark.pipecheck(expect_failures=True)
 def test_store_past_the_end_of_the_wrappers_allocation_trips_its_guard_band(pipecheck):
     spec = _spec(lambda x, w: scale(x, w, unmasked=True), "scale_unmasked")
-    with pytest.raises(PipecheckFailure) as info:
-        coverage.check_coverage(pipecheck, spec, SHAPE)
-    msg = str(info.value)
+    msg = _failure(coverage.check_coverage, pipecheck, spec)
     assert "written outside 'y'" in msg and "past its end" in msg, msg
 
 
@@ -107,9 +110,7 @@ def scale_with_scratch(x, w):
 
 @pytest.mark.pipecheck(expect_failures=True)
 def test_store_past_the_end_of_a_scratch_allocation_names_the_allocation(pipecheck):
-    with pytest.raises(PipecheckFailure) as info:
-        coverage.check_determinism(pipecheck, _spec(scale_with_scratch, "scratch"), SHAPE)
-    msg = str(info.value)
+    msg = _failure(coverage.check_determinism, pipecheck, _spec(scale_with_scratch, "scratch"))
     assert "the kernel wrote outside an allocation the call made" in msg
     assert "1 element(s) written outside 'allocation #2 (torch.empty of float32 (1,) at " in msg
     assert "test_wrapper.py" in msg and "past its end (first 0 elements past)" in msg, msg
