@@ -72,6 +72,18 @@ def _installed(module: Any) -> bool:
     return isinstance(getattr(module, "__file__", None), str)
 
 
+def cupy_context(cupy: Any) -> bool:
+    """Whether this thread has a current CUDA context (made by CuPy, torch, Triton or anything else).
+    False where CUDA was never initialized in this process (CUDA_ERROR_NOT_INITIALIZED: a sanitizer child
+    imports CuPy itself, to turn its pools off, whatever the test uses); any other error is raised."""
+    try:
+        return bool(cupy.cuda.driver.ctxGetCurrent())
+    except Exception as exc:
+        if "NOT_INITIALIZED" in str(exc):
+            return False
+        raise
+
+
 def probe_context() -> str | None:
     """The error a trivial CUDA operation raises in this process, or None when it succeeds.
 
@@ -97,15 +109,7 @@ def probe_context() -> str | None:
     cupy = sys.modules.get("cupy")
     if cupy is not None and _installed(cupy):
         try:
-            current = int(cupy.cuda.driver.ctxGetCurrent() or 0)
-        except Exception as exc:
-            # CUDA_ERROR_NOT_INITIALIZED: nothing initialized CUDA in this process, so no context to
-            # probe (a sanitizer child imports CuPy itself, to turn its pools off, whatever the test uses)
-            if "NOT_INITIALIZED" not in str(exc) and _is_cuda_error(exc):
-                return "cupy: " + _first_line(exc)
-            current = 0
-        try:
-            if current:
+            if cupy_context(cupy):
                 cupy.cuda.runtime.deviceSynchronize()
                 if float((cupy.ones(1) + 1).get()[0]) != 2.0:
                     return "cupy: a one-element kernel returned a wrong value"
@@ -246,15 +250,12 @@ class ContainmentPlugin:
         return "\n".join(lines), result
 
     def _memcheck(self, item: pytest.Item) -> tuple[str, dict[str, Any]]:
-        from .sanitizer.locate import HOW_TO_GET, find_compute_sanitizer
+        from .sanitizer.locate import HOW_TO_GET, find_compute_sanitizer, not_found
 
         tier = self.config.stash[state.TIER]
         found = find_compute_sanitizer()
         if found is None or tier.device is None:
-            from . import toolkit
-
-            why = (f"compute-sanitizer not found ({toolkit.not_found_reason('compute-sanitizer')}; {HOW_TO_GET})"
-                   if tier.device is not None else "no GPU")
+            why = f"{not_found()}; {HOW_TO_GET}" if tier.device is not None else "no GPU"
             return f"triage: not run: {why}", {"ran": False, "reason": why}
         from .sanitizer.pytest_hooks import child_args
         from .sanitizer.runner import BatchSpec, SanitizerRunner, default_child_env, format_failure

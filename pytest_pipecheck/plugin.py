@@ -313,12 +313,10 @@ def header_line(config: pytest.Config) -> str:
     for name, version in tier.backends.items():
         parts.append(f"{name} {version or 'not installed'}")
     if run_config.enabled and run_config.wants("sanitizer") and set(run_config.sanitizer) - {"consan"}:
-        from . import toolkit
-        from .sanitizer.locate import find_compute_sanitizer
+        from .sanitizer.locate import find_compute_sanitizer, not_found
 
         found = find_compute_sanitizer()
-        parts.append(f"compute-sanitizer {found.version or 'unknown version'}" if found
-                     else f"compute-sanitizer not found ({toolkit.not_found_reason('compute-sanitizer')})")
+        parts.append(f"compute-sanitizer {found.version or 'unknown version'}" if found else not_found())
     if run_config.enabled and run_config.wants("sanitizer") and "consan" in run_config.sanitizer:
         parts.append("Triton ConSan selected")
     parts.append("checks on" if run_config.enabled else "checks off (use --pipecheck)")

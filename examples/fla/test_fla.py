@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("einops", reason="fla-core needs einops (pip install einops)")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # "Triton is not supported on current platform, roll back to CPU"
-    pytest.importorskip("fla", reason="fla-core is not installed (pip install 'pytest-pipecheck[examples]')")
+    pytest.importorskip("fla.ops", reason="fla-core is not installed (pip install 'pytest-pipecheck[examples]')")
     from fla.modules.norm.l2norm import l2norm
     from fla.ops.utils.cumsum import chunk_global_cumsum, chunk_local_cumsum
     from fla.ops.utils.logsumexp import logsumexp_fwd

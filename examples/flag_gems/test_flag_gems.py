@@ -17,7 +17,7 @@ if not torch.cuda.is_available():
     pytest.skip("flag_gems needs a CUDA device: it queries the device when imported and its libentry wrapper does "
                 "not run under Triton's interpreter (the CPU tier)", allow_module_level=True)
 pytest.importorskip("sqlalchemy", reason="flag_gems needs sqlalchemy (pip install sqlalchemy)")
-pytest.importorskip("flag_gems", reason="flag-gems is not installed (pip install 'pytest-pipecheck[examples]')")
+pytest.importorskip("flag_gems.ops", reason="flag-gems is not installed (pip install 'pytest-pipecheck[examples]')")
 
 from flag_gems.ops.rms_norm import rms_norm as gems_rms_norm  # noqa: E402
 from flag_gems.ops.softmax import softmax as gems_softmax  # noqa: E402

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (pip install 'pytest-pipecheck[examples]')")
+pytest.importorskip("liger_kernel.ops", reason="liger-kernel is not installed (pip install 'pytest-pipecheck[examples]')")
 
 from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction  # noqa: E402
 from liger_kernel.ops.layer_norm import LigerLayerNormFunction  # noqa: E402

@@ -163,21 +163,17 @@ _IDLE_MODES: list[Any] = []
 
 @dataclass(frozen=True)
 class _Fill:
-    """How allocations of one torch dtype are filled: its pipecheck name, the guard value, and the
-    poison of each variant as a value of the same-width signed integer type (``bits``)."""
+    """How allocations of one torch dtype are filled: its pipecheck name, the guard value, the raw
+    (unsigned) bits of the guard and of each variant's poison, and the NumPy integer dtypes of the same
+    width that a host-built buffer is read as (``unsigned``, as :func:`~pytest_pipecheck.checks.arrays.bits`
+    reads buffers) and handed to torch as (``signed``: torch's own unsigned types are incomplete)."""
 
     dtype: str
     guard: float | int
-    bits: Any  # the torch integer dtype the view is reinterpreted as to write the poison's raw bits
-    poison: tuple[int, ...]
-    guard_bits: int  # the guard's raw bits as a value of ``bits``
-
-    @property
-    def host_bits(self) -> Any:
-        """The NumPy dtype of ``bits`` (a host buffer of it converts to a torch tensor of ``bits``)."""
-        import numpy as np
-
-        return np.dtype(str(self.bits).replace("torch.", ""))
+    unsigned: Any
+    signed: Any
+    guard_raw: int
+    poison_raw: tuple[int, ...]
 
     def initial_bits(self, total: int, before: int, sizes: tuple[int, ...], strides: tuple[int, ...],
                      variant: int) -> Any:
@@ -186,15 +182,13 @@ class _Fill:
         reading the buffer back would synchronize with the GPU once per allocation."""
         import numpy as np
 
-        unsigned = np.dtype(_arr._bits_dtype(self.dtype))
-        mask = (1 << (8 * unsigned.itemsize)) - 1  # the signed values' two's complement bits
-        init = np.full(total, self.guard_bits & mask, dtype=unsigned)
+        init = np.full(total, self.guard_raw, dtype=self.unsigned)
         if tuple(strides) == _contiguous_strides(sizes):
-            init[before:before + math.prod(sizes)] = self.poison[variant] & mask  # the usual case, 3x faster
+            init[before:before + math.prod(sizes)] = self.poison_raw[variant]  # the usual case, 3x faster
         else:
             view = np.lib.stride_tricks.as_strided(init[before:], shape=sizes,
-                                                   strides=tuple(s * unsigned.itemsize for s in strides))
-            view[...] = self.poison[variant] & mask
+                                                   strides=tuple(s * self.unsigned.itemsize for s in strides))
+            view[...] = self.poison_raw[variant]
         return init
 
 
@@ -205,6 +199,7 @@ _FILLS: dict[Any, _Fill | str] = {}
 def _fill_of(torch_dtype: Any) -> _Fill | str:
     fill = _FILLS.get(torch_dtype)
     if fill is None:
+        import numpy as np
         import torch
 
         try:
@@ -213,11 +208,13 @@ def _fill_of(torch_dtype: Any) -> _Fill | str:
             fill = f"dtype {torch_dtype} cannot be poisoned"
         else:
             bdt = _arr._bits_dtype(dtype)
+            unsigned = np.dtype(bdt)
             guard = _arr._output_guard_value(dtype)
-            signed = getattr(torch, _SIGNED[bdt])
-            fill = _Fill(dtype, guard, signed,
-                         tuple(_arr._signed(_arr.poison_bits(dtype, v), bdt) for v in range(_arr.POISON_VARIANTS)),
-                         int(torch.full((1,), guard, dtype=torch_dtype).view(signed).item()))
+            # bfloat16 has no NumPy type: the guard's bits come from torch, as a signed value
+            guard_signed = torch.full((1,), guard, dtype=torch_dtype).view(getattr(torch, _SIGNED[bdt])).item()
+            fill = _Fill(dtype, guard, unsigned, np.dtype(_SIGNED[bdt]),
+                         int(guard_signed) & ((1 << (8 * unsigned.itemsize)) - 1),
+                         tuple(_arr.poison_bits(dtype, v) for v in range(_arr.POISON_VARIANTS)))
         _FILLS[torch_dtype] = fill
     return fill
 
@@ -249,7 +246,6 @@ class PoisonAllocations:
             _OPS_GET = _OPS.get
         if _FRAMES is None or (_FRAMES.triton is None and "triton" in sys.modules):
             _FRAMES = _Frames()  # again once triton is imported: its allocations must be recognised
-        self.ops = _OPS
         self._frames = _FRAMES
         self._mode: Any = None
 
@@ -313,7 +309,7 @@ class PoisonAllocations:
             # the whole buffer (guards and poison) is built on the host and copied over once: one copy
             # instead of an allocation and two fills on the device, and its bits are the snapshot
             initial = fill.initial_bits(before + span + after, before, sizes, strides, self.variant)
-            buf = torch.from_numpy(initial.view(fill.host_bits)).to(out.device, copy=True).view(out.dtype)
+            buf = torch.from_numpy(initial.view(fill.signed)).to(out.device, copy=True).view(out.dtype)
             view = torch.as_strided(buf, sizes, strides, before)
         else:
             buf = torch.empty(before + span + after, dtype=out.dtype, device=out.device)

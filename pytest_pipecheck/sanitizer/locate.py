@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .. import toolkit
 
-__all__ = ["HOW_TO_GET", "SanitizerInstall", "find_compute_sanitizer"]
+__all__ = ["HOW_TO_GET", "SanitizerInstall", "find_compute_sanitizer", "not_found"]
 
 HOW_TO_GET = (
     "pip install pytest-pipecheck[sanitizer] installs NVIDIA's compute-sanitizer at the tested version; it "
@@ -63,3 +63,8 @@ def find_compute_sanitizer() -> SanitizerInstall | None:
     if found is None:
         return None
     return SanitizerInstall(path=found.path, version=toolkit.tool_version(found.path), found_via=found.found_via)
+
+
+def not_found() -> str:
+    """``compute-sanitizer not found (why)``: a variable naming no executable file, or nowhere."""
+    return f"compute-sanitizer not found ({toolkit.not_found_reason('compute-sanitizer')})"

@@ -23,12 +23,13 @@ import pytest
 
 from .. import state
 from ..config import CONSAN
+from ..containment import cupy_context
 from ..results import CheckResult, PipecheckFailure, Verdict
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
 from .costs import assign_shares, costs_for_balance, record_costs
-from .locate import HOW_TO_GET, find_compute_sanitizer
+from .locate import HOW_TO_GET, find_compute_sanitizer, not_found
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
     CHILD_ENV,
@@ -59,12 +60,6 @@ def shares_for(config: pytest.Config, nodeids: list[str], shares: int) -> list[i
     (docs/validation/2026-11-22-h200-0754.md); shares dealt round robin were slower
     (docs/validation/2026-11-22-h200-0453.md)."""
     return assign_shares(nodeids, shares, costs_for_balance(config))
-
-
-def _not_found() -> str:
-    from .. import toolkit
-
-    return toolkit.not_found_reason("compute-sanitizer")
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -235,7 +230,7 @@ class SanitizerPlugin:
                     continue
                 if found is None:
                     outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP,
-                                                 f"compute-sanitizer not found ({_not_found()}): {HOW_TO_GET}")
+                                                 f"{not_found()}: {HOW_TO_GET}")
                     continue
                 if cfg.suppressions:
                     try:
@@ -448,26 +443,17 @@ def _flush_c_stdio() -> None:
 
 def _synchronize() -> str | None:
     """Wait for the device (only through modules the test already imported, and only where a CUDA
-    context exists: the child imports CuPy itself to turn its pools off, and a test that never touched
-    the GPU must not get a context, or an error, from the wait); the error text, if any."""
+    context exists: see :func:`~pytest_pipecheck.containment.cupy_context`); the error text, if any."""
     try:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
             torch.cuda.synchronize()
         cupy = sys.modules.get("cupy")
-        if cupy is not None and _has_current_context(cupy):
+        if cupy is not None and cupy_context(cupy):
             cupy.cuda.runtime.deviceSynchronize()
     except Exception as exc:
         return f"device synchronize failed: {type(exc).__name__}: {exc}"
     return None
-
-
-def _has_current_context(cupy: Any) -> bool:
-    """Whether this thread has a current CUDA context (made by CuPy, torch, Triton or anything else)."""
-    try:
-        return bool(cupy.cuda.driver.ctxGetCurrent())
-    except Exception:  # not initialized: nothing ran on the GPU here
-        return False
 
 
 class ChildPlugin:
