@@ -394,6 +394,11 @@ SETTINGS: tuple[Setting, ...] = (
             "equal cost (the last run's sanitizer seconds) and every tool's parts run side by side (under xdist the "
             "default is shared among the workers)", metavar="N",
             marker=False),
+    Setting("xdist_shares", _int_parser(1, 16), 1,
+            "sanitizer shares per pytest-xdist worker: the collection is cut into workers x N contiguous shares of "
+            "about equal cost and xdist hands a worker the next share when it finishes one, so a share whose cost "
+            "was misjudged holds up one worker less; each share with sanitized tests starts its own children",
+            metavar="N", marker=False),
     Setting("timeout", _float_parser(0.0), 300.0,
             "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
             "pipecheck's watchdog fails it; one that cannot be stopped ends the run with exit status 88 and every "
@@ -474,6 +479,7 @@ class PipecheckConfig:
     sanitizer_timeout: float = 120.0
     sanitizer_scope: str = "launch"
     sanitizer_jobs: int = 4
+    xdist_shares: int = 1
     timeout: float = 300.0
     racecheck_report: str = "analysis"
     suppressions: str | None = None

@@ -7,7 +7,7 @@
 #
 # PART is any of: pytest, scripts, examples, examples-fla, pinned-all, toolkit-all, toolkit-default,
 # mutants-pinned, mutants-toolkit, consan, targeted, targeted-toolkit, bench-wrapper,
-# gluon-racecheck-toolkit, tier-profile, durations, or the name of one script in scripts/gpu/ (without .py), optionally
+# gluon-racecheck-toolkit, tier-profile, durations, plugin-profile, or the name of one script in scripts/gpu/ (without .py), optionally
 # with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
 # Every script takes its output folder first, except ladder_profile, which takes the builds to launch
 # (ladder_profile=k3_cp_async:4,k3_cp_async_wide:4) and runs under Nsight Compute (ncu), its report in
@@ -164,6 +164,20 @@ run_part() {
       # off by the time limit still shows where its time went
       step "$part" bash -c "python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rfE -v \
         --durations=40 ${PYTEST_ARGS:-} 2>&1 | while IFS= read -r l; do printf '%s %s\n' \"\$(date +%s)\" \"\$l\"; done"
+      ;;
+    plugin-profile)
+      # where pipecheck's own CPU-only tests spend their time on the GPU machine: one inner pytest session
+      # (what each tests/plugin test starts) with the GPU visible and hidden, the plugin's import, then
+      # tests/plugin and tests/unit on 6 workers each, with their durations
+      step inner-session bash -c 'TIMEFORMAT="%R s"; for v in visible hidden; do for i in 1 2 3; do
+          echo "inner session, GPU $v:"; if [ $v = hidden ]; then export CUDA_VISIBLE_DEVICES=; fi
+          time python3 -m pytest --pipecheck -q -p no:cacheprovider --co tests/unit/test_arch.py > /dev/null; done; done
+        unset CUDA_VISIBLE_DEVICES; python3 -X importtime -c "import pytest_pipecheck.plugin" 2>&1 | sort -t"|" -k2 -n | tail -12'
+      local d
+      for d in plugin unit; do
+        step "$d-n6" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -n 6 -q -rfE \
+          --durations=25 --store-durations --durations-path="$out/durations-$d.json" "tests/$d"
+      done
       ;;
     durations)
       # each test's whole cost (its sanitizer seconds included) on this GPU, in pytest-split's format, for

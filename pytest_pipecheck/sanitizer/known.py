@@ -1,4 +1,5 @@
-"""What each compute-sanitizer version can see, and the reviewed false positives of older versions.
+"""What each compute-sanitizer version can see, the reviewed false positives of older versions, and the
+known bugs of the toolchain that newer versions report.
 
 **Options by version.** :data:`OPTIONS` lists the options pipecheck passes only to a version that has
 them, with the first version known to have each and where that comes from. An unknown version gets
@@ -19,13 +20,25 @@ pytest-pipecheck on 2026-11-24, with the same kernels measured clean under compu
 between 2025.3.1 and 2026.4.0 were not measured: the rules apply to them too (the release notes of
 2025.4 list fixes of synccheck and racecheck false positives around mbarriers, but not these
 records), and every filtered record is reported, so nothing is filtered silently.
+
+**Known toolchain bugs.** A rule may also describe a real bug of code the user did not write and cannot
+change, reported from some compute-sanitizer version on (``since``) and present only with some versions of
+the toolchain that generated it (``applies``): Triton 3.6's warp-specialized kernels re-initialize an
+mbarrier without invalidating it, which compute-sanitizer 2026.4.0's synccheck reports. Such a rule is
+matched as narrowly (the record names code the compiler generated, not a line the user wrote), counted and
+reported the same way, and stops applying with a toolchain version it was not measured with, so a newer
+Triton that still has the bug fails the test rather than passing it.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from .parse import Finding
 
@@ -59,8 +72,12 @@ OPTIONS: tuple[SanitizerOption, ...] = (
     # version measured to have them (2026.4.0); an older version that has them runs without the option.
     SanitizerOption(("--check-bulk-copy", "yes"), frozenset({"memcheck", "racecheck", "synccheck", "initcheck"}),
                     (2026, 4), "listed by compute-sanitizer 2026.4.0 --help (first version unknown)"),
-    SanitizerOption(("--check-warpgroup-mma", "yes"), frozenset({"memcheck", "synccheck"}), (2026, 4),
-                    "listed by compute-sanitizer 2026.4.0 --help (first version unknown)"),
+    # --check-warpgroup-mma: measured on an H100 with 2025.3.1 and 2026.4.0 (scripts/gpu/warpgroup_probe.py,
+    # docs/validation/2026-11-25-h100-0950.md): with "yes" synccheck reports a warp that skips the wgmma and
+    # memcheck a wgmma descriptor past shared memory; with "no" neither is reported (the second only as an
+    # unattributed illegal address).
+    SanitizerOption(("--check-warpgroup-mma", "yes"), frozenset({"memcheck", "synccheck"}), (2025, 3),
+                    "listed by compute-sanitizer 2025.3.1 and 2026.4.0 --help; measured on both"),
 )
 
 
@@ -125,6 +142,76 @@ def _triton_ws_dispatch_state(f: Finding) -> bool:
         and all(int(w.group("pc"), 16) >= _ENTRY_PC for w in writes)
 
 
+_REINIT = "Already initialized. Invalidate before reinitializing"
+
+
+#: folders looked into under the working directory for a record's source file, at most
+_SEARCH_FOLDERS = 20000
+
+
+@functools.lru_cache(maxsize=64)
+def _source_candidates(name: str, cwd: str) -> tuple[str, ...]:
+    """The files a record's source name may stand for: the path itself when it exists, else every loaded
+    module and every file under ``cwd`` (hidden folders skipped, :data:`_SEARCH_FOLDERS` at most) with that
+    base name. A search cut short finds fewer files, so a rule that needs them matches less, never more."""
+    path = Path(name)
+    if path.is_absolute() or path.is_file():
+        return (str(path.resolve()),) if path.is_file() else ()
+    files = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
+    found = {str(Path(f).resolve()) for f in files if isinstance(f, str) and os.path.basename(f) == path.name}
+    for n, (folder, subdirs, names) in enumerate(os.walk(cwd)):
+        if n >= _SEARCH_FOLDERS:
+            return ()  # not searched to the end: another file of that name may say otherwise
+        subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+        if path.name in names:
+            found.add(str(Path(folder, path.name).resolve()))
+    return tuple(sorted(found))
+
+
+def _is_def_line(name: str | None, line: int | None, func: str | None) -> bool:
+    """``name:line`` is the line ``def func(`` in every file the name may stand for (at least one): code
+    the compiler generated for the kernel as a whole, not a statement of the kernel's body."""
+    if not name or not line or not func:
+        return False
+    files = _source_candidates(name, os.getcwd())
+    if not files:
+        return False
+    for file in files:
+        try:
+            lines = Path(file).read_text(errors="replace").splitlines()
+        except OSError:
+            return False
+        if line > len(lines) or not re.match(rf"\s*def\s+{re.escape(func)}\s*\(", lines[line - 1]):
+            return False
+    return True
+
+
+def _triton_ws_barrier_reinit(f: Finding) -> bool:
+    """A synccheck "Already initialized. Invalidate before reinitializing" record in a Triton/Gluon kernel
+    attributed to the kernel's ``def`` line: the mbarrier init Triton's warp-specialize lowering emits
+    (triton-lang/triton#9592), not an ``mbarrier.init`` the kernel's author wrote (which has its own line)."""
+    if f.kind != "barrier" or _REINIT not in f.raw.splitlines()[0]:
+        return False
+    return bool(f.file and f.file.endswith(".py")) and _is_def_line(f.file, f.line, f.kernel)
+
+
+def _triton_version() -> Version | None:
+    from importlib import metadata
+
+    from ..toolkit import version_tuple
+
+    try:
+        return version_tuple(metadata.version("triton"))
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _triton_before_3_7() -> bool:
+    """Triton 3.6 or older is installed (the versions measured with the bug); not for an unknown one."""
+    v = _triton_version()
+    return v is not None and v < (3, 7)
+
+
 def _within_four_bytes(matched: Sequence[Finding]) -> bool:
     """Where the records give shared addresses (``--racecheck-report hazard``), they all lie within one
     4-byte state word (one byte per worker warp); otherwise none of them is the dispatch state."""
@@ -134,16 +221,22 @@ def _within_four_bytes(matched: Sequence[Finding]) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    """A reviewed false positive of compute-sanitizer ``tool`` before ``fixed_in``."""
+    """A reviewed false positive of compute-sanitizer ``tool`` before ``fixed_in``, or a known bug of the
+    toolchain that versions from ``since`` report while ``applies()`` (the toolchain has the bug)."""
 
     id: str
     tool: str
-    fixed_in: Version  # the first version measured not to report it
+    fixed_in: Version | None  # the first version measured not to report it; None: not the tool's error
     measured_in: str
     what: str
     evidence: str
     match: Callable[[Finding], bool]
     together: Callable[[Sequence[Finding]], bool] = lambda _found: True  # a check over one test's matches
+    since: Version = ()  # the first version that reports it
+    applies: Callable[[], bool] = lambda: True  # the installed toolchain has the bug
+
+    def applies_to(self, version: Version) -> bool:
+        return version >= self.since and (self.fixed_in is None or version < self.fixed_in) and self.applies()
 
 
 RULES: tuple[Rule, ...] = (
@@ -176,6 +269,25 @@ RULES: tuple[Rule, ...] = (
         match=_triton_ws_dispatch_state,
         together=_within_four_bytes,
     ),
+    Rule(
+        id="triton-ws-barrier-reinit",
+        tool="synccheck",
+        fixed_in=None,
+        measured_in="2026.4.0 with Triton 3.6",
+        what=("'Barrier error detected. Already initialized. Invalidate before reinitializing.' at the def line "
+              "of a Triton warp-specialized kernel: Triton 3.6's warp-specialize lowering initializes an "
+              "mbarrier in shared memory another barrier used without invalidating it (a real Triton bug, "
+              "against the PTX rules; fixed upstream by triton-lang/triton#9592)"),
+        evidence=("Triton's TMA GEMM with warp_specialize=True (tests/data/sass/triton_gemm.py, 512^3): 16 records, "
+                  "one per program, at the kernel's def line, under 2026.4.0 and none under 2025.3.1; the same "
+                  "kernel without warp specialization clean under both; exact results without the tool and under "
+                  "2025.3.1 (H100 2026-11-25, "
+                  "docs/validation/2026-11-25-h100-0950.md); sample "
+                  "tests/data/sanitizer/synccheck_triton_ws_barrier_reinit_2026_4_0.txt"),
+        match=_triton_ws_barrier_reinit,
+        since=(2026, 4),
+        applies=_triton_before_3_7,
+    ),
 )
 
 
@@ -183,7 +295,7 @@ def applicable_rules(tool: str, version: Version | None) -> list[Rule]:
     """The rules for ``tool`` that apply to ``version``; none for an unknown version."""
     if version is None:
         return []
-    return [r for r in RULES if r.tool == tool and version < r.fixed_in]
+    return [r for r in RULES if r.tool == tool and r.applies_to(version)]
 
 
 def filter_findings(findings: Sequence[Finding], tool: str, version: Version | None
@@ -211,10 +323,13 @@ def limitations(version_text: str | None, version: Version | None, tools: Sequen
     if "initcheck" in tools and version < OPTIONS[0].since:
         out.append(f"{name} cannot check shared memory in initcheck (--initcheck-address-space needs 2025.4): "
                    f"a read of shared memory that no thread wrote is not reported")
+    bugs: list[str] = []
     for rule in RULES:
-        if rule.tool in tools and version < rule.fixed_in:
-            out.append(f"{name} {rule.tool} reports a known false positive ({rule.what}); rule {rule.id} "
-                       f"filters exactly those records, counts them and reports them")
+        if rule.tool in tools and rule.applies_to(version):
+            said = "a known false positive" if rule.fixed_in is not None else "a known bug of the toolchain"
+            line = (f"{name} {rule.tool} reports {said} ({rule.what}); rule {rule.id} "
+                    f"filters exactly those records, counts them and reports them")
+            (out if rule.fixed_in is not None else bugs).append(line)
     if out:
         out.append(f"pip install pytest-pipecheck[sanitizer] installs {PINNED_PACKAGE}, which has none of these")
-    return out
+    return out + bugs

@@ -66,7 +66,7 @@ class Finding:
     severity: str = "error"  # "error" or "warning"
     message: str = ""
     hazard: str | None = None  # RAW / WAR / WAW for races
-    access: str | None = None  # read / write (invalid access, uninitialized read)
+    access: str | None = None  # read / write (invalid access, uninitialized read); wgmma (a barrier record of a wgmma sequence)
     space: str | None = None  # global / shared / local
     kernel: str | None = None
     file: str | None = None
@@ -103,7 +103,7 @@ class Finding:
         if self.kind == "uninit_read":
             return f"uninitialized __{self.space or 'global'}__ read"
         if self.kind == "barrier":
-            return "barrier error"
+            return "wgmma sequence error" if self.access == "wgmma" else "barrier error"
         if self.kind == "other" and self.message:
             return self.message[:60]  # a record pipecheck does not know: its own words
         return self.kind.replace("_", " ")
@@ -160,7 +160,9 @@ _RE_INVALID = re.compile(r"^Invalid __(?P<space>\w+)__ (?P<acc>read|write|atomic
 _RE_UNINIT = re.compile(r"^Uninitialized __(?P<space>\w+)__ memory read")
 _RE_AT = re.compile(r"^at " + _AT + r"\s*$")
 _RE_BY = re.compile(r"^by thread (?P<thread>\([\d, ]+\)) in block (?P<block>\([\d, ]+\))")
-_RE_BARRIER = re.compile(r"^Barrier error detected")
+# synccheck: a barrier misused; with --check-warpgroup-mma, a wgmma that the warps of a warpgroup did
+# not issue together (compute-sanitizer's manual, "Synccheck support for wgmma")
+_RE_BARRIER = re.compile(r"^(?:Barrier|(?P<wgmma>Warpgroup MMA sequence)) error detected")
 _RE_DEADLOCK = re.compile(r"^Deadlock detected.*?(?: at (?P<func>[^\s+]+)\+0x[0-9a-fA-F]+)?\s*$")
 _RE_DEADLOCK_BLOCK = re.compile(r"in block (?P<block>\([\d, ]+\))")
 _RE_LEAK = re.compile(r"^Leaked (?P<bytes>\d+) bytes")
@@ -280,8 +282,11 @@ def _parse_line(rec: str, tool: str, current: Finding | None, out: ParsedOutput)
     if m:
         f.kind, f.space, f.access = "uninit_read", m.group("space"), "read"
         return _start(out, f)
-    if _RE_BARRIER.match(stripped):
+    m = _RE_BARRIER.match(stripped)
+    if m:
         f.kind, f.space = "barrier", None
+        if m.group("wgmma"):
+            f.access = "wgmma"
         return _start(out, f)
     m = _RE_DEADLOCK.match(stripped)
     if m:

@@ -49,16 +49,17 @@ BODY_FAILED = pytest.StashKey[bool]()
 SHARE = pytest.StashKey[int]()
 
 
-def shares_for(config: pytest.Config, nodeids: list[str], shares: int) -> list[int]:
-    """The share of each collected test: contiguous runs (modules stay together) of about equal
-    sanitizer cost, from the costs the last runs left in pytest's cache, else from pytest-split's durations
-    file (equal counts without either: costs.py).
-    Workers and the controller compute it from the same collection order and the same cache.
+def shares_for(config: pytest.Config, nodeids: list[str], workers: int) -> list[int]:
+    """The share of each collected test: ``workers`` x ``xdist_shares`` contiguous runs (modules stay
+    together) of about equal sanitizer cost, from the costs the last runs left in pytest's cache, else from
+    pytest-split's durations file (equal counts without either: costs.py); a single share without xdist.
+    Workers and the controller compute it from the same collection order, cache and settings.
 
     Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck, one worker per GPU):
     equal-count shares 1.65x faster than -n 0, one GPU busy 92 s and the other 56 s
     (docs/validation/2026-11-22-h200-0754.md); shares dealt round robin were slower
     (docs/validation/2026-11-22-h200-0453.md)."""
+    shares = workers * config.stash[state.RUN_CONFIG].xdist_shares if workers > 1 else 1
     return assign_shares(nodeids, shares, costs_for_balance(config))
 
 
@@ -164,11 +165,10 @@ class SanitizerPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Give each test its share: one per xdist worker, or a single share without xdist."""
+        """Give each test its share (``xdist_shares`` per xdist worker, or a single share without xdist)."""
         if not self.active:
             return
-        shares = self.worker_count if self.worker_count > 1 else 1
-        for item, share in zip(items, shares_for(config, [i.nodeid for i in items], shares)):
+        for item, share in zip(items, shares_for(config, [i.nodeid for i in items], self.worker_count)):
             item.stash[SHARE] = share
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -181,8 +181,15 @@ class SanitizerPlugin:
         return (yield)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        # under xdist a share is sanitized when its first test arrives: here, before that test's setup
+        # starts its clock, so the share's children are not counted in the first test's duration
+        # (pytest-split's durations file and --durations would charge the whole share to it)
         self.ensure_share(item)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.ensure_share(item)  # a protocol of another plugin may have run instead of pytest's
 
     def ensure_share(self, item: pytest.Item) -> None:
         """Sanitize the share ``item`` belongs to, unless that already happened in this process."""

@@ -626,8 +626,14 @@ class SanitizerRunner:
                         spec, n, Verdict.ERROR, "inconclusive: did not run in the child",
                         reason=f"no PIPECHECK-BEGIN for this test (exit status {rc})", output=tail)
             elif seg.outcome is None:
+                # a finding a rule filtered may still have ended the kernel (synccheck stops the threads it
+                # reports): say so, or the death reads as unexplained
+                gone = an.filtered.get(n, {})
+                said = "; ".join(f"{len(v)} records filtered by rule {k}" for k, v in gone.items())
                 decided[n] = self._outcome(
-                    spec, n, Verdict.ERROR, "inconclusive: the child died during this test",
+                    spec, n, Verdict.ERROR, "inconclusive: the child died during this test"
+                    + (f" after {said} (the tool's report ends the kernel: the known bug stops this check)"
+                       if said else ""),
                     reason=f"exit status {rc}, no PIPECHECK-END", output=seg.text)
             elif seg.outcome == "failed":
                 decided[n] = self._outcome(

@@ -75,6 +75,15 @@ def test_seeded_bugs_caught_by_the_right_tool(pytester: pytest.Pytester) -> None
     bulk = res.get(("test_bulk_copy_out_of_bounds", "memcheck"))
     if not (bulk and bulk[0] == "skip" and "sm_90" in bulk[1]):
         expect("test_bulk_copy_out_of_bounds", "memcheck", "fail", "bulk_copy_oob")
+    # warpgroup MMA (sm_90a), checked by synccheck and memcheck with --check-warpgroup-mma yes (pipecheck passes
+    # it from 2025.3, where it was measured): a warp that skips the wgmma, a descriptor past shared memory
+    wg = res.get(("test_wgmma_clean", "synccheck"))
+    if not (wg and wg[0] == "skip" and "sm_90" in wg[1]):
+        for tool in ("synccheck", "memcheck"):
+            expect("test_wgmma_clean", tool, "pass", "0 hazards")
+        expect("test_wgmma_warp_skips_the_mma", "synccheck", "fail", "wgmma sequence error", "wgmma_skips_a_warp")
+        expect("test_wgmma_descriptor_past_shared_memory", "memcheck", "fail", "invalid __shared__ read",
+               "wgmma_desc_oob")
     for tool in ("racecheck", "synccheck", "memcheck"):
         got = res.get(("test_triton_matmul_clean", tool))
         if got is not None and got[0] != "skip":

@@ -76,6 +76,32 @@ def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pyt
     assert {f.name: f.read_text().split()[1] for f in seen.iterdir()} == by_test
 
 
+def test_xdist_shares_gives_each_worker_several_shares_with_the_same_verdicts(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--pipecheck-xdist-shares=2`` under ``-n 2``: four children over disjoint shares that cover every test,
+    the race still caught, every other test still passing."""
+    log = _fake_gpu_run(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    pytester.makepyfile(**{f"test_m{m}": """
+        import pytest
+
+        @pytest.mark.parametrize("i", range(3))
+        def test_k(pipecheck, i):
+            pass
+
+        def test_racy(pipecheck):
+            pass
+        """ for m in range(4)})
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "--pipecheck-xdist-shares=2", "--pipecheck-json=r.json", "-p", "xdist")
+    result.assert_outcomes(passed=12, failed=4)
+    verdicts = {(r["nodeid"], r["check"]): r["verdict"] for r in json.loads((pytester.path / "r.json").read_text())["results"]}
+    assert all(v == ("fail" if "racy" in n else "pass") for (n, _), v in verdicts.items()) and len(verdicts) == 16
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    shares = [{a for a in argv if "::test_" in a} for argv in calls]
+    assert len(calls) == 4 and sum(len(s) for s in shares) == 16
+    assert set().union(*shares) == {f"test_m{m}.py::test_{n}" for m in range(4) for n in ("k[0]", "k[1]", "k[2]", "racy")}
+
+
 def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """First run: equal-count shares, and each test's seconds in its child go to pytest's cache. Second

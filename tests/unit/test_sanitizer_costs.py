@@ -146,3 +146,18 @@ def test_without_cached_costs_the_shares_follow_pytest_splits_durations_file(tmp
     # a missing or unreadable file: no costs, equal counts
     (root / ".test_durations").write_text("{not json")
     assert load_durations(SplitConfig(str(tmp_path / "missing.json"), rootpath=root)) == {}
+
+
+@pytest.mark.parametrize(("workers", "per_worker", "expected"), [(0, 3, 1), (1, 3, 1), (4, 1, 4), (4, 3, 12)])
+def test_xdist_shares_cuts_each_workers_part_into_that_many_contiguous_shares(workers, per_worker, expected) -> None:
+    from pytest_pipecheck import state
+    from pytest_pipecheck.config import PipecheckConfig
+    from pytest_pipecheck.sanitizer.pytest_hooks import shares_for
+
+    config = SplitConfig(None, FakeCache())
+    config.stash = pytest.Stash()  # type: ignore[attr-defined]
+    config.stash[state.RUN_CONFIG] = PipecheckConfig(xdist_shares=per_worker)  # type: ignore[attr-defined]
+    ids = [f"t{i:02d}" for i in range(30)]
+    shares = shares_for(config, ids, workers)  # type: ignore[arg-type]
+    assert sorted(set(shares)) == list(range(expected))
+    assert shares == sorted(shares)  # contiguous: modules stay together

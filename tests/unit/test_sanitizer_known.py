@@ -9,6 +9,7 @@ from pytest_pipecheck.sanitizer.known import filter_findings, option_args
 from pytest_pipecheck.sanitizer.parse import parse_text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
+ROOT = Path(__file__).resolve().parents[2]
 OLD, NEW = (2025, 3, 1), (2026, 4)
 
 
@@ -78,7 +79,95 @@ def test_dispatch_state_records_of_one_read_and_two_writes_are_filtered() -> Non
 
 def test_options_follow_the_version() -> None:
     assert option_args("initcheck", (2025, 3, 1)) == []
+    # measured: 2025.3.1 has --check-warpgroup-mma (scripts/gpu/warpgroup_probe.py), not shared initcheck
+    assert option_args("synccheck", (2025, 3, 1)) == ["--check-warpgroup-mma", "yes"]
+    assert option_args("memcheck", (2025, 2)) == []
     assert option_args("initcheck", (2025, 4)) == ["--initcheck-address-space", "all"]
     assert option_args("synccheck", (2026, 4)) == ["--check-bulk-copy", "yes", "--check-warpgroup-mma", "yes"]
     assert option_args("racecheck", (2026, 4)) == ["--check-bulk-copy", "yes"]
     assert option_args("memcheck", None) == []
+
+
+REINIT = "synccheck_triton_ws_barrier_reinit_2026_4_0.txt"
+NEW = (2026, 4, 0, 0)
+
+
+def _barriers(name: str, text: str | None = None) -> list:
+    """The barrier records (the sample also ends with the tool's own "process didn't terminate" line)."""
+    return [f for f in _found(name, "synccheck", text) if f.kind == "barrier"]
+
+
+def test_wgmma_sequence_error_is_a_barrier_record_named_for_what_it_is() -> None:
+    # the head as compute-sanitizer 2025.3.1 and 2026.4.0 printed it (scripts/gpu/warpgroup_probe.py, H100)
+    text = ("========= Warpgroup MMA sequence error detected. Mismatching warpgroup instruction pc between warps.\n"
+            "=========     at wgmma_skips_a_warp+0x2d0 in kernels.cu:27\n"
+            "=========     by thread (96,0,0) in block (0,0,0)\n"
+            "========= ERROR SUMMARY: 1 error\n")
+    (f,) = _found("", "synccheck", text)
+    assert (f.kind, f.label(), f.kernel, f.line) == ("barrier", "wgmma sequence error", "wgmma_skips_a_warp", 27)
+
+
+def _reinit(monkeypatch, triton: tuple[int, ...] | None, cwd: Path = ROOT) -> None:
+    from pytest_pipecheck.sanitizer import known
+
+    monkeypatch.setattr(known, "_triton_version", lambda: triton)
+    monkeypatch.chdir(cwd)
+    known._source_candidates.cache_clear()
+
+
+def test_triton_barrier_reinit_at_the_kernels_def_line_is_filtered_with_triton_3_6(monkeypatch) -> None:
+    found = _barriers(REINIT)
+    assert len(found) == 16 and {(f.kind, f.file, f.line) for f in found} == {("barrier", "triton_gemm.py", 22)}
+    _reinit(monkeypatch, (3, 6, 0))
+    kept, gone = filter_findings(found, "synccheck", NEW)
+    assert kept == [] and len(gone["triton-ws-barrier-reinit"]) == 16
+    # not for the version that does not report it, nor with a Triton it was not measured with
+    assert len(filter_findings(found, "synccheck", (2025, 3, 1))[0]) == 16
+    _reinit(monkeypatch, (3, 7, 0))
+    assert len(filter_findings(found, "synccheck", NEW)[0]) == 16
+    _reinit(monkeypatch, None)
+    assert len(filter_findings(found, "synccheck", NEW)[0]) == 16
+
+
+def test_a_reinit_the_kernel_wrote_is_not_filtered(monkeypatch, tmp_path) -> None:
+    _reinit(monkeypatch, (3, 6, 0))
+    text = (DATA / REINIT).read_text()
+    # the same record at a line of the kernel's body (an mbarrier.init its author wrote), in another kernel
+    # of that file, in a file that cannot be found, or another barrier error at the def line: all kept
+    for old, new in (("triton_gemm.py:22", "triton_gemm.py:41"),
+                     ("matmul_tma_kernel+0x3220", "gemm_kernel+0x3220"),
+                     ("triton_gemm.py:22", "no_such_kernel_file.py:22"),
+                     ("Already initialized. Invalidate before reinitializing.", "Missing wait.")):
+        changed = _barriers("", text.replace(old, new))
+        assert len(filter_findings(changed, "synccheck", NEW)[0]) == 16, (old, new)
+    # two files of that name, one without the def at that line: kept
+    (tmp_path / "triton_gemm.py").write_text("# another file\n" * 30)
+    _reinit(monkeypatch, (3, 6, 0), cwd=tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("triton_gemm_copy", ROOT / "tests" / "data" / "sass" / "triton_gemm.py")
+    assert spec is not None
+    monkeypatch.setitem(__import__("sys").modules, "triton_gemm_copy", type("M", (), {"__file__": spec.origin})())
+    from pytest_pipecheck.sanitizer import known
+
+    known._source_candidates.cache_clear()
+    assert len(filter_findings(_barriers(REINIT), "synccheck", NEW)[0]) == 16
+
+
+def test_the_run_header_says_which_toolchain_bug_is_filtered(monkeypatch) -> None:
+    from pytest_pipecheck.sanitizer.known import limitations
+
+    _reinit(monkeypatch, (3, 6, 0))
+    lines = limitations("2026.4.0", NEW, ["synccheck"])
+    assert any("known bug of the toolchain" in ln and "triton-ws-barrier-reinit" in ln for ln in lines)
+    _reinit(monkeypatch, (3, 9, 0))
+    assert limitations("2026.4.0", NEW, ["synccheck"]) == []
+
+
+def test_a_source_search_cut_short_filters_nothing(monkeypatch) -> None:
+    from pytest_pipecheck.sanitizer import known
+
+    _reinit(monkeypatch, (3, 6, 0))
+    monkeypatch.setattr(known, "_SEARCH_FOLDERS", 1)  # the working directory holds more than one folder
+    assert len(filter_findings(_barriers(REINIT), "synccheck", NEW)[0]) == 16

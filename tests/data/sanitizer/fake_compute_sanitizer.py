@@ -28,6 +28,9 @@ Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
                  synccheck or memcheck error leaves the CUDA context dead): the tool says "Error:
                  process didn't terminate successfully" and "Target application returned an error"
                  before its summary (compute-sanitizer 2026.4.0 on an H100, 2026-11-25)
+    dies_in:     nodeid substring: after that test's injected records, the target dies before the test
+                 ends (no PIPECHECK-END), the tool says so and exits 86 (Triton 3.6's warp-specialized GEMM
+                 under compute-sanitizer 2026.4.0 synccheck, H100 2026-11-25)
     xml:         what --xml --save writes: "ok" (default: the printed records), "truncate" (cut in the
                  middle), "missing" (no file), "extra" (one record more than the text)
 
@@ -53,7 +56,7 @@ VALUED = {"--tool", "--error-exitcode", "--print-limit", "--save", "--racecheck-
           "--report-api-errors", "--initcheck-address-space", "--check-bulk-copy", "--check-warpgroup-mma"}
 #: options the fake refuses from a version before this one (the real 2025.3.1 has no --initcheck-address-space)
 OPTION_SINCE = {"--initcheck-address-space": (2025, 4), "--check-bulk-copy": (2026, 4),
-                "--check-warpgroup-mma": (2026, 4)}
+                "--check-warpgroup-mma": (2025, 3)}
 CANARY = {
     "racecheck": ["Error: Race reported between Write access at pipecheck_canary_race+0xa0 in canary.cu:5",
                   "    and Read access at pipecheck_canary_race+0xb0 in canary.cu:6 [1024 hazards]"],
@@ -80,7 +83,9 @@ def records(sample: str) -> list[list[str]]:
         if not line.startswith("========= "):
             continue
         body = line[len("========= "):]
-        if body.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "Target application")):
+        # the tool's own lines around the records (the plan's dies_after and dies_in print the trailer)
+        if body.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "Target application",
+                            "Error: process didn't terminate")):
             continue
         keep.append(body)
     grouped: list[list[str]] = []
@@ -216,6 +221,13 @@ def main() -> int:
             t.errors += 1
         if hit("dies_after", nodeid):
             died = True
+        if hit("dies_in", nodeid):
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            out("========= Error: process didn't terminate successfully")
+            out("========= Target application returned an error")
+            out(f"========= ERROR SUMMARY: {t.errors} errors")
+            return 86
     rc = proc.wait()
     if died:
         out("========= Error: process didn't terminate successfully")

@@ -88,6 +88,56 @@ extern "C" __global__ void bulk_copy_oob(const float* in, float* out, int n) {
     out[threadIdx.x] = s[threadIdx.x];
 }
 """
+# One warpgroup (128 threads) multiplies a 64x16 fp16 tile of A by a 16x8 tile of B with one
+# wgmma.mma_async (sm_90a), both operands read from shared memory through matrix descriptors with no
+# swizzle: 8x8 core matrices of 128 contiguous bytes, the next one along K at +128 bytes (the leading
+# byte offset), the next 8 rows at +256 (the stride byte offset). WGMMA_SKIP is the same kernel with the
+# classic guard bug: the last warp of the warpgroup does not issue the wgmma (a kernel that may hang
+# without the sanitizer, so only the child runs it); WGMMA_DESC_OOB points B's descriptor past the
+# block's shared memory. compute-sanitizer reports both only with --check-warpgroup-mma (default yes in
+# 2026.4.0): synccheck the first ("Warpgroup MMA sequence error"), memcheck the second.
+WGMMA = r"""
+#include <cuda_fp16.h>
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* smem) {
+    unsigned addr = (unsigned)__cvta_generic_to_shared(smem);
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16)
+           | ((unsigned long long)(256 >> 4) << 32);
+}
+extern "C" __global__ void wgmma_tile(const __half* a, const __half* b, float* d) {
+    __shared__ alignas(256) __half sa[64 * 16];
+    __shared__ alignas(256) __half sb[8 * 16];
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    for (int i = t; i < 64 * 16; i += 128) {  // A row-major 64x16 into core-matrix order
+        int m = i / 16, k = i % 16;
+        sa[((m / 8) * 2 + k / 8) * 64 + (m % 8) * 8 + k % 8] = a[i];
+    }
+    for (int i = t; i < 16 * 8; i += 128) {  // B row-major 16x8, stored N-major (K contiguous)
+        int k = i / 8, n = i % 8;
+        sb[(k / 8) * 64 + n * 8 + k % 8] = b[i];
+    }
+    __syncthreads();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    unsigned long long da = wgmma_desc(sa), db = wgmma_desc(sb);
+    float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    {  // the whole warpgroup issues the wgmma
+        asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
+                     " wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}"
+                     : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(da), "l"(db), "r"(0) : "memory");
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    const int r = warp * 16 + lane / 4, c = (lane % 4) * 2;
+    d[r * 8 + c] = d0;
+    d[r * 8 + c + 1] = d1;
+    d[(r + 8) * 8 + c] = d2;
+    d[(r + 8) * 8 + c + 1] = d3;
+}
+"""
+WGMMA_SKIP = WGMMA.replace("wgmma_tile", "wgmma_skips_a_warp").replace(
+    "    {  // the whole warpgroup issues the wgmma", "    if (warp < 3) {  // BUG: the last warp of the warpgroup does not issue the wgmma")
+WGMMA_DESC_OOB = WGMMA.replace("wgmma_tile", "wgmma_desc_oob").replace(
+    "db = wgmma_desc(sb);", "db = wgmma_desc(sb) + (16384 >> 4);  // BUG: B's descriptor starts 16 KiB past sb")
 NEVER_WAITS = r"""
 #include <cuda/pipeline>
 #include <cooperative_groups.h>
@@ -201,6 +251,46 @@ def test_bulk_copy_out_of_bounds(pipecheck):  # type: ignore[no-untyped-def]
         pytest.skip("cp.async.bulk needs sm_90 or newer")
     n = 256
     _buggy(BULK_OOB, "bulk_copy_oob", 256, cp.ones(n, dtype=cp.float32), cp.zeros(n, dtype=cp.float32), cp.int32(n))
+
+
+def _wgmma(src: str, name: str, *, bug: bool):  # type: ignore[no-untyped-def]
+    """One warpgroup's wgmma tile (sm_90a, built by nvcc or NVRTC): returns (A, B, D) on the device; a
+    buggy build runs only in the sanitizer child and returns None."""
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU (built for sm_90a)")
+    if bug and not _in_child():
+        return None
+    import tempfile
+
+    from pytest_pipecheck.toolkit import compile_cuda
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compile_cuda(src, "sm_90a", options=("-std=c++17",)).cubin)
+        f.flush()
+        fn = cp.RawModule(path=f.name).get_function(name)
+    a = cp.asarray((cp.arange(64 * 16) % 7 - 3).reshape(64, 16), dtype=cp.float16)
+    b = cp.asarray((cp.arange(16 * 8) % 5 - 2).reshape(16, 8), dtype=cp.float16)
+    d = cp.full((64, 8), float("nan"), dtype=cp.float32)
+    fn((1,), (128,), (a, b, d))
+    _sync()
+    return a, b, d
+
+
+@pytest.mark.pipecheck(sanitizer="synccheck,memcheck")
+def test_wgmma_clean(pipecheck):  # type: ignore[no-untyped-def]
+    a, b, d = _wgmma(WGMMA, "wgmma_tile", bug=False)
+    # small integers: the fp32-accumulated product is exact
+    assert bool(cp.array_equal(d, a.astype(cp.float32) @ b.astype(cp.float32))), "wgmma tile differs from A @ B"
+
+
+@pytest.mark.pipecheck(sanitizer="synccheck")
+def test_wgmma_warp_skips_the_mma(pipecheck):  # type: ignore[no-untyped-def]
+    _wgmma(WGMMA_SKIP, "wgmma_skips_a_warp", bug=True)
+
+
+@pytest.mark.pipecheck(sanitizer="memcheck")
+def test_wgmma_descriptor_past_shared_memory(pipecheck):  # type: ignore[no-untyped-def]
+    _wgmma(WGMMA_DESC_OOB, "wgmma_desc_oob", bug=True)
 
 
 @pytest.mark.pipecheck(sanitizer="racecheck", sanitizer_timeout=45)
