@@ -347,6 +347,16 @@ class Tensor:
 # ----------------------------------------------------------------------------- the spec
 
 
+
+
+class _Tiles(dict[str, int]):
+    """``KernelSpec.tiles``: the smallest tile size of each dimension, remembering the sizes as given
+    (several sizes of one dimension, config keywords), so that ``dataclasses.replace(spec, ...)``, which
+    builds the spec again from ``tiles``, keeps every tile size instead of the smallest alone."""
+
+    given: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """A kernel described once: launch, reference, tensors with named dims, tiles, loop dim, stages."""
@@ -429,7 +439,9 @@ class KernelSpec:
                 raise self._error(f"tile size {dim}={size!r} is an empty tuple")
             sizes[dim] = tuple(sorted(set(many)))
         object.__setattr__(self, "tile_sizes", sizes)
-        object.__setattr__(self, "tiles", {d: s[0] for d, s in sizes.items()})
+        smallest = _Tiles({d: s[0] for d, s in sizes.items()})
+        smallest.given = dict(getattr(self.tiles, "given", self.tiles))
+        object.__setattr__(self, "tiles", smallest)
         object.__setattr__(self, "blocks_per_program", dict(self.blocks_per_program or {}))
         if self.values is not None:
             from .values import validate_names
@@ -441,7 +453,7 @@ class KernelSpec:
     def _resolve_autotune(self) -> dict[str, Any]:
         """The tiles with config keywords replaced by their sizes over the checked configs; sets
         ``autotune_configs``, ``tile_keys`` and (when left at 1) ``stages`` from ``autotune``."""
-        tiles: dict[str, Any] = dict(self.tiles)
+        tiles: dict[str, Any] = dict(getattr(self.tiles, "given", self.tiles))
         keys: dict[str, str] = {d: v for d, v in tiles.items() if isinstance(v, str)}
         object.__setattr__(self, "tile_keys", keys)
         if self.autotune is None:

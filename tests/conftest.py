@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,23 @@ def _not_an_xdist_worker_inside(monkeypatch: pytest.MonkeyPatch) -> None:
     failed tests/plugin/test_perf_plugin.py's benchmark tests under ``-n 2`` only."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+    # The pytest sessions a test starts (pytester runs, the fake sanitizer's children) load every installed
+    # pytest plugin; hypothesis's alone took 0.6 of a nested session's 1.0 s on the CPU machine, and no
+    # nested session uses it. (Set per test, so the run's own xdist workers keep it.)
+    addopts = os.environ.get("PYTEST_ADDOPTS", "")
+    if NESTED_ADDOPTS not in addopts:
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"{addopts} {NESTED_ADDOPTS}".strip())
+
+
+#: options of every pytest session a test starts
+NESTED_ADDOPTS = "-p no:hypothesispytest"
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's pytester, whose set-up clears PYTEST_ADDOPTS: the nested-session options set again."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", NESTED_ADDOPTS)
+    return pytester
 
 
 _OWN_TESTS = ("unit", "plugin")

@@ -56,9 +56,35 @@ def _launch_tma(torch, triton, mod, warp_specialize: bool):
     return compiled
 
 
+def _ws_synccheck_stopped() -> str | None:
+    """Why synccheck cannot judge the warp-specialized build here, or None.
+
+    compute-sanitizer 2026.4.0's synccheck reports Triton 3.6's warp-specialize barrier re-initialization
+    (a real Triton bug, triton-lang/triton#9592) and the report ends the kernel: pipecheck filters the records
+    (rule triton-ws-barrier-reinit) but the child dies, an error verdict by design (H100, 2026-11-25,
+    docs/validation/2026-11-25-h100-0950.md). The test records that check as skipped with this reason, as
+    the reference kernels do for their reviewed exclusions; racecheck still runs."""
+    from pytest_pipecheck.sanitizer.known import RULES
+    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
+
+    found = find_compute_sanitizer()
+    version = found.version_tuple if found is not None else None
+    rule = next(r for r in RULES if r.id == "triton-ws-barrier-reinit")
+    if version is None or not rule.applies_to(version):
+        return None
+    return (f"compute-sanitizer {found.version} synccheck stops this kernel at Triton's warp-specialize barrier "
+            f"re-initialization (triton-lang/triton#9592, rule {rule.id}); needs Triton 3.7 or newer")
+
+
+_WS_STOPPED = _ws_synccheck_stopped()
+_WS_MARKS = [pytest.mark.pipecheck(sanitizer="racecheck")] if _WS_STOPPED else []
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("warp_specialize", [False, True], ids=["plain", "warp_specialize"])
+@pytest.mark.parametrize("warp_specialize", [False, pytest.param(True, marks=_WS_MARKS)], ids=["plain", "warp_specialize"])
 def test_hopper_triton_tma_gemm_shows_tma_and_hgmma(pipecheck, warp_specialize):
+    if warp_specialize and _WS_STOPPED:
+        pipecheck.skip_check("sanitizer:synccheck", _WS_STOPPED, kernel="matmul_tma_kernel")
     torch, triton, mod = _hopper()
     compiled = _launch_tma(torch, triton, mod, warp_specialize)
     result = pipecheck.check_sass(

@@ -5,6 +5,7 @@ read each check's verdict back from the output."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 from pathlib import Path
@@ -54,7 +55,7 @@ def _fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, objec
     monkeypatch.setenv("FAKE_SANITIZER_LOG", str(log))
     monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
     # one child per tool unless a test asks for more: these tests count and inspect the children
-    monkeypatch.setenv("PYTEST_ADDOPTS", "--pipecheck-sanitizer-jobs=1")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} --pipecheck-sanitizer-jobs=1".strip())
     return log
 
 

@@ -65,3 +65,19 @@ def test_views_and_trips():
     assert spec.loop_trips(Shape(M=1, N=1, K=33)) == 3
     assert not spec.launch_accepts_stages()
     assert _spec(launch=lambda a, d, stages=None: None).launch_accepts_stages()
+
+
+def test_dataclasses_replace_keeps_every_tile_size():
+    """``dataclasses.replace`` builds the spec again from ``tiles``, which holds the smallest size of each
+    dimension: the other sizes (and the ragged shapes generated for them) must survive it."""
+    import dataclasses
+
+    from pytest_pipecheck.shapes import generate
+
+    spec = _spec(tiles={"M": 16, "N": (64, 128), "K": 16})
+    again = dataclasses.replace(spec, name="renamed")
+    assert spec.tiles == {"M": 16, "N": 64, "K": 16} and again.tiles == spec.tiles
+    assert again.tile_sizes == {"M": (16,), "N": (64, 128), "K": (16,)}
+    assert [s.id for s in generate(again, level="small")] == [s.id for s in generate(spec, level="small")]
+    # tiles given to replace win over the remembered ones
+    assert dataclasses.replace(spec, tiles={"M": 8, "N": 32, "K": 8}).tile_sizes == {"M": (8,), "N": (32,), "K": (8,)}
