@@ -347,8 +347,6 @@ class Tensor:
 # ----------------------------------------------------------------------------- the spec
 
 
-
-
 class _Tiles(dict[str, int]):
     """``KernelSpec.tiles``: the smallest tile size of each dimension, remembering the sizes as given
     (several sizes of one dimension, config keywords), so that ``dataclasses.replace(spec, ...)``, which

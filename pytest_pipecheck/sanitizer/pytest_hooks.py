@@ -185,7 +185,10 @@ class SanitizerPlugin:
         # under xdist a share is sanitized when its first test arrives: here, before that test's setup
         # starts its clock, so the share's children are not counted in the first test's duration
         # (pytest-split's durations file and --durations would charge the whole share to it)
-        self.ensure_share(item)
+        try:
+            self.ensure_share(item)
+        except Exception:
+            pass  # outside a test phase it would end the session: the setup below tries again, as its error
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -197,7 +200,11 @@ class SanitizerPlugin:
         if not self.active or share is None or share in self.done:
             return
         self.done.add(share)
-        self._run_all([i for i in item.session.items if i.stash.get(SHARE, None) == share])
+        try:
+            self._run_all([i for i in item.session.items if i.stash.get(SHARE, None) == share])
+        except BaseException:
+            self.done.discard(share)  # not sanitized: the next test of the share tries again, never passes
+            raise
 
     def _consan_reason(self) -> str | None:
         """Why ConSan cannot run on this process's GPU (computed once), or None."""

@@ -194,3 +194,30 @@ def test_tests_that_never_ran_after_workers_crashed_are_reported_as_errors(
     assert outcomes.get("failed") == 1 and outcomes.get("passed") == 1 and outcomes.get("errors") == 2, outcomes
     result.stdout.fnmatch_lines(["*test_m.py::test_after*never ran*", "*test_m.py::test_last*never ran*"])
     assert result.ret != 0
+
+
+def test_a_share_that_cannot_be_sanitized_is_its_first_tests_error_not_the_sessions(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under xdist a worker sanitizes a share before its first test's setup, outside any test phase: an
+    unexpected error there is raised again in that test's setup, an error of the test, and the run goes on."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    pytester.makeconftest("""
+        from pytest_pipecheck.sanitizer.pytest_hooks import SanitizerPlugin
+
+        def broken(self, items):
+            raise RuntimeError("sanitizer set-up broke")
+
+        SanitizerPlugin._run_all = broken
+    """)
+    pytester.makepyfile(test_m="""
+        def test_a(pipecheck):
+            pass
+
+        def test_b(pipecheck):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "xdist")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", outcomes.get("error")) == 2, result.stdout.str()[-3000:]
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*RuntimeError: sanitizer set-up broke*"])
