@@ -108,7 +108,9 @@ def test_zeroed_output_without_the_contract_is_flagged_and_a_dropped_split_still
     # CPU keeps a NaN poison's payload through the add) or as NaN (a GPU's add returns the canonical NaN)
     with pytest.raises(PipecheckFailure, match=r"never written|NaN where the reference is finite"):
         pipecheck.check_coverage(_split_k_spec(split_k, init="randn", name="unzeroed"), "M9-K40-N7")
-    with pytest.raises(PipecheckFailure, match=r"output 'c': 63 of 63 .* exceed the tolerance"):
+    # nearly every element misses half its sum; one whose dropped half sums to about zero can still match
+    # (seed 3720737053 left one of 63), so the count is not pinned
+    with pytest.raises(PipecheckFailure, match=r"output 'c': (5\d|6[0-3]) of 63 .* exceed the tolerance"):
         pipecheck.check_coverage(_split_k_spec(lambda a, d: split_k(a, d, skip=1), name="drops_split"), "M9-K40-N7")
 
 
