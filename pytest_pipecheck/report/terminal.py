@@ -58,7 +58,8 @@ def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: in
     else:
         lines.append((f"tier: cpu; GPU checks skipped: {tier.reason}", "yellow"))
     if not results:
-        lines.append(("no pipecheck checks ran (no test used the pipecheck fixture)", "yellow"))
+        lines.append(("no pipecheck checks ran (no test used the pipecheck fixture, or each one that did "
+                      "stopped before its checks: see its error)", "yellow"))
         return lines
 
     rows: list[list[str]] = []

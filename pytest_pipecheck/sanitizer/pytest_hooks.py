@@ -67,6 +67,17 @@ def _selected(item: pytest.Item) -> bool:
     return "pipecheck" in getattr(item, "fixturenames", ()) or item.get_closest_marker("pipecheck") is not None
 
 
+def expected_tools(item: pytest.Item) -> tuple[str, ...]:
+    """The sanitizer tools whose verdict ``item`` must carry when it runs (none for a test pipecheck does
+    not select, one whose settings are in error, or one that does not want the sanitizer check)."""
+    if not _selected(item) or state.ITEM_CONFIG_ERROR in item.stash:
+        return ()
+    cfg = state.item_config(item)
+    if not cfg.wants("sanitizer") or not cfg.sanitizer:
+        return ()
+    return tuple(cfg.sanitizer)
+
+
 def child_args(config: pytest.Config) -> list[str]:
     """The command line of a child pytest that runs some of this session's tests under the sanitizer."""
     args = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
@@ -176,8 +187,12 @@ class SanitizerPlugin:
         # Without xdist, every batch runs before the first test. In an xdist worker the tests it
         # will run are not known yet: each share is sanitized when its first test arrives.
         if self.active and not self.worker_count and session.items and not session.config.option.collectonly:
-            self._run_all(session.items)
-            self.done.add(0)
+            try:
+                first = next((i for i in session.items if expected_tools(i)), None)
+                if first is not None:
+                    self.ensure_share(first)  # the one share: every test
+            except Exception:
+                pass  # outside a test phase it would end the session: each test's setup tries again, as its error
         return (yield)
 
     @pytest.hookimpl(tryfirst=True)
@@ -197,8 +212,8 @@ class SanitizerPlugin:
     def ensure_share(self, item: pytest.Item) -> None:
         """Sanitize the share ``item`` belongs to, unless that already happened in this process."""
         share = item.stash.get(SHARE, None)
-        if not self.active or share is None or share in self.done:
-            return
+        if not self.active or share is None or share in self.done or not expected_tools(item):
+            return  # a test that wants no tool neither waits for its share nor fails with it
         self.done.add(share)
         try:
             self._run_all([i for i in item.session.items if i.stash.get(SHARE, None) == share])
@@ -221,13 +236,12 @@ class SanitizerPlugin:
         batches: dict[tuple[Any, ...], list[pytest.Item]] = {}
         timeouts: dict[str, float] = {}
         for item in items:
-            if not _selected(item) or state.ITEM_CONFIG_ERROR in item.stash:
+            wanted = expected_tools(item)
+            if not wanted:
                 continue
             cfg = state.item_config(item)
-            if not cfg.wants("sanitizer") or not cfg.sanitizer:
-                continue
             outcomes = item.stash.setdefault(OUTCOMES, {})
-            for tool in cfg.sanitizer:
+            for tool in wanted:
                 if not tier.has_gpu:
                     outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.SKIP,
                                                  f"needs a CUDA GPU: {tier.reason}")
@@ -376,10 +390,29 @@ class SanitizerPlugin:
                 report.user_properties.append(("pipecheck.sanitizer_seconds", round(spent, 3)))
         return report
 
+    def outcomes_of(self, item: pytest.Item) -> dict[str, TestOutcome]:
+        """``item``'s sanitizer verdicts, one per tool it expects: a tool that left none (its share was
+        never sanitized, or a plugin changed the collection after pipecheck cut the shares) is an error,
+        never a silent pass."""
+        outcomes = item.stash.setdefault(OUTCOMES, {})
+        if not self.active:
+            return outcomes
+        share = item.stash.get(SHARE, None)
+        for tool in expected_tools(item):
+            if tool not in outcomes:
+                where = ("it was not in the collection pipecheck cut into shares (a plugin added or "
+                         "replaced it afterwards)" if share is None else
+                         f"its share ({share}) was {'sanitized' if share in self.done else 'not sanitized'} "
+                         "in this process and holds no verdict for it")
+                outcomes[tool] = TestOutcome(state.item_nodeid(item), tool, Verdict.ERROR,
+                                             "inconclusive: no sanitizer verdict for this test",
+                                             reason=f"no {tool} child judged this test: {where}")
+        return outcomes
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         __tracebackhide__ = True
-        outcomes = item.stash.get(OUTCOMES, {})
+        outcomes = self.outcomes_of(item)
         try:
             res = yield
         except BaseException:
@@ -399,7 +432,7 @@ class SanitizerPlugin:
         were decided before the fault. Same rules as a test run here: a finding fails it, an inconclusive
         verdict does not let it pass."""
         self.ensure_share(item)  # under xdist its share may not have been sanitized yet
-        outcomes = item.stash.get(OUTCOMES, {})
+        outcomes = self.outcomes_of(item)
         if not outcomes:
             return
         recorded = record_outcomes(self.config, item, outcomes)
