@@ -399,6 +399,11 @@ SETTINGS: tuple[Setting, ...] = (
             "about equal cost and xdist hands a worker the next share when it finishes one, so a share whose cost "
             "was misjudged holds up one worker less; each share with sanitized tests starts its own children",
             metavar="N", marker=False),
+    Setting("xdist_order", _choice_parser(("collection", "cost")), "collection",
+            "the order pytest-xdist hands out sanitizer shares: collection (the order the tests were collected) or "
+            "cost (the costliest share first, by the same costs the shares were cut by, so a long test starts at "
+            "once instead of behind others; a share a crashed worker left is still sent again first)",
+            metavar="collection|cost", marker=False),
     Setting("timeout", _float_parser(0.0), 300.0,
             "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
             "pipecheck's watchdog fails it; one that cannot be stopped ends the run with exit status 88 and every "
@@ -480,6 +485,7 @@ class PipecheckConfig:
     sanitizer_scope: str = "launch"
     sanitizer_jobs: int = 4
     xdist_shares: int = 1
+    xdist_order: str = "collection"
     timeout: float = 300.0
     racecheck_report: str = "analysis"
     suppressions: str | None = None

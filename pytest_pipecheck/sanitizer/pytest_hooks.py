@@ -165,7 +165,8 @@ class SanitizerPlugin:
             return None
         from .xdist_shares import ShareScheduling
 
-        return ShareScheduling(config, log, functools.partial(shares_for, config))
+        costs = costs_for_balance(config) if config.stash[state.RUN_CONFIG].xdist_order == "cost" else None
+        return ShareScheduling(config, log, functools.partial(shares_for, config), costs)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """On the controller (or a run without xdist): remember each test's sanitizer seconds in pytest's

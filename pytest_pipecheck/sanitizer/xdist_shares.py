@@ -12,7 +12,8 @@ Imported only when xdist asks for a scheduler, or on an xdist controller.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+import statistics
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 import pytest
@@ -28,10 +29,34 @@ class ShareScheduling(LoadScopeScheduling):
     """Scope scheduling where a test's scope is its sanitizer share."""
 
     def __init__(self, config: pytest.Config, log: Any,
-                 shares_for: Callable[[list[str], int], list[int]]) -> None:
+                 shares_for: Callable[[list[str], int], list[int]],
+                 costs: Mapping[str, float] | None = None) -> None:
         super().__init__(config, log)
         self._shares_for = shares_for
         self._shares: dict[str, int] | None = None
+        # with costs, the costliest share waiting is handed out next (xdist_order = cost); with none known
+        # (no cache entry, no durations file) the shares are equal counts, handed out in collection order
+        self._costs = dict(costs) if costs else None
+        known = [c for c in (costs or {}).values() if c > 0]
+        self._default_cost = statistics.median(known) if known else 1.0
+        self._first: set[str] = set()  # shares a crashed worker left: sent again before any other
+
+    def _scope_cost(self, scope: str) -> float:
+        """A waiting share's cost: its tests that did not run, each at its known cost (the median of the
+        known ones where unknown, as when the shares were cut)."""
+        costs = self._costs or {}
+        return sum(costs.get(nodeid, self._default_cost) for nodeid, done in self.workqueue[scope].items()
+                   if not done)
+
+    def _assign_work_unit(self, node: Any) -> None:
+        """Hand ``node`` the next share: the first waiting one, or under ``xdist_order = cost`` the
+        costliest (a share a crashed worker left goes first either way)."""
+        if self._costs is not None and self.workqueue and next(iter(self.workqueue)) not in self._first:
+            best = max(self.workqueue, key=self._scope_cost)  # the first of equals: collection order
+            self.workqueue.move_to_end(best, last=False)
+        scope = next(iter(self.workqueue), None)
+        super()._assign_work_unit(node)
+        self._first.discard(scope or "")
 
     def _split_scope(self, nodeid: str) -> str:
         if self._shares is None:
@@ -64,6 +89,7 @@ class ShareScheduling(LoadScopeScheduling):
         for scope in reversed(list(rest)):
             self.workqueue[scope] = rest[scope]
             self.workqueue.move_to_end(scope, last=False)
+            self._first.add(scope)
         for other in self.assigned_work:
             self._reschedule(other)
         return crashitem

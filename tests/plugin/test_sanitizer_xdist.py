@@ -76,11 +76,26 @@ def test_each_worker_sanitizes_its_own_share_on_its_own_gpu(pytester: pytest.Pyt
     assert {f.name: f.read_text().split()[1] for f in seen.iterdir()} == by_test
 
 
+@pytest.mark.parametrize("order", ["collection", "cost"])
 def test_xdist_shares_gives_each_worker_several_shares_with_the_same_verdicts(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str) -> None:
     """``--pipecheck-xdist-shares=2`` under ``-n 2``: four children over disjoint shares that cover every test,
-    the race still caught, every other test still passing."""
+    the race still caught, every other test still passing; in either hand-out order (``cost``: balanced and
+    ordered by a durations file where the last module is the costliest)."""
     log = _fake_gpu_run(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    pytester.makeconftest("""
+        import json
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_xdist_make_scheduler(config, log):
+            sched = yield
+            with open("order.json", "w") as fh:
+                json.dump({"cost": getattr(sched, "_costs", None) is not None}, fh)
+            return sched
+    """)
+    (pytester.path / ".test_durations").write_text(json.dumps(
+        {f"test_m{m}.py::test_{n}": (9.0 if m == 3 else 1.0) for m in range(4) for n in ("k[0]", "k[1]", "k[2]", "racy")}))
     pytester.makepyfile(**{f"test_m{m}": """
         import pytest
 
@@ -92,7 +107,8 @@ def test_xdist_shares_gives_each_worker_several_shares_with_the_same_verdicts(
             pass
         """ for m in range(4)})
     result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck",
-                                           "--pipecheck-xdist-shares=2", "--pipecheck-json=r.json", "-p", "xdist")
+                                           "--pipecheck-xdist-shares=2", f"--pipecheck-xdist-order={order}",
+                                           "--pipecheck-json=r.json", "-p", "xdist", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=12, failed=4)
     verdicts = {(r["nodeid"], r["check"]): r["verdict"] for r in json.loads((pytester.path / "r.json").read_text())["results"]}
     assert all(v == ("fail" if "racy" in n else "pass") for (n, _), v in verdicts.items()) and len(verdicts) == 16
@@ -100,6 +116,8 @@ def test_xdist_shares_gives_each_worker_several_shares_with_the_same_verdicts(
     shares = [{a for a in argv if "::test_" in a} for argv in calls]
     assert len(calls) == 4 and sum(len(s) for s in shares) == 16
     assert set().union(*shares) == {f"test_m{m}.py::test_{n}" for m in range(4) for n in ("k[0]", "k[1]", "k[2]", "racy")}
+    # the controller's scheduler was told the order (which share goes first: tests/unit/test_xdist_share_order.py)
+    assert json.loads((pytester.path / "order.json").read_text()) == {"cost": order == "cost"}
 
 
 def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
