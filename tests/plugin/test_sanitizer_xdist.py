@@ -214,10 +214,13 @@ def test_tests_that_never_ran_after_workers_crashed_are_reported_as_errors(
     assert result.ret != 0
 
 
-def test_a_share_that_cannot_be_sanitized_is_its_first_tests_error_not_the_sessions(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under xdist a worker sanitizes a share before its first test's setup, outside any test phase: an
-    unexpected error there is raised again in that test's setup, an error of the test, and the run goes on."""
+@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
+def test_a_share_that_cannot_be_sanitized_is_its_tests_error_not_the_sessions(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, xdist: bool) -> None:
+    """A share is sanitized outside any test phase (without xdist: before the first test; under xdist: before
+    the first test of the share): an unexpected error there is raised again in the setup of each test that
+    wants a sanitizer tool, an error of that test, and the run goes on; a test that wants none still passes.
+    (Without xdist the error used to end the session with an INTERNALERROR and no test reported.)"""
     _fake_gpu_run(tmp_path, monkeypatch, {})
     pytester.makeconftest("""
         from pytest_pipecheck.sanitizer.pytest_hooks import SanitizerPlugin
@@ -228,14 +231,29 @@ def test_a_share_that_cannot_be_sanitized_is_its_first_tests_error_not_the_sessi
         SanitizerPlugin._run_all = broken
     """)
     pytester.makepyfile(test_m="""
+        import pytest
+
         def test_a(pipecheck):
             pass
 
         def test_b(pipecheck):
             pass
+
+        @pytest.mark.pipecheck(sanitizer="none")
+        def test_no_sanitizer(pipecheck):
+            pass
+
+        def test_plain():
+            pass
     """)
-    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "xdist")
+    args = ["--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider"]
+    result = pytester.runpytest_subprocess(*(["-n", "2", "-p", "xdist"] if xdist else []), *args)
+    text = result.stdout.str()
+    assert "INTERNALERROR" not in text, text[-3000:]
     outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", outcomes.get("error")) == 2, result.stdout.str()[-3000:]
-    assert "INTERNALERROR" not in result.stdout.str()
+    assert outcomes.get("errors", outcomes.get("error")) == 2 and outcomes.get("passed") == 2, text[-3000:]
     result.stdout.fnmatch_lines(["*RuntimeError: sanitizer set-up broke*"])
+    result.stdout.fnmatch_lines_random(["ERROR test_m.py::test_a - RuntimeError: sanitizer set-up broke",
+                                        "ERROR test_m.py::test_b - RuntimeError: sanitizer set-up broke"])
+    result.stdout.fnmatch_lines(["no pipecheck checks ran (*or each one that did stopped before its checks*"])
+    assert result.ret == 1
