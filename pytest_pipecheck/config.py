@@ -402,7 +402,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("xdist_order", _choice_parser(("collection", "cost")), "collection",
             "the order pytest-xdist hands out sanitizer shares: collection (the order the tests were collected) or "
             "cost (the costliest share first, by the same costs the shares were cut by, so a long test starts at "
-            "once instead of behind others; a share a crashed worker left is still sent again first)",
+            "once instead of behind others, and the cheapest to a worker still busy with more than a waiting "
+            "share's mean cost; a share a crashed worker left is still sent again first)",
             metavar="collection|cost", marker=False),
     Setting("timeout", _float_parser(0.0), 300.0,
             "seconds one test may run (setup and call; its teardown as long again), on every tier, before "

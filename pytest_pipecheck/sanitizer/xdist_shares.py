@@ -41,19 +41,25 @@ class ShareScheduling(LoadScopeScheduling):
         self._default_cost = statistics.median(known) if known else 1.0
         self._first: set[str] = set()  # shares a crashed worker left: sent again before any other
 
-    def _scope_cost(self, scope: str) -> float:
-        """A waiting share's cost: its tests that did not run, each at its known cost (the median of the
-        known ones where unknown, as when the shares were cut)."""
+    def _unit_cost(self, unit: Mapping[str, bool]) -> float:
+        """The cost of a share's tests that did not run, each at its known cost (the median of the known
+        ones where unknown, as when the shares were cut)."""
         costs = self._costs or {}
-        return sum(costs.get(nodeid, self._default_cost) for nodeid, done in self.workqueue[scope].items()
-                   if not done)
+        return sum(costs.get(nodeid, self._default_cost) for nodeid, done in unit.items() if not done)
 
     def _assign_work_unit(self, node: Any) -> None:
         """Hand ``node`` the next share: the first waiting one, or under ``xdist_order = cost`` the
-        costliest (a share a crashed worker left goes first either way)."""
+        costliest, unless the worker still has more work than a waiting share holds on average (a long
+        test it cannot start before it knows its next one): then the cheapest, which delays the least
+        behind it. A share a crashed worker left goes first either way."""
         if self._costs is not None and self.workqueue and next(iter(self.workqueue)) not in self._first:
-            best = max(self.workqueue, key=self._scope_cost)  # the first of equals: collection order
-            self.workqueue.move_to_end(best, last=False)
+            waiting = {scope: self._unit_cost(unit) for scope, unit in self.workqueue.items()}
+            busy = sum(self._unit_cost(unit) for unit in self.assigned_work.get(node, {}).values())
+            if busy > statistics.fmean(waiting.values()):
+                pick = min(waiting, key=waiting.__getitem__)  # the first of equals: collection order
+            else:
+                pick = max(waiting, key=waiting.__getitem__)
+            self.workqueue.move_to_end(pick, last=False)
         scope = next(iter(self.workqueue), None)
         super()._assign_work_unit(node)
         self._first.discard(scope or "")

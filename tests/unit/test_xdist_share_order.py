@@ -3,12 +3,16 @@
 xdist's worker holds the last test it was sent until it knows the next one, and the scheduler sends a
 worker its next share when two or fewer of its tests are left: a share sent behind a long test waits
 for it. Under ``xdist_order = cost`` the costliest waiting share goes out first, so the long tests start
-at once; a share a crashed worker left still goes out before any other.
+at once, and a worker busy with more than a waiting share's mean cost gets the cheapest; a share a crashed
+worker left still goes out before any other. The workers and the clock are those of
+scripts/xdist_order_model.py.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import importlib.util
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,41 +20,15 @@ import pytest
 pytest.importorskip("xdist")
 
 from pytest_pipecheck.sanitizer.costs import assign_shares
-from pytest_pipecheck.sanitizer.xdist_shares import ShareScheduling
 
+_spec = importlib.util.spec_from_file_location(
+    "xdist_order_model", Path(__file__).resolve().parents[2] / "scripts" / "xdist_order_model.py")
+assert _spec is not None and _spec.loader is not None
+model = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(model)
 
-class _Config:
-    def __init__(self, workers: int) -> None:
-        self.option = SimpleNamespace(loadscopereorder=False)
-        self._values = {"tx": [f"{workers}*popen"], "dist": "loadscope"}
-
-    def getvalue(self, name: str) -> Any:
-        return self._values[name]
-
-
-class _Worker:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.sent: list[list[int]] = []
-        self.shutting_down = False
-        self.gateway = SimpleNamespace(id=name)
-
-    def send_runtest_some(self, indexes: list[int]) -> None:
-        self.sent.append(list(indexes))
-
-    def shutdown(self) -> None:
-        self.shutting_down = True
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-class _Log:
-    def __call__(self, *args: Any) -> None:
-        pass
-
-    def __getattr__(self, name: str) -> _Log:
-        return self
+#: every batch sent to any worker, in order
+SENT: list[list[int]] = []
 
 
 #: three modules of short tests, then one long test (a nested GPU run, say) in a module of its own
@@ -60,40 +38,15 @@ COSTS = {**{n: 2.0 for n in COLLECTION}, LONG: 40.0}
 SHARES = 8  # two workers, four shares each: about 6 s of short tests per share
 
 
-def _scheduler(order_costs: dict[str, float] | None, workers: int = 2) -> tuple[ShareScheduling, list[_Worker]]:
-    sched = ShareScheduling(_Config(workers), _Log(), lambda ids, n: assign_shares(ids, SHARES, COSTS),  # type: ignore[arg-type]
-                            order_costs)
-    nodes = [_Worker(f"gw{i}") for i in range(workers)]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, COLLECTION)
-    sched.schedule()
-    return sched, nodes
+def _scheduler(order_costs: dict[str, float] | None, workers: int = 2) -> tuple[Any, list[Any]]:
+    return model.scheduler(COLLECTION, SHARES, COSTS, order_costs, workers, SENT)
 
 
 def _simulate(order_costs: dict[str, float] | None) -> tuple[dict[str, float], float]:
-    """Run the scheduler against two workers that take COSTS seconds per test, on a simulated clock, with
-    xdist's worker rule (a worker starts a test once it knows the next one, or was told to shut down).
-    Returns each test's start time and when the last one ended."""
-    sched, nodes = _scheduler(order_costs)
-    queue: dict[_Worker, list[int]] = {n: [] for n in nodes}
-    free_at = {n: 0.0 for n in nodes}
-    started: dict[str, float] = {}
-    seen = {n: 0 for n in nodes}
-    while True:
-        for n in nodes:  # pick up what the scheduler sent since
-            for batch in n.sent[seen[n]:]:
-                queue[n].extend(batch)
-            seen[n] = len(n.sent)
-        ready = [n for n in nodes if queue[n] and (len(queue[n]) > 1 or n.shutting_down)]
-        if not ready:
-            assert not any(queue.values()), queue  # a worker waiting forever: the scheduler's bug
-            return started, max(free_at.values())
-        n = min(ready, key=lambda w: (free_at[w], w.name))
-        index = queue[n].pop(0)
-        started[COLLECTION[index]] = free_at[n]
-        free_at[n] += COSTS[COLLECTION[index]]
-        sched.mark_test_complete(n, index)
+    """Two workers that take COSTS seconds per test, on a simulated clock, with xdist's worker rule (a
+    worker starts a test once it knows the next one, or was told to shut down): each test's start time and
+    when the last one ended."""
+    return model.simulate(COLLECTION, COSTS, COSTS, order_costs, 2, SHARES)
 
 
 def test_the_long_test_is_a_share_of_its_own_at_the_end_of_the_collection() -> None:
@@ -119,6 +72,16 @@ def test_cost_order_starts_the_costliest_share_at_once_and_ends_sooner() -> None
     assert end <= 40.0 + max(sum(COSTS[n] for n, s in zip(COLLECTION, shares) if s == k) for k in range(SHARES - 1))
 
 
+def test_the_worker_holding_the_long_test_gets_the_cheapest_share_behind_it() -> None:
+    """It must be sent a next test before it can start the long one; the cheapest share delays the least."""
+    _, nodes = _scheduler(COSTS)
+    holder = next(n for n in nodes if n.sent[0] == [COLLECTION.index(LONG)])
+    behind = [COLLECTION[i] for i in holder.sent[1]]
+    shares = assign_shares(COLLECTION, SHARES, COSTS)
+    cheapest = min(sum(COSTS[n] for n, s in zip(COLLECTION, shares) if s == k) for k in set(shares))
+    assert sum(COSTS[n] for n in behind) == cheapest, behind
+
+
 def test_cost_order_without_any_known_cost_is_collection_order() -> None:
     _, with_none = _scheduler({})
     _, collection = _scheduler(None)
@@ -131,9 +94,22 @@ def test_a_share_a_crashed_worker_left_goes_out_before_the_costliest() -> None:
     dead = next(n for n in nodes if len(n.sent[0]) > 2)
     sent = [COLLECTION[i] for i in dead.sent[0]]
     sched.mark_test_complete(dead, dead.sent[0][0])
+    SENT.clear()
     assert sched.remove_node(dead) == sent[1]
-    fresh = _Worker("gw9")
+    fresh = model.FakeWorker("gw9", SENT)
     sched.add_node(fresh)
     sched.add_node_collection(fresh, COLLECTION)
     sched.schedule()
-    assert [COLLECTION[i] for i in fresh.sent[0]] == sent[2:], fresh.sent
+    # the next share sent, to whichever worker asked first, is the rest of the one the dead worker held
+    assert SENT and [COLLECTION[i] for i in SENT[0]] == sent[2:], SENT
+
+
+def test_the_model_script_prints_both_orders_for_a_durations_file(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps(COSTS))
+    assert model.main(["--durations", str(durations), "--workers", "2", "--shares", "4", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(COLLECTION)} tests, 88 s of test time, the longest 40 s; 2 workers x 4 shares" in out
+    assert "exact costs: collection order 64 s, cost order 52 s" in out, out
+    assert "seed 0: collection order" in out
