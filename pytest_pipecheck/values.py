@@ -11,7 +11,9 @@ offset      normal values around a mean of 2 (std 1): a statistic over padded la
 negative    every value negative, ``-(|z| + 1/8)``: a max whose masked lanes read 0 shows
 large       normal values scaled to ``sqrt(max / (64 n))`` (``max``: the dtype's largest finite
             value, ``n``: the loop extent): products and sums of squares over the loop reach about
-            1/64 of the dtype's range, without overflowing a correct kernel
+            1/64 of the dtype's range, without overflowing a correct kernel; the absolute tolerance
+            is scaled by the reference's magnitude (above 1): a correct kernel's rounding error on
+            a sum that cancels is relative to its terms, not to the result
 tiny        normal values scaled to ``4 sqrt(smallest normal)``: products and squares stay normal
             numbers; the absolute tolerance is scaled by the reference's magnitude (below 1), or
             any output under the dtype's ``atol`` would agree
@@ -74,7 +76,8 @@ class Pattern:
     description: str
     extreme: bool = False  # opt-in only
     nonfinite: bool = False  # the reference may be NaN/inf: compare NaN and inf positions
-    scale_atol: bool = False  # tiny magnitudes: atol scaled by the reference's magnitude
+    # atol scaled by the reference's magnitude: "down" (tiny magnitudes: below 1) or "up" (large ones: above 1)
+    scale_atol: str = ""
 
     @property
     def id(self) -> str:
@@ -88,13 +91,14 @@ PATTERNS: dict[str, Pattern] = {p.name: p for p in (
     Pattern("normal", "standard normal values"),
     Pattern("offset", "normal values around a mean of 2"),
     Pattern("negative", "every value negative"),
-    Pattern("large", "large magnitudes: products over the loop reach 1/64 of the dtype's range"),
-    Pattern("tiny", "tiny magnitudes: products and squares stay normal numbers", scale_atol=True),
+    Pattern("large", "large magnitudes: products over the loop reach 1/64 of the dtype's range",
+            scale_atol="up"),
+    Pattern("tiny", "tiny magnitudes: products and squares stay normal numbers", scale_atol="down"),
     Pattern("equal", "every value equal (0.75)"),
     Pattern("nan", "NaN at every 7th element", extreme=True, nonfinite=True),
     Pattern("inf", "+inf/-inf at every 7th element", extreme=True, nonfinite=True),
     Pattern("max", "+/- the dtype's largest finite value at every 7th element", extreme=True, nonfinite=True),
-    Pattern("denormal", "subnormal magnitudes", extreme=True, scale_atol=True),
+    Pattern("denormal", "subnormal magnitudes", extreme=True, scale_atol="down"),
 )}
 DEFAULT: tuple[str, ...] = tuple(n for n, p in PATTERNS.items() if not p.extreme)
 EXTREME: tuple[str, ...] = tuple(n for n, p in PATTERNS.items() if p.extreme)

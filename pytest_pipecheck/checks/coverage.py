@@ -596,16 +596,20 @@ def _calibrated(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t: Tens
 def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any, *,
                        calibrated: bool = False) -> _tol.Tolerance:
     """Under ``tiny``/``denormal`` the absolute tolerance shrinks with the reference's magnitude (below 1):
-    otherwise any output smaller than the dtype's atol would agree with it. A calibrated tolerance is
-    left alone: it was measured on these inputs, so it already has their magnitude (scaling it again
-    would make a correct kernel's rounding error fail)."""
+    otherwise any output smaller than the dtype's atol would agree with it. Under ``large`` it grows with
+    that magnitude (above 1): where a sum of large terms cancels, a correct kernel's rounding error is
+    relative to the terms, not to the small result (an fp32 GEMM accumulating in a different order than
+    the reference was off by 1.5e-4 of such an element, over the relative tolerance). A calibrated
+    tolerance is left alone: it was measured on these inputs, so it already has their magnitude (scaling
+    it again would make a correct kernel's rounding error fail)."""
     import numpy as np
 
     if calibrated or not pattern.scale_atol or not want.size:
         return tol
     finite = want[np.isfinite(want)]
-    scale = min(1.0, float(np.max(np.abs(finite))) if finite.size else 1.0)
-    if scale >= 1.0:
+    peak = float(np.max(np.abs(finite))) if finite.size else 1.0
+    scale = min(1.0, peak) if pattern.scale_atol == "down" else max(1.0, peak)
+    if scale == 1.0:
         return tol
     return _tol.Tolerance(tol.rtol, tol.atol * scale,
                           f"{tol.source}; atol x {scale:.1e}, the reference's magnitude under {pattern.id}")

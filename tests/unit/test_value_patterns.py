@@ -120,6 +120,44 @@ def test_tiny_leaves_a_calibrated_tolerance_unscaled(pipecheck):
     assert "calibrated" in tolerance and "atol x" not in tolerance, tolerance
 
 
+def _gemm_spec(launch, name, dtype):
+    return KernelSpec(name, launch, lambda a, d: {"c": a["a"].double() @ a["b"].double()},
+                      [Tensor("a", ("M", "K"), dtype=dtype), Tensor("b", ("K", "N"), dtype=dtype),
+                       Tensor("c", ("M", "N"), dtype=dtype, role="output")],
+                      {"M": 16, "N": 16, "K": 8}, "K")
+
+
+def _chunked_gemm(skip_last=False):
+    """A GEMM that accumulates in fp32 over K chunks of 8, in another order than the float64 reference."""
+    def launch(arrays, dims):
+        a, b, c = arrays["a"], arrays["b"], arrays["c"]
+        acc = torch.zeros(c.shape, dtype=torch.float32)
+        starts = list(range(0, dims["K"], 8))
+        for k0 in starts[:-1] if skip_last else starts:
+            acc += a[:, k0:k0 + 8].float() @ b[k0:k0 + 8].float()
+        c.copy_(acc.to(c.dtype))
+    return launch
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_large_scales_atol_up_so_a_correct_sum_that_cancels_passes(pipecheck, dtype):
+    """Under ``large`` the terms of a GEMM reach about 1e36 in float32; where they cancel, a correct fp32
+    accumulation in another order than the reference is off by about 1e-4 of the small result (it
+    failed: 'got -3.10198e+32, expected -3.10151e+32', over rtol 1e-4 with an unscaled atol of 1e-5)."""
+    result = pipecheck.check_coverage(_gemm_spec(_chunked_gemm(), f"gemm_{dtype}", dtype), "M96-K200-N96",
+                                      values="large")
+    assert result.verdict is Verdict.PASS, result.summary
+    assert "atol x" in pipecheck.results[-1].details["outputs"]["c"]["tolerance"]
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_large_still_fails_a_gemm_that_drops_its_last_k_chunk(pipecheck):
+    spec = _gemm_spec(_chunked_gemm(skip_last=True), "drops_last_chunk", "float32")
+    with pytest.raises(PipecheckFailure, match=r"(?s)drops_last_chunk at M96-K44-N96 values=large: coverage failed.*"
+                                               r"elements exceed the tolerance.*atol x"):
+        pipecheck.check_coverage(spec, "M96-K44-N96", values="large")
+
+
 def test_nan_and_inf_must_propagate(pipecheck):
     spec = _sum_spec(good_sum)
     for name in ("nan", "inf", "max"):
