@@ -608,7 +608,7 @@ def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any,
         return tol
     finite = want[np.isfinite(want)]
     peak = float(np.max(np.abs(finite))) if finite.size else 1.0
-    scale = min(1.0, peak) if pattern.scale_atol == "down" else max(1.0, peak)
+    scale = max(1.0, peak) if pattern.scale_atol == "up" else min(1.0, peak)
     if scale == 1.0:
         return tol
     return _tol.Tolerance(tol.rtol, tol.atol * scale,
