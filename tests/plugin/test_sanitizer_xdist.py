@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ._sanitizer_fake import _fake
+from ._sanitizer_fake import _fake, noop_tests
 
 pytest.importorskip("xdist")
 
@@ -230,22 +230,10 @@ def test_a_share_that_cannot_be_sanitized_is_its_tests_error_not_the_sessions(
 
         SanitizerPlugin._run_all = broken
     """)
-    pytester.makepyfile(test_m="""
-        import pytest
-
-        def test_a(pipecheck):
-            pass
-
-        def test_b(pipecheck):
-            pass
-
-        @pytest.mark.pipecheck(sanitizer="none")
-        def test_no_sanitizer(pipecheck):
-            pass
-
-        def test_plain():
-            pass
-    """)
+    # two tests that want racecheck, one that wants no tool, one that does not use pipecheck
+    pytester.makepyfile(test_m=noop_tests("test_a", "test_b") + (
+        '\n\n@pytest.mark.pipecheck(sanitizer="none")\ndef test_no_sanitizer(pipecheck):\n    pass\n'
+        "\n\ndef test_plain():\n    pass\n"))
     args = ["--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider"]
     result = pytester.runpytest_subprocess(*(["-n", "2", "-p", "xdist"] if xdist else []), *args)
     text = result.stdout.str()
