@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["CACHE_KEY", "assign_shares", "costs_for_balance", "load_costs", "load_durations", "record_costs",
-           "sanitizer_seconds"]
+           "sanitizer_seconds", "unknown_cost"]
 
 CACHE_KEY = "pipecheck/sanitizer-seconds"
 _MAX_ENTRIES = 20000  # bound the cache entry: the newest tests win
@@ -113,6 +113,12 @@ def record_costs(config: Any, results: Iterable[Any]) -> int:
     return len(fresh)
 
 
+def unknown_cost(costs: Mapping[str, float] | None) -> float:
+    """What a test missing from ``costs`` costs: the median of the known positive costs (1.0 when none)."""
+    known = [c for c in (costs or {}).values() if c > 0]
+    return statistics.median(known) if known else 1.0
+
+
 def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float] | None = None) -> list[int]:
     """The share (0 .. shares-1) of each test: contiguous runs of about equal total cost.
 
@@ -130,8 +136,7 @@ def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float
         return [0] * n
     if n <= shares:  # one test per share
         return list(range(n))
-    known = [c for c in (costs or {}).values() if c > 0]
-    default = statistics.median(known) if known else 1.0
+    default = unknown_cost(costs)
     floor = default * 1e-3
     weights = [max(float((costs or {}).get(nid, default)), floor) for nid in nodeids]
     total = sum(weights)

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
+from .costs import unknown_cost
+
 __all__ = ["NEVER_RAN", "LostTests", "ShareScheduling"]
 
 #: the start of the message of a test that no worker ran
@@ -37,8 +39,7 @@ class ShareScheduling(LoadScopeScheduling):
         # with costs, the costliest share waiting is handed out next (xdist_order = cost); with none known
         # (no cache entry, no durations file) the shares are equal counts, handed out in collection order
         self._costs = dict(costs) if costs else None
-        known = [c for c in (costs or {}).values() if c > 0]
-        self._default_cost = statistics.median(known) if known else 1.0
+        self._default_cost = unknown_cost(costs)
         self._first: set[str] = set()  # shares a crashed worker left: sent again before any other
 
     def _unit_cost(self, unit: Mapping[str, bool]) -> float:

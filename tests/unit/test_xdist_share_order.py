@@ -27,10 +27,6 @@ assert _spec is not None and _spec.loader is not None
 model = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(model)
 
-#: every batch sent to any worker, in order
-SENT: list[list[int]] = []
-
-
 #: three modules of short tests, then one long test (a nested GPU run, say) in a module of its own
 COLLECTION = ([f"test_{m}.py::test_{i}" for m in "acd" for i in range(8)] + ["test_z.py::test_long"])
 LONG = "test_z.py::test_long"
@@ -38,8 +34,9 @@ COSTS = {**{n: 2.0 for n in COLLECTION}, LONG: 40.0}
 SHARES = 8  # two workers, four shares each: about 6 s of short tests per share
 
 
-def _scheduler(order_costs: dict[str, float] | None, workers: int = 2) -> tuple[Any, list[Any]]:
-    return model.scheduler(COLLECTION, SHARES, COSTS, order_costs, workers, SENT)
+def _scheduler(order_costs: dict[str, float] | None, workers: int = 2,
+               log: list[list[int]] | None = None) -> tuple[Any, list[Any]]:
+    return model.scheduler(COLLECTION, SHARES, COSTS, order_costs, workers, log)
 
 
 def _simulate(order_costs: dict[str, float] | None) -> tuple[dict[str, float], float]:
@@ -89,19 +86,20 @@ def test_cost_order_without_any_known_cost_is_collection_order() -> None:
 
 
 def test_a_share_a_crashed_worker_left_goes_out_before_the_costliest() -> None:
-    sched, nodes = _scheduler(COSTS, workers=3)
+    sent_to_any: list[list[int]] = []  # every batch sent to any worker, in order
+    sched, nodes = _scheduler(COSTS, workers=3, log=sent_to_any)
     # the worker that took a share of short tests dies in its second test
     dead = next(n for n in nodes if len(n.sent[0]) > 2)
     sent = [COLLECTION[i] for i in dead.sent[0]]
     sched.mark_test_complete(dead, dead.sent[0][0])
-    SENT.clear()
+    sent_to_any.clear()
     assert sched.remove_node(dead) == sent[1]
-    fresh = model.FakeWorker("gw9", SENT)
+    fresh = model.FakeWorker("gw9", sent_to_any)
     sched.add_node(fresh)
     sched.add_node_collection(fresh, COLLECTION)
     sched.schedule()
     # the next share sent, to whichever worker asked first, is the rest of the one the dead worker held
-    assert SENT and [COLLECTION[i] for i in SENT[0]] == sent[2:], SENT
+    assert sent_to_any and [COLLECTION[i] for i in sent_to_any[0]] == sent[2:], sent_to_any
 
 
 def test_the_model_script_prints_both_orders_for_a_durations_file(tmp_path: Path,
