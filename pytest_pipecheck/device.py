@@ -42,6 +42,10 @@ class DeviceInfo:
         return f"sm_{major}{minor}"
 
 
+# how every skip of a timing check for a GPU shared by pytest-xdist workers begins (the summary finds them by it)
+TIMING_ALONE = "timing needs the GPU alone"
+
+
 @dataclass(frozen=True)
 class TierInfo:
     """The tier of this run: 'gpu' when a CUDA device is usable, else 'cpu' with the reason."""
@@ -50,10 +54,27 @@ class TierInfo:
     device: DeviceInfo | None
     reason: str  # why there is no GPU (empty on the gpu tier)
     backends: dict[str, str | None] = field(default_factory=dict)
+    # the pytest-xdist workers pinned to this process's GPU, this one included (empty without xdist)
+    gpu_shared_by: tuple[str, ...] = ()
 
     @property
     def has_gpu(self) -> bool:
         return self.tier == "gpu"
+
+    @property
+    def timing_blocked(self) -> str | None:
+        """Why a timing taken here would not be the kernel's own (None when it would be).
+
+        Under pytest-xdist several workers may be pinned to one GPU; the others' kernels (and their
+        sanitizer children) then run between and during this process's timed launches, so a time is
+        the contention's as much as the kernel's: a regression can hide in it as easily as a false one
+        can appear (a stage sweep failed this way under 12 workers on one H100, 2026-11-26)."""
+        if not self.has_gpu or len(self.gpu_shared_by) < 2:
+            return None
+        where = f"GPU {self.device.index}" if self.device is not None else "this GPU"
+        return (f"{TIMING_ALONE}, and {len(self.gpu_shared_by)} pytest-xdist workers share {where} "
+                f"({', '.join(self.gpu_shared_by)}): time it in a run without -n, or with at most one worker per "
+                "GPU (-n auto)")
 
 
 def backend_versions() -> dict[str, str | None]:

@@ -158,13 +158,18 @@ class Pipecheck:
         """Record that ``check`` did not run, and why; the test itself goes on."""
         return self.record(CheckResult(check, Verdict.SKIP, reason, kernel=kernel, details={"reason": reason}))
 
-    def require_gpu(self, check: str = "gpu", kernel: str | None = None) -> None:
-        """Skip the whole test, with the reason, when no CUDA device is usable."""
+    def require_gpu(self, check: str = "gpu", kernel: str | None = None, *, alone: bool = False) -> None:
+        """Skip the whole test, with the reason, when no CUDA device is usable; with ``alone=True`` (a test
+        that times kernels itself) also when other pytest-xdist workers share the GPU."""
         __tracebackhide__ = True
         if not self.tier.has_gpu:
             reason = f"{check} needs a CUDA GPU: {self.tier.reason}"
-            self.skip_check(check, reason, kernel=kernel)
-            pytest.skip(reason)
+        elif alone and self.tier.timing_blocked:
+            reason = f"{check} not timed: {self.tier.timing_blocked}"
+        else:
+            return
+        self.skip_check(check, reason, kernel=kernel)
+        pytest.skip(reason)
 
     def _for_config(self, spec: KernelSpec, kwargs: dict[str, Any]) -> KernelSpec:
         """``spec`` pinned to ``kwargs.pop("config")`` of its autotuned kernel (unchanged without one).

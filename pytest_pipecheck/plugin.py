@@ -7,6 +7,7 @@ Imports only pytest and the standard library (plus pipecheck's own light modules
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Generator
 from typing import Any
@@ -171,6 +172,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # an xdist worker sees only its own GPU, before anything in it initialises CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = str(workerinput["pipecheck_gpu"])
     tier = detect_tier(run_config.tier)
+    if workerinput and tier.has_gpu:
+        tier = dataclasses.replace(tier, gpu_shared_by=_workers_on_my_gpu(workerinput))
     if run_config.tier == "gpu" and not tier.has_gpu:
         raise pytest.UsageError(f"pipecheck: --pipecheck-tier=gpu but no usable CUDA GPU: {tier.reason}")
     config.stash[TIER] = tier
@@ -178,6 +181,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # The CPU tier runs Triton kernels in Triton's interpreter. triton.jit reads this variable
         # when a kernel is decorated, so it must be set before test modules are imported.
         os.environ["TRITON_INTERPRET"] = "1"
+        config.stash[_ENV_SET] = {"TRITON_INTERPRET": None}  # taken back at the end of this session
 
     child = config.getoption("pipecheck_child", default=None)
     relay = config.getoption("pipecheck_relay", default=None)
@@ -196,6 +200,37 @@ def pytest_configure(config: pytest.Config) -> None:
     if run_config.enabled and not child and not relay and _xdist_controller(config):
         # a test that no worker ran (crashed workers, restarts used up) is reported, never lost
         _register_feature(config, "pytest_pipecheck.sanitizer.xdist_shares", "LostTests", "pipecheck-lost-tests")
+
+
+# What this session put into os.environ for its own duration, with what was there before (None: unset)
+_ENV_SET = pytest.StashKey[dict[str, str | None]]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Take back what the session put into the environment. A session run inside another process (pytester's
+    in-process runs, a tool calling pytest.main twice) otherwise left TRITON_INTERPRET=1 behind on a GPU
+    machine: the host's later Triton launches skipped set-up meant for compiled kernels ("Kernel requires a
+    runtime memory allocation"), and its sanitizer children, which inherit the environment, collected
+    the CPU tier's tests instead of the ones they were sent (12 xdist workers on one H100, 2026-11-26)."""
+    for name, before in config.stash.get(_ENV_SET, {}).items():
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _workers_on_my_gpu(workerinput: dict[str, Any]) -> tuple[str, ...]:
+    """The xdist workers pinned to this worker's GPU (itself included), as pytest_configure_node pins them:
+    gw<i> gets GPU i mod the GPU count. Empty when the controller pinned none."""
+    gpus = workerinput.get("pipecheck_gpu_count")
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "") or workerinput.get("workercount", 0))
+        mine = int(str(workerinput.get("workerid", ""))[2:])
+    except ValueError:
+        return ()
+    if not isinstance(gpus, int) or gpus < 1 or count < 1:
+        return ()
+    return tuple(f"gw{j}" for j in range(count) if j % gpus == mine % gpus)
 
 
 def _xdist_controller(config: pytest.Config) -> bool:
@@ -278,6 +313,7 @@ def pytest_configure_node(node: Any) -> None:
         index = int(str(node.workerinput.get("workerid", "gw0"))[2:] or 0)
         chosen = devices[index % len(devices)]
         node.workerinput["pipecheck_gpu"] = chosen.uuid or str(chosen.index)
+        node.workerinput["pipecheck_gpu_count"] = len(devices)  # the worker works out who shares its GPU
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

@@ -13,7 +13,8 @@
 # (ladder_profile=k3_cp_async:4,k3_cp_async_wide:4) and runs under Nsight Compute (ncu), its report in
 # OUTDIR/ladder_profile/ncu.csv; without ncu it is skipped and steps.txt says so. (A build with
 # several macros needs commas of its own: run ladder_profile.py under ncu by hand for that.)
-# PARALLEL=1 runs the parts side by side. Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
+# PARALLEL=1 runs the parts side by side. TIMING_RERUN=0 leaves out tier-profile's second step (the tests
+# whose timings xdist workers sharing the GPU skipped, timed again alone). Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
 # hang cannot eat the whole run; a step's exit code and duration go to OUTDIR/steps.txt.
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [PART...]}
@@ -95,6 +96,24 @@ ladder_profile() {
     python3 scripts/gpu/ladder_profile.py "${builds[@]}"
 }
 
+# The node ids of a pipecheck JSON report's tests whose timings were skipped because xdist workers shared
+# their GPU (pytest_pipecheck.device.TIMING_ALONE), one per line: they are timed again alone.
+untimed() {
+  python3 - "$1" <<'PY'
+import json, sys
+from pytest_pipecheck.device import TIMING_ALONE
+try:
+    doc = json.load(open(sys.argv[1], encoding="utf-8"))
+except (OSError, ValueError):
+    sys.exit(0)  # no report (the run was cut off): nothing to time again
+seen = []
+for r in doc.get("results", []):
+    if r.get("verdict") == "skip" and TIMING_ALONE in r.get("summary", "") and r["nodeid"] not in seen:
+        seen.append(r["nodeid"])
+print("\n".join(seen))
+PY
+}
+
 run_part() {
   local part=$1
   case "$part" in
@@ -161,9 +180,19 @@ run_part() {
       ;;
     tier-profile)
       # the whole GPU tier with a time stamp on every line (-v prints each test as it ends), so a run cut
-      # off by the time limit still shows where its time went
+      # off by the time limit still shows where its time went; then, alone on the GPU, the tests whose
+      # timings were skipped because pytest-xdist workers shared it (none without -n)
       step "$part" bash -c "python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rfE -v \
-        --durations=40 ${PYTEST_ARGS:-} 2>&1 | while IFS= read -r l; do printf '%s %s\n' \"\$(date +%s)\" \"\$l\"; done"
+        --durations=40 --pipecheck-json='$out/tier.json' ${PYTEST_ARGS:-} 2>&1 \
+        | while IFS= read -r l; do printf '%s %s\n' \"\$(date +%s)\" \"\$l\"; done"
+      untimed "$out/tier.json" > "$out/untimed.txt"
+      if [ -s "$out/untimed.txt" ] && [ "${TIMING_RERUN:-1}" = 0 ]; then
+        echo "$part-timing not run (TIMING_RERUN=0): $(wc -l < "$out/untimed.txt") tests untimed" | tee -a "$out/steps.txt"
+      elif [ -s "$out/untimed.txt" ]; then
+        step "$part-timing" bash -c "xargs -d '\n' -a '$out/untimed.txt' python3 -m pytest --pipecheck \
+          --pipecheck-tier=gpu -p no:cacheprovider -p no:xdist -rfE -v --pipecheck-json='$out/tier-timing.json' \
+          2>&1 | while IFS= read -r l; do printf '%s %s\n' \"\$(date +%s)\" \"\$l\"; done"
+      fi
       ;;
     plugin-profile)
       # where pipecheck's own CPU-only tests spend their time on the GPU machine: one inner pytest session

@@ -11,7 +11,8 @@ one times a log-normal factor), as stored durations differ from the next run's.
                                           [--noise 0.4] [--seeds 3] [--collection FILE]
 
 ``--collection`` is a file of node ids in collection order (``pytest --co -q | grep ::``); by default the
-order of the durations file. A test the durations file does not know costs the median of the known ones.
+order of the durations file. A test the durations file does not know costs what the scheduler would price it at (the median of its
+module's known tests, else of all: ``costs.cost_estimator``).
 The model leaves out what a real run adds (start-up, the sanitizer children's share of each worker, the
 GPU shared by the workers): it compares orders, it does not predict seconds.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -129,8 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     known = json.loads(args.durations.read_text())
     collection = ([line.strip() for line in args.collection.read_text().splitlines() if "::" in line]
                   if args.collection else list(known))
-    median = statistics.median(known.values())
-    true = {n: float(known.get(n, median)) for n in collection}
+    from pytest_pipecheck.sanitizer.costs import cost_estimator
+
+    estimate = cost_estimator(known)
+    true = {n: float(estimate(n)) for n in collection}
     shares = args.workers * args.shares
     print(f"{len(collection)} tests, {sum(true.values()):.0f} s of test time, the longest {max(true.values()):.0f} s; "
           f"{args.workers} workers x {args.shares} shares")

@@ -382,6 +382,8 @@ def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | No
     if timer is None:
         if not pc.tier.has_gpu:
             return skip(f"stage sweep needs a CUDA GPU: {pc.tier.reason}")
+        if pc.tier.timing_blocked:
+            return skip(f"stage sweep not timed: {pc.tier.timing_blocked}")
         from ..perf import timing
 
         timing_kw.setdefault("settle_s", timing.DEFAULT_SETTLE_S)

@@ -242,6 +242,8 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
             raise PipecheckError(f"check_perf({exc}) in {nodeid}") from None
     elif not pc.tier.has_gpu:
         return _skip(pc, f"perf needs a CUDA GPU: {pc.tier.reason}", benchmark, kernel, case_id)
+    elif pc.tier.timing_blocked:
+        return _skip(pc, f"perf not timed: {pc.tier.timing_blocked}", benchmark, kernel, case_id)
 
     key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(pc)
     directory, where = _baseline_dir(pc)

@@ -7,12 +7,13 @@ every test. Skipped checks are never folded into passes: each reason is listed w
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..config import PipecheckConfig
-from ..device import TierInfo
+from ..device import TIMING_ALONE, TierInfo
 from ..results import CheckResult, Verdict
 
 __all__ = ["STATUSES", "format_summary", "status", "write_summary"]
@@ -95,6 +96,12 @@ def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: in
         lines.append(("skipped checks (not passed, not run):", "yellow"))
         for (check, reason), n in sorted(skips.items()):
             lines.append((f"  {check} x{n}: {reason}", "yellow"))
+    untimed = sorted({r.nodeid for r in results if r.verdict == Verdict.SKIP and TIMING_ALONE in r.summary})
+    if untimed:
+        shown = " ".join(shlex.quote(n) for n in untimed[:8])
+        rest = f" (and {len(untimed) - 8} more: every node id is in --pipecheck-json's report)" if len(untimed) > 8 else ""
+        lines.append((f"{len(untimed)} test(s) ran without their timings (xdist workers shared a GPU); time them "
+                      f"alone with: pytest --pipecheck -n 0 {shown}{rest}", "yellow"))
 
     totals = Counter(status(r) for r in results)
     text = ", ".join(f"{totals.get(v, 0)} {v}" for v in ("pass", "fail", "skip", "error"))

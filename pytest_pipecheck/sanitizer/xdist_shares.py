@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from .costs import unknown_cost
+from .costs import cost_estimator
 
 __all__ = ["NEVER_RAN", "LostTests", "ShareScheduling"]
 
@@ -39,14 +39,13 @@ class ShareScheduling(LoadScopeScheduling):
         # with costs, the costliest share waiting is handed out next (xdist_order = cost); with none known
         # (no cache entry, no durations file) the shares are equal counts, handed out in collection order
         self._costs = dict(costs) if costs else None
-        self._default_cost = unknown_cost(costs)
+        self._estimate = cost_estimator(costs)
         self._first: set[str] = set()  # shares a crashed worker left: sent again before any other
 
     def _unit_cost(self, unit: Mapping[str, bool]) -> float:
-        """The cost of a share's tests that did not run, each at its known cost (the median of the known
-        ones where unknown, as when the shares were cut)."""
-        costs = self._costs or {}
-        return sum(costs.get(nodeid, self._default_cost) for nodeid, done in unit.items() if not done)
+        """The cost of a share's tests that did not run, each at its known or estimated cost (as when the
+        shares were cut: :func:`.costs.cost_estimator`)."""
+        return sum(self._estimate(nodeid) for nodeid, done in unit.items() if not done)
 
     def _assign_work_unit(self, node: Any) -> None:
         """Hand ``node`` the next share: the first waiting one, or under ``xdist_order = cost`` the

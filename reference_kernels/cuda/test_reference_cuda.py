@@ -77,7 +77,7 @@ def test_k3_stage_sweep_against_the_cost_model(pipecheck) -> None:
     load-only and compute-only builds (max(load, compute) per K tile plus fill and drain): the sweep
     the HTML report plots. The default build (2 stages, chosen for the sm_86 cliff demonstration)
     is not the fastest on sm_90, so the sweep records rather than gates the choice."""
-    pipecheck.require_gpu("perf:stage_sweep", kernel="k3_cp_async")
+    pipecheck.require_gpu("perf:stage_sweep", kernel="k3_cp_async", alone=True)
     cupy = pytest.importorskip("cupy")
     pytest.importorskip("torch")
     from reference_kernels.cuda.launch import gemm

@@ -126,7 +126,7 @@ def _median_ms(launch, a, b, c, repeats: int = 20) -> float:
 
 @pytest.mark.pipecheck(sanitizer="none")  # a timing test: under racecheck it times the tool, and 4096^3 outlasts its limit
 def test_perf_mutant_is_slower_and_still_correct(pipecheck) -> None:
-    pipecheck.require_gpu("perf", kernel="serialized_wait_after_commit")
+    pipecheck.require_gpu("perf", kernel="serialized_wait_after_commit", alone=True)
     cupy = pytest.importorskip("cupy")
     from reference_kernels.cuda.launch import gemm
 

@@ -20,10 +20,16 @@ import pytest
 from pytest_pipecheck.fixture import Pipecheck
 from pytest_pipecheck.results import PipecheckFailure, Verdict
 
-pytestmark = pytest.mark.gpu
 # Timing tests: under a sanitizer they would time the sanitizer (check_perf and check_stage_sweep do
 # not time in a sanitizer child anyway), and the kernels they time are sanitized by the correctness tests.
 NO_SANITIZER = pytest.mark.pipecheck(sanitizer="none")
+pytestmark = [pytest.mark.gpu, NO_SANITIZER]
+
+
+@pytest.fixture(autouse=True)
+def _gpu_alone(pipecheck) -> None:
+    # every test here times kernels: not while other pytest-xdist workers share the GPU (the skip says so)
+    pipecheck.require_gpu("perf", alone=True)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +116,6 @@ def _gemm(torch, stages: int, size: int = 4096):
                                 num_stages=stages)
 
 
-@NO_SANITIZER
 def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp_path) -> None:
     def pc(save: bool) -> Pipecheck:
         cfg = dataclasses.replace(pipecheck.config, baseline_dir=str(tmp_path), baseline_save=save,
@@ -137,7 +142,6 @@ def test_gate_passes_rerun_and_catches_serialized_pipeline(torch, pipecheck, tmp
     assert details["change"] > 0.2 and details["anchored_change"] > 0.2  # the serialized pipeline: ~+35-40%
 
 
-@NO_SANITIZER
 def test_benchmark_fixture_gets_device_times(torch, pipecheck, benchmark, tmp_path) -> None:
     if benchmark.disabled:
         pytest.skip("pytest-benchmark is off in this run (it turns itself off under pytest-xdist and with "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pytest_pipecheck import device
@@ -70,3 +72,35 @@ def test_visible_devices_hiding_everything(monkeypatch: pytest.MonkeyPatch) -> N
     device.detect_device.cache_clear()
     dev, reason = device.detect_device()
     assert dev is None and "CUDA_VISIBLE_DEVICES" in reason
+
+
+def test_an_in_process_session_takes_back_what_it_put_into_the_environment(pytester: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU tier sets TRITON_INTERPRET=1 and a sanitizer child PIPECHECK_CHILD for the session; left
+    behind in a process that goes on (an xdist worker on a GPU machine running pipecheck's own tests),
+    they sent the worker's later compiled launches and sanitizer children down the interpreter's paths."""
+    from pytest_pipecheck.sanitizer.runner import CHILD_ENV
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv(CHILD_ENV, raising=False)
+    pytester.makepyfile("""
+        import os
+
+        def test_inside():
+            assert os.environ["TRITON_INTERPRET"] == "1" and os.environ["PIPECHECK_CHILD"] == "racecheck"
+        """)
+    result = pytester.runpytest_inprocess("--pipecheck", "--pipecheck-child=racecheck", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "TRITON_INTERPRET" not in os.environ and CHILD_ENV not in os.environ
+    # a value that was there before the session is left as it was
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv(CHILD_ENV, "synccheck")
+    pytester.makepyfile("""
+        import os
+
+        def test_inside():
+            assert os.environ["TRITON_INTERPRET"] == "0" and os.environ["PIPECHECK_CHILD"] == "racecheck"
+        """)
+    pytester.runpytest_inprocess("--pipecheck", "--pipecheck-child=racecheck", "-p", "no:cacheprovider"
+                                 ).assert_outcomes(passed=1)
+    assert os.environ["TRITON_INTERPRET"] == "0" and os.environ[CHILD_ENV] == "synccheck"

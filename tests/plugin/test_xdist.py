@@ -91,3 +91,68 @@ def test_auto_worker_count_is_asked_of_pipecheck_before_xdist() -> None:
 
     opts = getattr(plugin.pytest_xdist_auto_num_workers, "pytest_impl", {})
     assert opts.get("tryfirst") is True and opts.get("optionalhook") is True
+
+
+TIMED = """
+import pytest
+from pytest_pipecheck.results import Verdict
+
+def test_gate(pipecheck):
+    r = pipecheck.check_perf(lambda: None, flops=1e9)  # never timed while the GPU is shared
+    assert r.verdict is Verdict.SKIP, r.summary
+
+def test_sweep(pipecheck):
+    r = pipecheck.check_stage_sweep(lambda s: None, (1, 2), kernel="k")
+    assert r.verdict is Verdict.SKIP, r.summary
+
+def test_times_itself(pipecheck):
+    pipecheck.require_gpu("perf", alone=True)
+    raise AssertionError("timed while other workers shared the GPU")
+
+def test_no_timing(pipecheck):
+    pipecheck.require_gpu("coverage")  # needs the GPU, not alone: runs
+"""
+
+
+@pytest.mark.parametrize(("gpus", "shared"), [(1, True), (2, False)])
+def test_timing_is_skipped_where_workers_share_a_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                     gpus: int, shared: bool) -> None:
+    """Two workers on one GPU time each other's kernels: every timing check and every test that times
+    kernels itself skips with the reason, and the summary says how to time them alone; with a GPU each,
+    the same tests time (here: reach the timer, which a fake GPU cannot run)."""
+    monkeypatch.setenv("PATH", f"{FAKEBIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", ";".join(["NVIDIA H100 80GB HBM3,9.0"] * gpus))
+    pytester.makepyfile(TIMED)
+    result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=none",
+                                           "--pipecheck-json=r.json", "-p", "xdist", "-rs")
+    out = result.stdout.str()
+    if shared:
+        result.assert_outcomes(passed=3, skipped=1)
+        reason = "timing needs the GPU alone, and 2 pytest-xdist workers share GPU 0 (gw0, gw1)"
+        assert f"perf not timed: {reason}" in out and f"stage_sweep x1: stage sweep not timed: {reason}" in out, out
+        result.stdout.fnmatch_lines(["*3 test(s) ran without their timings (xdist workers shared a GPU); time them "
+                                     "alone with: pytest --pipecheck -n 0 test_timing_is_skipped_where*::test_gate "
+                                     "*::test_sweep *::test_times_itself"])
+        doc = json.loads((pytester.path / "r.json").read_text())
+        skipped = {r["nodeid"].split("::")[1]: r["summary"] for r in doc["results"] if r["verdict"] == "skip"}
+        assert set(skipped) == {"test_gate", "test_sweep", "test_times_itself"} and all(
+            reason in s for s in skipped.values()), skipped
+    else:
+        # alone on its GPU each worker goes on to time: the fake GPU has no CUDA, so the timer fails
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("failed") == 3 and outcomes.get("passed") == 1, out
+        assert "timing needs the GPU alone" not in out and "ran without their timings" not in out, out
+
+
+def test_who_shares_a_gpu_follows_the_round_robin_pinning(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_pipecheck.plugin import _workers_on_my_gpu
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "5")
+    assert _workers_on_my_gpu({"workerid": "gw3", "pipecheck_gpu_count": 2}) == ("gw1", "gw3")
+    assert _workers_on_my_gpu({"workerid": "gw4", "pipecheck_gpu_count": 2}) == ("gw0", "gw2", "gw4")
+    assert _workers_on_my_gpu({"workerid": "gw0", "pipecheck_gpu_count": 8}) == ("gw0",)
+    # no GPU pinned by the controller (CPU tier, an older controller), or a worker id it does not know
+    assert _workers_on_my_gpu({"workerid": "gw1"}) == ()
+    assert _workers_on_my_gpu({"workerid": "master", "pipecheck_gpu_count": 1}) == ()

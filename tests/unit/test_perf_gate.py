@@ -45,6 +45,24 @@ def test_cpu_tier_skips_with_reason(tmp_path) -> None:
     assert pc.results == [r]
 
 
+def test_a_gpu_shared_by_xdist_workers_is_not_timed_but_given_samples_are_gated(tmp_path, monkeypatch) -> None:
+    import dataclasses
+
+    shared = dataclasses.replace(GPU, gpu_shared_by=("gw0", "gw1", "gw2"))
+    monkeypatch.setattr(timing, "measure", lambda *a, **k: pytest.fail("timed on a shared GPU"))
+    r = check_perf(_pc(tmp_path, shared), lambda: None, flops=1e9)
+    assert r.verdict is Verdict.SKIP and r.summary == (
+        "perf not timed: timing needs the GPU alone, and 3 pytest-xdist workers share GPU 0 (gw0, gw1, gw2): "
+        "time it in a run without -n, or with at most one worker per GPU (-n auto)")
+    # samples measured elsewhere are not this process's timing: they are gated as usual
+    (tmp_path / "baselines").mkdir()
+    given = check_perf(_pc(tmp_path, shared), samples=_run(1), env=ENV)
+    assert given.verdict is Verdict.SKIP and "no baseline" in given.summary
+    # alone on its GPU (one worker per GPU) a worker times
+    assert dataclasses.replace(GPU, gpu_shared_by=("gw1",)).timing_blocked is None
+    assert CPU.timing_blocked is None
+
+
 def test_not_selected_skips(tmp_path) -> None:
     r = check_perf(_pc(tmp_path, checks=("coverage",)), samples=_run(1), env=ENV)
     assert r.verdict is Verdict.SKIP and "not among the selected checks" in r.summary

@@ -12,6 +12,7 @@ import pytest
 from pytest_pipecheck.sanitizer.costs import (
     CACHE_KEY,
     assign_shares,
+    cost_estimator,
     load_costs,
     record_costs,
     sanitizer_seconds,
@@ -58,6 +59,22 @@ def test_unknown_tests_cost_the_median_of_the_known_ones() -> None:
     # b and d unknown: they cost the median (2.0), so a + b = 4 and c + d = 4
     assert assign_shares(ids, 2, {"a": 2.0, "c": 2.0}) == [0, 0, 1, 1]
     assert assign_shares(ids, 2, {"a": 6.0, "c": 1.0}) == [0, 1, 1, 1]
+
+
+def test_an_unknown_test_costs_what_its_modules_known_tests_do() -> None:
+    """New tests of a module of slow tests (nested pytest sessions) are priced like their neighbours, not
+    at the suite's median: priced at 4 ms, 87 of them went into one share that ran 366 s while the
+    other workers finished by 255 s (12 workers on one H100, 2026-11-26)."""
+    costs = {f"fast.py::t{i}": 0.01 for i in range(20)} | {"slow.py::t0": 5.0, "slow.py::t1": 7.0}
+    estimate = cost_estimator(costs)
+    assert estimate("slow.py::new") == 6.0 and estimate("slow.py::t0") == 5.0
+    assert estimate("fast.py::new") == 0.01 and estimate("elsewhere.py::new") == 0.01  # the suite's median
+    assert cost_estimator({})("any.py::t") == 1.0
+    # 10 fast tests, then 10 slow ones of which 2 are known: the unknown 8 weigh as the slow ones do,
+    # so the two shares split inside the fast tests' module no more
+    ids = [f"fast.py::t{i}" for i in range(10)] + [f"slow.py::t{i}" for i in range(10)]
+    shares = assign_shares(ids, 2, costs)
+    assert shares[:15] == [0] * 15 and shares[15:] == [1] * 5, shares
 
 
 @dataclass

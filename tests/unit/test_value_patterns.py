@@ -131,7 +131,7 @@ def _chunked_gemm(skip_last=False):
     """A GEMM that accumulates in fp32 over K chunks of 8, in another order than the float64 reference."""
     def launch(arrays, dims):
         a, b, c = arrays["a"], arrays["b"], arrays["c"]
-        acc = torch.zeros(c.shape, dtype=torch.float32)
+        acc = torch.zeros(c.shape, dtype=torch.float32, device=c.device)
         starts = list(range(0, dims["K"], 8))
         for k0 in starts[:-1] if skip_last else starts:
             acc += a[:, k0:k0 + 8].float() @ b[k0:k0 + 8].float()
