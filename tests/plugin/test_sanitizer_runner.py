@@ -154,6 +154,32 @@ def test_a_child_that_dies_after_a_finding_gives_the_other_tests_their_own_verdi
     result.assert_outcomes(passed=2, failed=1)
 
 
+@pytest.mark.parametrize("again", ["dies_once", "dies_after"])
+def test_a_child_that_fails_only_after_every_test_ended_is_run_once_more(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, again: str) -> None:
+    """No finding, every test ended, and only then the process failed: the tests run once more in a fresh
+    child, whose clean verdicts stand; a child that fails the same way again leaves them inconclusive
+    (errors, never passes), and there is no third child."""
+    log = _fake(tmp_path, monkeypatch, {"synccheck": {again: "test_last"}})
+    _setup(pytester)
+    pytester.makepyfile(test_d=noop_tests("test_first", "test_last"))
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=synccheck", "-p", "no:cacheprovider")
+    res = _results(result.stdout.str())
+    assert "re-running 2 test(s) once in a fresh child" in result.stdout.str()
+    assert len(log.read_text().splitlines()) == 2  # the batch, then the same two tests once more
+    for name in ("test_first", "test_last"):
+        verdict, summary = res[(name, "sanitizer:synccheck")]
+        if again == "dies_once":
+            assert (verdict, summary) == ("pass", "0 hazards"), res
+        else:
+            assert verdict == "error" and summary == "inconclusive", res
+    if again == "dies_once":
+        result.assert_outcomes(passed=2)
+    else:
+        result.assert_outcomes(passed=2, errors=2)
+        assert "the first child ran every test, then: tool error: Error: process didn't terminate" in result.stdout.str()
+
+
 @pytest.mark.parametrize("fake_gpu", [False, True])
 def test_skips_without_gpu_or_tool(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                    tmp_path: Path, fake_gpu: bool) -> None:

@@ -28,6 +28,9 @@ Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
                  synccheck or memcheck error leaves the CUDA context dead): the tool says "Error:
                  process didn't terminate successfully" and "Target application returned an error"
                  before its summary (compute-sanitizer 2026.4.0 on an H100, 2026-11-25)
+    dies_once:   as dies_after, in the first child of the tool that runs that test only (a crash at exit
+                 no test explains: a child under 12 xdist workers on one H100, 2026-11-26); needs
+                 FAKE_SANITIZER_LOG, beside which it leaves a mark
     dies_in:     nodeid substring: after that test's injected records, the target dies before the test
                  ends (no PIPECHECK-END), the tool says so and exits 86 (Triton 3.6's warp-specialized GEMM
                  under compute-sanitizer 2026.4.0 synccheck, H100 2026-11-25)
@@ -221,6 +224,11 @@ def main() -> int:
             t.errors += 1
         if hit("dies_after", nodeid):
             died = True
+        if hit("dies_once", nodeid):
+            mark = os.environ["FAKE_SANITIZER_LOG"] + f".{tool}.died"
+            if not os.path.exists(mark):
+                open(mark, "w").close()
+                died = True
         if hit("dies_in", nodeid):
             proc.send_signal(signal.SIGKILL)
             proc.wait()
