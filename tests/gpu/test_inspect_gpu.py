@@ -76,15 +76,32 @@ def _ws_synccheck_stopped() -> str | None:
             f"re-initialization (triton-lang/triton#9592, rule {rule.id}); needs Triton 3.7 or newer")
 
 
+def _ws_racecheck_unsound() -> str | None:
+    """Why racecheck cannot judge the warp-specialized build here, or None: Triton before 3.7 re-initializes
+    the partitions' barriers (triton-lang/triton#9592), and with racecheck serializing the warps the
+    kernel computed a wrong product in the child (H200, 2026-11-26, docs/validation/2026-11-26-h200-1201.md),
+    so the test failed there on its own and the verdict was an error, not a hazard report."""
+    from pytest_pipecheck.sanitizer.known import _triton_before_3_7
+
+    if not _triton_before_3_7():
+        return None
+    return ("Triton before 3.7 re-initializes the warp-specialize barriers (triton-lang/triton#9592): under "
+            "racecheck the kernel can compute a wrong product, so the tool's verdict on this build means nothing")
+
+
 _WS_STOPPED = _ws_synccheck_stopped()
-_WS_MARKS = [pytest.mark.pipecheck(sanitizer="racecheck")] if _WS_STOPPED else []
+_WS_UNSOUND = _ws_racecheck_unsound()
+_WS_MARKS = ([pytest.mark.pipecheck(sanitizer="none")] if _WS_UNSOUND else
+             [pytest.mark.pipecheck(sanitizer="racecheck")] if _WS_STOPPED else [])
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("warp_specialize", [False, pytest.param(True, marks=_WS_MARKS)], ids=["plain", "warp_specialize"])
 def test_hopper_triton_tma_gemm_shows_tma_and_hgmma(pipecheck, warp_specialize):
-    if warp_specialize and _WS_STOPPED:
-        pipecheck.skip_check("sanitizer:synccheck", _WS_STOPPED, kernel="matmul_tma_kernel")
+    if warp_specialize and _WS_UNSOUND:
+        pipecheck.skip_check("sanitizer:racecheck", _WS_UNSOUND, kernel="matmul_tma_kernel")
+    if warp_specialize and (_WS_STOPPED or _WS_UNSOUND):
+        pipecheck.skip_check("sanitizer:synccheck", _WS_STOPPED or _WS_UNSOUND, kernel="matmul_tma_kernel")
     torch, triton, mod = _hopper()
     compiled = _launch_tma(torch, triton, mod, warp_specialize)
     result = pipecheck.check_sass(
