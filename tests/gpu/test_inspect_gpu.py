@@ -79,7 +79,7 @@ def _ws_synccheck_stopped() -> str | None:
 def _ws_racecheck_unsound() -> str | None:
     """Why racecheck cannot judge the warp-specialized build here, or None: Triton before 3.7 re-initializes
     the partitions' barriers (triton-lang/triton#9592), and with racecheck serializing the warps the
-    kernel computed a wrong product in the child (H200, 2026-11-26, docs/validation/2026-11-26-h200-1201.md),
+    kernel computed a wrong product in the child (H200, 2026-11-26, docs/validation/2026-11-26-h100.md, the H200 call of 12:01),
     so the test failed there on its own and the verdict was an error, not a hazard report."""
     from pytest_pipecheck.sanitizer.known import _triton_before_3_7
 
