@@ -181,7 +181,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # The CPU tier runs Triton kernels in Triton's interpreter. triton.jit reads this variable
         # when a kernel is decorated, so it must be set before test modules are imported.
         os.environ["TRITON_INTERPRET"] = "1"
-        config.stash[_ENV_SET] = {"TRITON_INTERPRET": None}  # taken back at the end of this session
+        before: dict[str, str | None] = {"TRITON_INTERPRET": None}
+        config.stash[_ENV_SET] = before  # taken back at the end of this session
 
     child = config.getoption("pipecheck_child", default=None)
     relay = config.getoption("pipecheck_relay", default=None)
