@@ -57,9 +57,16 @@ def run(args: argparse.Namespace) -> int:
     print(head)
     for r in rows:
         line = (f"{r['kernel'][:28]:<28} {r['arch']:<7} {r['registers']:>5} {r['static_smem']:>8} "
-                f"{str(r['spill_stores']) + '/' + str(r['spill_loads']):>12} {r['stack_frame']:>6} "
+                f"{_spill_text(r):>12} {r['stack_frame']:>6} "
                 f"{'-' if r['barriers'] is None else r['barriers']:>4}")
         if args.threads is not None:
             line += f" {r['blocks_per_sm']:>9}  {r['limiter']}"
         print(line)
     return 0
+
+
+def _spill_text(row: dict[str, Any]) -> str:
+    """"stores/loads", or "?/?" where the numbers came from a binary that has no spill count."""
+    if row["spill_stores"] is None:
+        return "?/?"
+    return f"{row['spill_stores']}/{row['spill_loads']}"

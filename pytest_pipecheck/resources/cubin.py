@@ -15,6 +15,7 @@ are ignored. A cubin without a log (Triton's) is read with ``cuobjdump -res-usag
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -76,8 +77,16 @@ class KernelResources:
 
     @property
     def spills(self) -> int:
-        """Bytes spilled to local memory (stores plus loads), 0 for a kernel that does not spill."""
+        """Bytes spilled to local memory (stores plus loads), 0 for a kernel that does not spill. Check
+        :attr:`spills_known` first: read from a cubin, the count is not there and this is 0."""
         return self.spill_stores + self.spill_loads
+
+    @property
+    def spills_known(self) -> bool:
+        """False when the numbers came from the binary, which has no spill count (``cuobjdump -res-usage``,
+        Triton ahead of time): then ``spill_stores`` and ``spill_loads`` say nothing, and ``to_json`` and
+        ``pipecheck resources`` show them as unknown."""
+        return bool(self.extra.get("spills_known", True))
 
     @property
     def threads(self) -> int | None:
@@ -112,8 +121,8 @@ class KernelResources:
             "registers": self.registers,
             "static_smem": self.static_smem,
             "dynamic_smem": self.dynamic_smem,
-            "spill_stores": self.spill_stores,
-            "spill_loads": self.spill_loads,
+            "spill_stores": self.spill_stores if self.spills_known else None,
+            "spill_loads": self.spill_loads if self.spills_known else None,
             "stack_frame": self.stack_frame,
             "barriers": self.barriers,
             "num_warps": self.num_warps,
@@ -353,8 +362,13 @@ def compile_resources(source: str | os.PathLike[str], arch: str, *, options: Seq
 def _resources_from_log(compiled: Compiled, target: str) -> dict[str, KernelResources]:
     parsed = parse_ptxas_log(compiled.log, arch=target)
     if not parsed and compiled.cubin:
-        # no verbose log (an unusual NVRTC build): fall back to reading the cubin
-        return resources_from_cubin(compiled.cubin, target, origin=compiled.compiler)
+        # No resource report in the compiler's log. NVRTC 13.0 from the pip wheel left its log empty for
+        # a kernel it compiled (H100 and H200, 2026-11-26). Fall back to reading the cubin, and say so:
+        # the binary has no spill or barrier counts, which must read as unknown, not as 0 spills.
+        note = (f"{compiled.compiler} printed no resource report (ptxas -v); read from the cubin with "
+                "cuobjdump -res-usage, which has no spill or barrier counts")
+        return {key: dataclasses.replace(r, extra={**r.extra, "compiler": compiled.compiler, "note": note})
+                for key, r in resources_from_cubin(compiled.cubin, target).items()}
     names = demangle(list(parsed))
     out: dict[str, KernelResources] = {}
     for mangled, nums in parsed.items():
@@ -381,7 +395,8 @@ def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") 
     """Per-kernel resources read from cubin bytes with ``cuobjdump -res-usage``.
 
     On sm_90 and later cuobjdump counts the driver's reserved 1 KB inside SHARED; it is taken out so
-    ``static_smem`` means the same as ptxas's "bytes smem". Spill counts are not in this report (0).
+    ``static_smem`` means the same as ptxas's "bytes smem". Spill and barrier counts are not in this
+    report: ``spills_known`` is False and ``barriers`` None.
     Raises :class:`ResourceError` when cuobjdump is not found or fails.
     """
     target = toolkit.target(arch)
@@ -407,7 +422,7 @@ def resources_from_cubin(cubin: bytes, arch: str, *, origin: str = "cuobjdump") 
         out[names[mangled]] = KernelResources(
             name=names[mangled], mangled=mangled, arch=target, registers=nums.get("REG", 0),
             static_smem=max(0, nums.get("SHARED", 0) - reserved), stack_frame=nums.get("STACK", 0),
-            const_bytes=nums.get("CONSTANT[0]"), origin=origin,
+            const_bytes=nums.get("CONSTANT[0]"), origin=origin, extra={"spills_known": False},
         )
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 from pathlib import Path
@@ -166,3 +167,32 @@ def test_bad_inputs() -> None:
         compile_resources(KERNELS, "sm_91")
     with pytest.raises(PipecheckError, match="empty"):
         compile_resources("   ", "sm_90")
+
+
+@needs_nvcc
+def test_a_compiler_log_without_a_resource_report_reads_the_cubin_and_says_what_it_cannot_know(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """NVRTC left its log empty on the GPU machine (2026-11-26): the resources then come from the cubin,
+    which has no spill or barrier counts. They used to read as 0 spills from "nvrtc"; now the origin is
+    cuobjdump, the spills are unknown (None in JSON, "?/?" in the table) and barriers None."""
+    real = toolkit.compile_cuda(KERNELS, "sm_90")
+    assert parse_ptxas_log(real.log, arch="sm_90"), "nvcc's own log must have the report"
+    silent = toolkit.Compiled(real.cubin, "", "nvrtc", real.target)
+    monkeypatch.setattr(cubin.toolkit, "compile_cuda", lambda *a, **k: silent)
+    res = compile_resources(KERNELS, "sm_90")
+    heavy = res["spill::heavy"]
+    assert (heavy.origin, heavy.barriers, heavy.spills_known) == ("cuobjdump", None, False)
+    assert heavy.to_json()["spill_stores"] is None and heavy.to_json()["spill_loads"] is None
+    assert "nvrtc printed no resource report" in heavy.extra["note"] and heavy.extra["compiler"] == "nvrtc"
+    assert heavy.registers > 0 and res["stage_copy"].static_smem == 8192  # what the cubin does say
+    # with the report, the same kernel's spills are known, and it spills
+    nvcc = parse_ptxas_log(real.log, arch="sm_90")
+    assert any(v.get("spill_stores", 0) > 0 for v in nvcc.values())
+
+    from pytest_pipecheck.cli import resources as cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    assert cli.run(parser.parse_args([str(KERNELS), "--arch", "sm_90"])) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("spill::heavy"))
+    assert "?/?" in row.split(), row

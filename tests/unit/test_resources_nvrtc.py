@@ -106,7 +106,9 @@ def test_ladder_kernel_nvrtc_agrees_with_nvcc(kernel: str, monkeypatch: pytest.M
     via_nvrtc = cubin.compile_resources(k.path, "sm_90", options=opts, include_dirs=[str(CUDA_DIR)])
     cubin.clear_cache()
     a, b = via_nvcc[k.entry], via_nvrtc[k.entry]
-    assert (a.origin, b.origin) == ("nvcc", "nvrtc")
+    # an NVRTC log without the ptxas report (seen on the GPU machine, 2026-11-26) reads the cubin instead:
+    # then this comparison cannot be made, and the message says why
+    assert (a.origin, b.origin) == ("nvcc", "nvrtc"), b.extra.get("note", b.origin)
     assert (b.static_smem, b.spills, b.barriers) == (a.static_smem, a.spills, a.barriers)
     assert abs(b.registers - a.registers) <= 8, (a.registers, b.registers)
     smem = dynamic_smem(k, source_stages(k.path.read_text(), k))
