@@ -8,9 +8,11 @@ build names, or is skipped with a line in steps.txt when ncu is missing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,59 @@ def test_ladder_profile_without_ncu_is_a_recorded_skip(tmp_path: Path) -> None:
     out = _run(tmp_path, "ladder_profile", with_ncu=False)
     assert "ladder_profile skipped: ncu (Nsight Compute) not found" in (out / "steps.txt").read_text()
     assert not (out / "ladder_profile.log").exists()
+
+
+# A stand-in for python3 in tier-profile: pip succeeds; any other call but `-m pytest` (`python3 -`, `-c`)
+# is the real interpreter, with pipecheck importable; `-m pytest` records its arguments and writes the JSON
+# report the real first session would: one test passed, two whose timings the shared GPU skipped.
+_PYTEST_STANDIN = '''
+import json, sys
+from pytest_pipecheck.device import TIMING_ALONE
+args = sys.argv[1:]
+if args[:2] == ["-m", "pip"]:
+    sys.exit(0)
+if args[:2] != ["-m", "pytest"]:  # the script's own Python (python3 -, -c, --version): the real one
+    import os
+    os.execv(sys.executable, [sys.executable, *args])
+with open(sys.argv[0] + ".calls", "a") as log:
+    log.write(json.dumps(args) + "\\n")
+report = next((a.split("=", 1)[1] for a in args if a.startswith("--pipecheck-json=")), None)
+skip = f"perf not timed: {TIMING_ALONE}, and 12 pytest-xdist workers share GPU 0 (gw0, gw1)"
+results = [] if "no:xdist" in args else [
+    {"nodeid": "t.py::test_ok", "check": "coverage", "verdict": "pass", "summary": "ok"},
+    {"nodeid": "t.py::test_sweep[a b]", "check": "perf:stage_sweep", "verdict": "skip", "summary": skip},
+    {"nodeid": "t.py::test_gate", "check": "perf", "verdict": "skip", "summary": skip},
+    {"nodeid": "t.py::test_gate", "check": "perf", "verdict": "skip", "summary": skip}]
+if report:
+    with open(report, "w") as f:
+        json.dump({"results": results}, f)
+print("session", " ".join(args))
+'''
+
+
+@pytest.mark.parametrize("rerun", ["1", "0"])
+def test_tier_profile_times_alone_the_tests_the_shared_gpu_left_untimed(tmp_path: Path, rerun: str) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    standin = tmp_path / "standin.py"
+    standin.write_text(_PYTEST_STANDIN)
+    _stub(bindir, "python3", f'exec {sys.executable} {standin} "$@"')
+    _stub(bindir, "nvidia-smi", "echo stub GPU")
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "STEP_TIMEOUT": "60", "TIMING_RERUN": rerun,
+           "PYTEST_ARGS": "-n 12 --pipecheck-xdist-order=cost"}
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(SCRIPT), str(out), "tier-profile"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [json.loads(line) for line in Path(f"{standin}.calls").read_text().splitlines()]
+    assert "-n" in calls[0] and f"--pipecheck-json={out}/tier.json" in calls[0]
+    # each untimed test once, in report order, node ids with spaces intact
+    assert (out / "untimed.txt").read_text().splitlines() == ["t.py::test_sweep[a b]", "t.py::test_gate"]
+    steps = (out / "steps.txt").read_text()
+    if rerun == "1":
+        assert len(calls) == 2 and "tier-profile-timing rc=0" in steps, steps
+        second = calls[1]
+        assert "-n" not in second and "-p" in second and "no:xdist" in second
+        assert second[-2:] == ["t.py::test_sweep[a b]", "t.py::test_gate"], second
+    else:
+        assert len(calls) == 1 and "tier-profile-timing not run (TIMING_RERUN=0): 2 tests untimed" in steps, steps
