@@ -441,16 +441,18 @@ def _compile_nvrtc(text: str, shown: str, path: Path | None, tgt: str, flags: li
                                           0, [], []), "create")
     try:
         status = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])[0]
+        # NVRTC writes into the buffer given: a bytearray, never a bytes object (``b" " * 1`` is CPython's
+        # shared one-byte object, which a write would change for the whole process)
         size = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        buf = b" " * int(size)
+        buf = bytearray(max(int(size), 1))
         check((nvrtc.nvrtcGetProgramLog(prog, buf)[0], None), "log")
-        log = buf.rstrip(b"\x00 ").decode(errors="replace")
+        log = bytes(buf).rstrip(b"\x00 ").decode(errors="replace")
         if int(status) != 0:
             raise CompileError(f"NVRTC failed to compile {shown} for {tgt}:\n{trim_log(log)}")
         csize = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
-        cubin = b" " * int(csize)
+        cubin = bytearray(max(int(csize), 1))
         check((nvrtc.nvrtcGetCUBIN(prog, cubin)[0], None), "cubin")
-        return Compiled(bytes(cubin), log, "nvrtc", tgt)
+        return Compiled(bytes(cubin[:int(csize)]), log, "nvrtc", tgt)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 

@@ -113,3 +113,45 @@ def test_ladder_kernel_nvrtc_agrees_with_nvcc(kernel: str, monkeypatch: pytest.M
     assert abs(b.registers - a.registers) <= 8, (a.registers, b.registers)
     smem = dynamic_smem(k, source_stages(k.path.read_text(), k))
     assert b.occupancy(k.threads, smem).blocks_per_sm == a.occupancy(k.threads, smem).blocks_per_sm
+
+
+_C_WRITES = r'''
+import ctypes, sys, types
+from pytest_pipecheck import toolkit
+
+LOG = sys.argv[1].encode() + b"\0"  # what NVRTC returns: the text and its terminating NUL
+CUBIN = b"\x7fELF fake cubin"
+
+
+def c_write(buf, data):  # what a C function given a char* does: write into that memory, whatever object owns it
+    if isinstance(buf, bytearray):
+        (ctypes.c_char * len(buf)).from_buffer(buf)[:len(data)] = data
+    else:
+        ctypes.memmove(ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value, data, len(data))
+    return (0,)
+
+
+fake = types.SimpleNamespace(
+    nvrtcCreateProgram=lambda *a: (0, "prog"), nvrtcCompileProgram=lambda *a: (0,),
+    nvrtcGetProgramLogSize=lambda p: (0, len(LOG)), nvrtcGetProgramLog=lambda p, buf: c_write(buf, LOG),
+    nvrtcGetCUBINSize=lambda p: (0, len(CUBIN)), nvrtcGetCUBIN=lambda p, buf: c_write(buf, CUBIN),
+    nvrtcDestroyProgram=lambda p: (0,))
+toolkit._nvrtc = lambda: fake
+toolkit.find_tool = lambda name: None
+got = toolkit.compile_cuda('extern "C" __global__ void k() {}', "sm_90")
+print(repr(got.log), got.cubin == CUBIN, bytes([32]) == b"\x20")
+'''
+
+
+@pytest.mark.parametrize("log", ["", "ptxas info    : Used 10 registers, used 1 barriers"])
+def test_nvrtc_writes_into_a_buffer_of_its_own(log: str) -> None:
+    """NVRTC writes the log and the cubin into the buffer it is given. It was an immutable ``bytes``: for an
+    empty log (its NUL alone) that is CPython's shared one-byte object, and the write turned the process's
+    ``bytes([32])`` into NUL. A fake NVRTC that writes as C does, in a process of its own."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _C_WRITES, log], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-2:] == ["True", "True"], repr(proc.stdout)  # a NUL here: b" " was overwritten
+    assert proc.stdout.startswith(repr(log)), proc.stdout
