@@ -42,6 +42,8 @@ from .state import (
     item_config,
     item_nodeid,
     item_results,
+    restore_session_env,
+    set_session_env,
 )
 
 MARKER_DOC = (
@@ -180,9 +182,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not tier.has_gpu and "TRITON_INTERPRET" not in os.environ:
         # The CPU tier runs Triton kernels in Triton's interpreter. triton.jit reads this variable
         # when a kernel is decorated, so it must be set before test modules are imported.
-        os.environ["TRITON_INTERPRET"] = "1"
-        before: dict[str, str | None] = {"TRITON_INTERPRET": None}
-        config.stash[_ENV_SET] = before  # taken back at the end of this session
+        set_session_env(config, "TRITON_INTERPRET", "1")
 
     child = config.getoption("pipecheck_child", default=None)
     relay = config.getoption("pipecheck_relay", default=None)
@@ -203,21 +203,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _register_feature(config, "pytest_pipecheck.sanitizer.xdist_shares", "LostTests", "pipecheck-lost-tests")
 
 
-# What this session put into os.environ for its own duration, with what was there before (None: unset)
-_ENV_SET = pytest.StashKey[dict[str, str | None]]()
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Take back what the session put into the environment. A session run inside another process (pytester's
-    in-process runs, a tool calling pytest.main twice) otherwise left TRITON_INTERPRET=1 behind on a GPU
-    machine: the host's later Triton launches skipped set-up meant for compiled kernels ("Kernel requires a
-    runtime memory allocation"), and its sanitizer children, which inherit the environment, collected
-    the CPU tier's tests instead of the ones they were sent (12 xdist workers on one H100, 2026-11-26)."""
-    for name, before in config.stash.get(_ENV_SET, {}).items():
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+    restore_session_env(config)  # what this session put into the environment goes back
 
 
 def _workers_on_my_gpu(workerinput: dict[str, Any]) -> tuple[str, ...]:

@@ -6,6 +6,8 @@ watchdog) read them from here, so none of them imports the entry module back.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from .config import PipecheckConfig
@@ -27,6 +29,8 @@ __all__ = [
     "item_config",
     "item_nodeid",
     "item_results",
+    "restore_session_env",
+    "set_session_env",
 ]
 
 RUN_CONFIG = pytest.StashKey[PipecheckConfig]()  # the run's configuration (defaults < ini < command line)
@@ -54,3 +58,30 @@ def item_results(item: pytest.Item) -> list[CheckResult]:
     if ITEM_RESULTS not in item.stash:
         item.stash[ITEM_RESULTS] = []
     return item.stash[ITEM_RESULTS]
+
+
+# What this session put into os.environ for its own duration, with what was there before (None: unset)
+_ENV_SET = pytest.StashKey[dict[str, str | None]]()
+
+
+def set_session_env(config: pytest.Config, name: str, value: str) -> None:
+    """``os.environ[name] = value`` until the session ends (:func:`restore_session_env` takes it back)."""
+    if _ENV_SET not in config.stash:
+        config.stash[_ENV_SET] = {}
+    config.stash[_ENV_SET].setdefault(name, os.environ.get(name))
+    os.environ[name] = value
+
+
+def restore_session_env(config: pytest.Config) -> None:
+    """Put back what :func:`set_session_env` changed. A session run inside another process (pytester's
+    in-process runs, a tool calling pytest.main twice) otherwise left TRITON_INTERPRET=1 behind on a GPU
+    machine: the host's later Triton launches skipped set-up meant for compiled kernels ("Kernel requires a
+    runtime memory allocation"), and its sanitizer children, which inherit the environment, collected
+    the CPU tier's tests instead of the ones they were sent (12 xdist workers on one H100, 2026-11-26); a
+    PIPECHECK_CHILD left behind would skip the host's later timings as a sanitizer child's."""
+    for name, before in config.stash.get(_ENV_SET, {}).items():
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+

@@ -512,8 +512,7 @@ class ChildPlugin:
         self.tool = str(config.getoption("pipecheck_child"))
         self.reports: dict[str, list[pytest.TestReport]] = {}
         # lets a test (or pipecheck's own tests) know it runs under a sanitizer; taken back at the end
-        self._env_before = os.environ.get(CHILD_ENV)
-        os.environ[CHILD_ENV] = self.tool
+        state.set_session_env(config, CHILD_ENV, self.tool)
         self._disable_pools()
         self.consan: Any = None
         self.consan_problem = ""
@@ -525,14 +524,6 @@ class ChildPlugin:
             except Exception as exc:  # no Triton, or hooks it cannot chain: every record says so
                 self.consan_problem = f"cannot record launches: {type(exc).__name__}: {exc}"
             ensure_scratch_allocator()
-
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        # a child session run in-process (pipecheck's own tests) must not leave the process thinking it
-        # runs under a sanitizer: its later timings would be skipped as a child's are
-        if self._env_before is None:
-            os.environ.pop(CHILD_ENV, None)
-        else:
-            os.environ[CHILD_ENV] = self._env_before
 
     @staticmethod
     def _disable_pools() -> None:
