@@ -180,6 +180,20 @@ def test_a_child_that_fails_only_after_every_test_ended_is_run_once_more(
         assert "the first child ran every test, then: tool error: Error: process didn't terminate" in result.stdout.str()
 
 
+def test_a_retried_child_does_not_wash_out_an_error_the_tool_counted(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first child counts an error it prints no record of, then fails at exit: the fresh child runs the
+    tests again and counts it again, so the test that holds it is not passed; its neighbour is."""
+    _fake(tmp_path, monkeypatch, {"synccheck": {"hidden": "test_last", "dies_once": "test_last"}})
+    _setup(pytester)
+    pytester.makepyfile(test_d=noop_tests("test_first", "test_last"))
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=synccheck", "-p", "no:cacheprovider")
+    res = _results(result.stdout.str())
+    assert "re-running 2 test(s) once in a fresh child" in result.stdout.str()
+    assert res[("test_last", "sanitizer:synccheck")][0] == "error", res
+    assert res[("test_first", "sanitizer:synccheck")] == ("pass", "0 hazards"), res
+
+
 @pytest.mark.parametrize("fake_gpu", [False, True])
 def test_skips_without_gpu_or_tool(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                    tmp_path: Path, fake_gpu: bool) -> None:
