@@ -38,7 +38,7 @@ class ShareScheduling(LoadScopeScheduling):
         self._shares: dict[str, int] | None = None
         # with costs, the costliest share waiting is handed out next (xdist_order = cost); with none known
         # (no cache entry, no durations file) the shares are equal counts, handed out in collection order
-        self._by_cost = bool(costs)
+        self._costs = dict(costs) if costs else None
         self._estimate = cost_estimator(costs)
         self._first: set[str] = set()  # shares a crashed worker left: sent again before any other
 
@@ -52,7 +52,7 @@ class ShareScheduling(LoadScopeScheduling):
         costliest, unless the worker still has more work than a waiting share holds on average (a long
         test it cannot start before it knows its next one): then the cheapest, which delays the least
         behind it. A share a crashed worker left goes first either way."""
-        if self._by_cost and self.workqueue and next(iter(self.workqueue)) not in self._first:
+        if self._costs is not None and self.workqueue and next(iter(self.workqueue)) not in self._first:
             waiting = {scope: self._unit_cost(unit) for scope, unit in self.workqueue.items()}
             busy = sum(self._unit_cost(unit) for unit in self.assigned_work.get(node, {}).values())
             if busy > statistics.fmean(waiting.values()):
