@@ -92,7 +92,7 @@ def _pass_mode() -> Any:
 
 
 def make_forms(kind: str) -> Forms:
-    from pytest_pipecheck.spec import KernelSpec, Tensor
+    from pytest_pipecheck.model.spec import KernelSpec, Tensor
 
     counter = [0]
     if kind == "triton":

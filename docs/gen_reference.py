@@ -241,7 +241,7 @@ def _field_default(f: Any) -> str:
 def spec_section() -> str:
     import dataclasses
 
-    from pytest_pipecheck.spec import KernelSpec, Tensor
+    from pytest_pipecheck.model.spec import KernelSpec, Tensor
 
     lines = [
         "## Kernel description",
@@ -249,7 +249,7 @@ def spec_section() -> str:
         "`from pytest_pipecheck import KernelSpec, Tensor, Divisible, Range`. A `KernelSpec` names either",
         "`launch` (the spec form: pipecheck allocates every array) or `call` (the wrapper form: the entry point",
         "as shipped allocates and returns its outputs). Each check takes `values=` (a value pattern, see",
-        "`pytest_pipecheck.values`), `layout=` (see `pytest_pipecheck.layouts`) and, for a spec with `autotune=`,",
+        "`pytest_pipecheck.model.values`), `layout=` (see `pytest_pipecheck.model.layouts`) and, for a spec with `autotune=`,",
         "`config=` (see the keywords of the correctness checks above and the autotune functions below).",
         "",
     ]
@@ -268,9 +268,9 @@ def spec_section() -> str:
 # what each keyword of the correctness checks means; every keyword-only parameter of
 # pytest_pipecheck.checks.coverage's check_* (and the fixture's config=) must have a row, or rendering fails
 _CHECK_KEYWORDS = {
-    "values": "a value pattern by name (`negative`, `large`, ...; `pytest_pipecheck.values`), default `normal`",
+    "values": "a value pattern by name (`negative`, `large`, ...; `pytest_pipecheck.model.values`), default `normal`",
     "layout": "each tensor's memory layout: an id (`a-transposed`), a `Layout`, or `{tensor: kind}` "
-              "(`pytest_pipecheck.layouts`); default: the spec's base layout",
+              "(`pytest_pipecheck.model.layouts`); default: the spec's base layout",
     "config": "a config of the spec's `autotune` kernel (id, index or `AutotuneConfig`): every launch runs it "
               "pinned with the Autotuner's hooks, and the verdicts name it `spec[config id]`",
     "tolerance": "`auto` (by dtype, or the spec's `rtol`/`atol`), `calibrated` (at most `calibration_k` times a "
@@ -322,7 +322,7 @@ def _api_rows(module: Any, names: list[str], prefix: str) -> list[str]:
 
 def api_section() -> str:
     import pytest_pipecheck
-    from pytest_pipecheck import autotune, shapes
+    from pytest_pipecheck.model import autotune, shapes
 
     lines = ["## Python API", "",
              "The names `pytest_pipecheck` exports (imported lazily: `import pytest_pipecheck` pulls in no GPU "

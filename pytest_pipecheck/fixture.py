@@ -21,9 +21,9 @@ from .device import TierInfo
 from .results import CheckResult, PipecheckFailure, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .model.spec import KernelSpec
     from .perf.baseline import EnvKey
     from .perf.stats import Samples
-    from .spec import KernelSpec
 
 __all__ = ["Pipecheck", "derive_seed"]
 
@@ -183,7 +183,7 @@ class Pipecheck:
         key = (id(spec), config if isinstance(config, (str, int)) else id(config))
         if key in self._pinned_specs:
             return self._pinned_specs[key][1]
-        from . import autotune
+        from .model import autotune
 
         def pruned(exc: Exception) -> None:
             __tracebackhide__ = True
@@ -198,12 +198,12 @@ class Pipecheck:
     # Each delegates to its module; keyword arguments are documented there.
 
     def shapes(self, spec: KernelSpec, level: str | None = None, **kwargs: Any) -> list[Any]:
-        """Ragged and boundary shapes for ``spec`` (see :func:`pytest_pipecheck.shapes.generate`).
+        """Ragged and boundary shapes for ``spec`` (see :func:`pytest_pipecheck.model.shapes.generate`).
 
         A shape over the memory budget (``shape_budget_mib``, or ``max_bytes=``) is left out and recorded
         as a skipped ``shapes`` result naming the shape and what it would need.
         """
-        from . import shapes
+        from .model import shapes
 
         # a stages= override from the marker also moves the generated loop trip counts
         kwargs.setdefault("stages", self.config.stages)
@@ -231,10 +231,10 @@ class Pipecheck:
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
         """Every selected correctness check for ``spec`` at ``shape``: the results of those that ran.
 
-        ``values="negative"`` (any pattern of :mod:`pytest_pipecheck.values`) sets the input values;
-        ``layout="a-transposed"`` (any layout of :mod:`pytest_pipecheck.layouts`) places the tensors.
+        ``values="negative"`` (any pattern of :mod:`pytest_pipecheck.model.values`) sets the input values;
+        ``layout="a-transposed"`` (any layout of :mod:`pytest_pipecheck.model.layouts`) places the tensors.
         ``config="BLOCK_M64-BLOCK_N32-w4-s3"`` (an id, index or config of the spec's ``autotune`` kernel; every
-        check method takes it) pins that config (:mod:`pytest_pipecheck.autotune`): the verdicts name it.
+        check method takes it) pins that config (:mod:`pytest_pipecheck.model.autotune`): the verdicts name it.
 
         A deselected check is recorded as skipped (the summary says why) but not returned.
         """

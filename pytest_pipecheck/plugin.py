@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from . import autotune
 from .config import (
     SETTINGS,
     ConfigError,
@@ -25,6 +24,7 @@ from .config import (
 )
 from .device import arch_table_note, detect_tier, list_devices
 from .fixture import Pipecheck
+from .model import autotune
 from .report.outcomes import TestOutcomes
 from .results import CheckResult, Verdict
 from .sanitizer.runner import child_tool
@@ -374,9 +374,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``@pytest.mark.pipecheck(spec=SPEC)`` on a test taking ``shape`` parametrizes it with SPEC's shapes;
-    one taking ``values`` too gets (shape, value pattern) pairs (see :func:`pytest_pipecheck.values.pair`),
+    one taking ``values`` too gets (shape, value pattern) pairs (see :func:`pytest_pipecheck.model.values.pair`),
     one taking only ``values`` every pattern of SPEC. One taking ``layout`` gets SPEC's layouts
-    (:func:`pytest_pipecheck.layouts.generate`), paired with the other cases (see the comment below). One
+    (:func:`pytest_pipecheck.model.layouts.generate`), paired with the other cases (see the comment below). One
     taking ``config``, when SPEC has ``autotune=``, runs each case once per config (ids ``...-config=BLOCK_M64-w4-s3``)."""
     wants_shape = "shape" in metafunc.fixturenames
     wants_values = "values" in metafunc.fixturenames
@@ -395,7 +395,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # reported with the test at setup, as every marker error is
     if cfg.spec is None:
         return
-    from . import layouts, shapes, values
+    from .model import layouts, shapes, values
 
     spec = cfg.spec
     # a test taking `config` runs every case once per config of the spec's autotuned kernel; without

@@ -21,7 +21,7 @@ import pytest
 # pipecheck's own spec and shape modules too: a spec built by a module imported in one run must
 # match the KernelSpec class the shape generator checks against in the next
 for _name in ("torch", "matplotlib.figure", "matplotlib.backends.backend_agg", "numpy", "scipy.stats",
-              "pytest_pipecheck.spec", "pytest_pipecheck.shapes", "pytest_pipecheck.checks.coverage"):
+              "pytest_pipecheck.model.spec", "pytest_pipecheck.model.shapes", "pytest_pipecheck.checks.coverage"):
     try:
         importlib.import_module(_name)
     except ImportError:  # optional extras: tests that need them skip on their own

@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from pytest_pipecheck import KernelSpec, Tensor  # noqa: E402
-from pytest_pipecheck import shapes as _shapes  # noqa: E402
-from pytest_pipecheck import values as _values  # noqa: E402
+from pytest_pipecheck.model import shapes as _shapes  # noqa: E402
+from pytest_pipecheck.model import values as _values  # noqa: E402
 from pytest_pipecheck.results import PipecheckFailure  # noqa: E402
 
 from .kernels import ROW_MAX_BLOCK, SCAN_CHUNK, chunk_scan, layer_norm, row_max  # noqa: E402

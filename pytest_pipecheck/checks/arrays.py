@@ -10,7 +10,7 @@ integers) and their guards and padding hold a finite canary; inputs hold their v
 guards and padding hold NaN (a sentinel for integers), so an unmasked load past an edge turns the
 result into NaN and an unmasked store past an edge changes a canary. A kernel that assumes
 contiguity instead of reading strides writes into the padding and is caught the same way.
-Other layouts (contiguous, transposed, sliced, offset: :mod:`pytest_pipecheck.layouts`) place the
+Other layouts (contiguous, transposed, sliced, offset: :mod:`pytest_pipecheck.model.layouts`) place the
 view differently in the same kind of guarded allocation.
 
 Works for torch tensors (CPU or CUDA) and CuPy arrays; analysis happens on host NumPy copies.
@@ -257,7 +257,7 @@ def _layout(shape: tuple[int, ...], tiles: Sequence[int] | None, kind: str = "pa
             slot: int = 0) -> tuple[tuple[int, ...], int, int]:
     """(strides of the view, elements before it, elements of the whole allocation) for ``shape``.
 
-    ``kind`` is one of :data:`LAYOUTS` (see :mod:`pytest_pipecheck.layouts`); ``slot`` (the tensor's
+    ``kind`` is one of :data:`LAYOUTS` (see :mod:`pytest_pipecheck.model.layouts`); ``slot`` (the tensor's
     position in its spec) widens the row padding by 16 elements per slot, so that tensors of one shape
     get different row strides.
     """

@@ -18,13 +18,13 @@ an ERROR naming the spec and the output, never agreement. Integer outputs run tw
 different poisons (any integer poison is a value a kernel may write); determinism runs alternate
 the two poisons, so outputs nobody wrote differ between runs and are reported as unwritten.
 
-Every check takes ``values=``, a value pattern (:mod:`pytest_pipecheck.values`: ``negative``,
+Every check takes ``values=``, a value pattern (:mod:`pytest_pipecheck.model.values`: ``negative``,
 ``offset``, ...) that transforms the normal inputs. An ``inout`` tensor starts with its input values
 in a fresh copy for each launch and is compared after it (the reference gets the values before); an
 output with ``init="zeros"`` starts zeroed. Neither can be poisoned, so for them coverage compares
 values only: an element never written is found only where the expected value differs from the
 starting one. The spec's ``rtol``/``atol`` may be callables of the shape. Every check also takes
-``layout=`` (:mod:`pytest_pipecheck.layouts`: where each tensor sits in its guarded allocation), and
+``layout=`` (:mod:`pytest_pipecheck.model.layouts`: where each tensor sits in its guarded allocation), and
 a wrapper-form spec (``call=``) is launched through its call (:mod:`.wrapper`) under both.
 
 Each check records one CheckResult (``coverage``, ``tile_probe``, ``determinism``) on the fixture
@@ -40,12 +40,12 @@ import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import layouts as _lay
-from .. import values as _values
+from ..model import layouts as _lay
+from ..model import tolerance as _tol
+from ..model import values as _values
+from ..model.spec import KernelSpec, Shape, Tensor
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
-from ..spec import KernelSpec, Shape, Tensor
 from . import arrays as _arr
-from . import tolerance as _tol
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..fixture import Pipecheck
@@ -111,7 +111,7 @@ def _input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offs
                   pattern: _values.Pattern | None = None) -> Any:
     """Values for one input from the test's seed; small or normal values, never all zero.
 
-    ``pattern`` (a value pattern, see :mod:`pytest_pipecheck.values`) transforms the normal values of
+    ``pattern`` (a value pattern, see :mod:`pytest_pipecheck.model.values`) transforms the normal values of
     floating-point inputs with ``init="randn"``; ``normal`` (or None) leaves them as they are.
     """
     values = _base_input_values(pc, spec, t, shape, offset)
@@ -377,7 +377,7 @@ def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[st
             raise PipecheckError(f"spec {spec.name!r}: the {label}'s {t.name!r} has shape {have}, expected "
                                  f"{want} = ({', '.join(t.dims)}) at {shape}")
         try:
-            from ..spec import normalize_dtype
+            from ..model.spec import normalize_dtype
 
             dt = normalize_dtype(getattr(value, "dtype", ""))
         except ValueError:
@@ -458,8 +458,8 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
 
     ``tolerance``: "auto" (calibrated when the spec has ``same_precision``, else by dtype), "fixed"
     or "calibrated". ``rtol``/``atol`` override everything else. ``values``: a value pattern name
-    (``"negative"``; see :mod:`pytest_pipecheck.values`), default ``normal``. ``layout``: each
-    tensor's memory layout (a :class:`~pytest_pipecheck.layouts.Layout`, its id or ``{tensor: layout}``;
+    (``"negative"``; see :mod:`pytest_pipecheck.model.values`), default ``normal``. ``layout``: each
+    tensor's memory layout (a :class:`~pytest_pipecheck.model.layouts.Layout`, its id or ``{tensor: layout}``;
     default: the spec's base layout). Raises PipecheckFailure with counts, the worst element by index
     and tile and the tolerance used; PipecheckError for a bad spec/shape/pattern/layout.
     """

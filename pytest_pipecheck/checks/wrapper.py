@@ -1,6 +1,6 @@
 """The wrapper form: check the user's entry point as shipped (``y = my_op(x, w)``).
 
-A spec with ``call=my_op`` (see :class:`~pytest_pipecheck.spec.KernelSpec`) is checked by the same
+A spec with ``call=my_op`` (see :class:`~pytest_pipecheck.model.spec.KernelSpec`) is checked by the same
 coverage, tile-probe and determinism checks as a launcher, under the same value patterns and
 layouts; only the launch differs. pipecheck allocates the inputs as usual (guarded, in the spec's
 layouts: contiguous by default, values from the test's pattern), calls ``my_op(*inputs)`` (inouts
@@ -62,7 +62,7 @@ from dataclasses import dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ..spec import KernelSpec, Shape, normalize_dtype
+from ..model.spec import KernelSpec, Shape, normalize_dtype
 from . import arrays as _arr
 
 if TYPE_CHECKING:  # pragma: no cover

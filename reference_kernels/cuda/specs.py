@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_pipecheck.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec, Tensor
 
 from .launch import KERNELS, CudaKernel, gemm, source_stages
 

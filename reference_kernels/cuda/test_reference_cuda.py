@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_pipecheck.config import SANITIZER_TOOLS
-from pytest_pipecheck.shapes import generate
+from pytest_pipecheck.model.shapes import generate
 from reference_kernels.cuda.launch import KERNELS, SANITIZER_EXCLUSIONS
 from reference_kernels.cuda.specs import SPECS
 
@@ -63,7 +63,7 @@ def test_reference_kernel_at_a_large_ragged_shape(pipecheck, name) -> None:
     pytest.importorskip("cupy")
     _require_shared_memory(name)
     _record_exclusions(pipecheck, name)
-    from pytest_pipecheck.spec import Shape
+    from pytest_pipecheck.model.spec import Shape
 
     pipecheck.check_coverage(SPECS[name], Shape(M=1000, N=777, K=32 * 9 + 5))
 

@@ -1,6 +1,6 @@
 """The pipecheck description of the Hopper TMA + WGMMA GEMM (and of its mutants).
 
-``spec()`` returns a :class:`~pytest_pipecheck.spec.KernelSpec` for ``c = a @ b.T`` with a (M, K) and
+``spec()`` returns a :class:`~pytest_pipecheck.model.spec.KernelSpec` for ``c = a @ b.T`` with a (M, K) and
 b (N, K) in bf16 (or fp16), c (M, N) fp32, tiles BM x BN x 64, loop dimension K, and the variant's
 stage count. ``launch`` accepts a ``stages`` keyword, so a ``stages=`` override reaches the kernel
 (it recompiles with that PIPECHECK_STAGES).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_pipecheck.spec import Divisible, KernelSpec, Tensor
+from pytest_pipecheck.model.spec import Divisible, KernelSpec, Tensor
 
 from .launch import BK, Variant, gemm
 

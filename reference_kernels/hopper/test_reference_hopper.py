@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_pipecheck import shapes as _shapes
+from pytest_pipecheck.model import shapes as _shapes
 from reference_kernels.hopper.spec import spec
 
 SPEC = spec()  # bf16, 128x128x64 tiles, 4 stages, 2 consumer warpgroups

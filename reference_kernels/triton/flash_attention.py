@@ -34,7 +34,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from pytest_pipecheck.spec import KernelSpec, Range, Tensor
+from pytest_pipecheck.model.spec import KernelSpec, Range, Tensor
 
 __all__ = ["attention_kernel", "flash_attention_spec", "launch", "reference"]
 

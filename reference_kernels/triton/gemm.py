@@ -88,7 +88,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from pytest_pipecheck.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec, Tensor
 
 __all__ = ["CPU_CONFIG", "GPU_CONFIG", "GPU_CONFIGS", "PATHS", "PATH_SWITCHES", "gemm", "gemm_kernel", "gemm_spec",
            "gpu_config", "launch_gemm", "reference", "select_path", "tma_unavailable_reason"]
@@ -528,7 +528,7 @@ def k_scaled_atol(dtype: str, k0: int = 256) -> Any:
     H100 (2026-11-25) the correct masked GEMM was off by up to 3.7e-3 at K = 16384 with unit-normal fp16
     inputs, over the flat fp16 default of 2e-3 (here 1.6e-2 at that K). A dropped K tile moves a value
     by about sqrt(BLOCK_K) = 8, and an fp16 accumulator by more than 0.1 at that K: both still fail."""
-    from pytest_pipecheck.checks.tolerance import default_tolerance
+    from pytest_pipecheck.model.tolerance import default_tolerance
 
     base = default_tolerance(dtype).atol
     return lambda dims: base * max(1.0, math.sqrt(dims["K"] / k0))

@@ -41,7 +41,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from pytest_pipecheck.spec import KernelSpec
+from pytest_pipecheck.model.spec import KernelSpec
 from reference_kernels.triton.gemm import gemm_kernel_spec
 
 __all__ = ["GPU_CONFIG", "launch", "persistent_ws_gemm_spec", "tma_store_is_exact", "unavailable_reason",

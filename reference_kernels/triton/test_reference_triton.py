@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from pytest_pipecheck import shapes as shape_gen
 from pytest_pipecheck.device import detect_tier
+from pytest_pipecheck.model import shapes as shape_gen
 
 
 def _collection_device() -> str:

@@ -1,6 +1,6 @@
 """Every config of a ``triton.autotune`` kernel on the GPU, as a library ships it: a split-K row sum whose
 wrapper allocates its output with ``torch.empty`` and whose Autotuner zeroes it (``reset_to_zero``) before
-the atomic adds. Each config is pinned on its own (:mod:`pytest_pipecheck.autotune`) with the Autotuner's
+the atomic adds. Each config is pinned on its own (:mod:`pytest_pipecheck.model.autotune`) with the Autotuner's
 hooks, so the poisoned allocation is zeroed as on a real first call; a split-K bug present only in the
 configs with more than one split is named by those configs. Skipped without a CUDA device."""
 

@@ -8,8 +8,8 @@ pytest.importorskip("torch")
 
 KERNELS = '''
 import pytest
-from pytest_pipecheck import shapes
-from pytest_pipecheck.spec import KernelSpec, Tensor
+from pytest_pipecheck.model import shapes
+from pytest_pipecheck.model.spec import KernelSpec, Tensor
 
 def ref(arrays, dims):
     return {"c": arrays["a"].double() @ arrays["b"].double()}
@@ -36,7 +36,7 @@ def test_generated_shapes_pass_and_show_in_summary(pytester):
     pytester.makepyfile(test_good='''
 import pytest
 from kernels import GOOD
-from pytest_pipecheck import shapes
+from pytest_pipecheck.model import shapes
 
 @pytest.mark.parametrize("shape", shapes.generate(GOOD, level="small"), ids=str)
 def test_good(pipecheck, shape):
@@ -115,8 +115,8 @@ def test_mutant(pipecheck, shape):
 def test_wrong(pipecheck):
     pass
 ''')
-    from pytest_pipecheck import shapes
-    from pytest_pipecheck.spec import KernelSpec  # noqa: F401
+    from pytest_pipecheck.model import shapes
+    from pytest_pipecheck.model.spec import KernelSpec  # noqa: F401
 
     result = pytester.runpytest("-p", "no:cacheprovider", "-v", "--pipecheck", "--pipecheck-sanitizer=none")
     outcomes = result.parseoutcomes()

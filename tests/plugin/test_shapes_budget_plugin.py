@@ -7,7 +7,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 KERNELS = '''
-from pytest_pipecheck.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec, Tensor
 
 
 def noop(arrays, dims):
@@ -37,7 +37,7 @@ def test_huge(shape):
 
 @pytest.mark.pipecheck(spec=MIXED, shape_level="medium", shape_budget_mib=12)
 def test_mixed(shape):
-    from pytest_pipecheck import shapes
+    from pytest_pipecheck.model import shapes
     assert shapes.shape_bytes(MIXED, shape) <= 12 << 20
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs")

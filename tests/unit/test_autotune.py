@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from pytest_pipecheck import autotune  # noqa: E402
+from pytest_pipecheck.model import autotune  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
-from pytest_pipecheck.spec import KernelSpec, Tensor  # noqa: E402
 
 ROWS = 4  # rows per program
 
@@ -246,7 +246,7 @@ def test_sanitizer_child_launches_each_config_once_instead_of_timing(monkeypatch
     """In a sanitizer child the Autotuner's benchmark becomes one launch per config: every config still
     runs (under the tool) and nothing is timed."""
     autotuner_mod = pytest.importorskip("triton.runtime.autotuner")
-    from pytest_pipecheck import autotune
+    from pytest_pipecheck.model import autotune
 
     Autotuner = autotuner_mod.Autotuner
     monkeypatch.setattr(Autotuner, "do_bench", Autotuner.__dict__["do_bench"])  # restored after the test

@@ -54,7 +54,7 @@ def test_reference_is_up_to_date_with_the_code() -> None:
 def test_every_kernel_spec_and_tensor_field_is_documented() -> None:
     import dataclasses
 
-    from pytest_pipecheck.spec import KernelSpec, Tensor
+    from pytest_pipecheck.model.spec import KernelSpec, Tensor
 
     text = REFERENCE.read_text(encoding="utf-8")
     for cls in (KernelSpec, Tensor):
@@ -69,7 +69,7 @@ def test_every_kernel_spec_and_tensor_field_is_documented() -> None:
 
 def test_preconditions_are_exported_at_the_top_level() -> None:
     import pytest_pipecheck
-    from pytest_pipecheck.spec import Divisible, Range
+    from pytest_pipecheck.model.spec import Divisible, Range
 
     assert pytest_pipecheck.Divisible is Divisible and pytest_pipecheck.Range is Range
     assert {"Divisible", "Range"} <= set(pytest_pipecheck.__all__)
@@ -77,8 +77,8 @@ def test_preconditions_are_exported_at_the_top_level() -> None:
 
 def test_every_export_autotune_name_and_check_keyword_is_documented() -> None:
     import pytest_pipecheck
-    from pytest_pipecheck import autotune
     from pytest_pipecheck.checks import coverage
+    from pytest_pipecheck.model import autotune
 
     text = REFERENCE.read_text(encoding="utf-8")
     api = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
@@ -88,7 +88,7 @@ def test_every_export_autotune_name_and_check_keyword_is_documented() -> None:
             assert getattr(pytest_pipecheck, name) is not None
     for name in autotune.__all__:
         assert f"| `autotune.{name}" in api, f"docs/reference.md does not document autotune.{name}"
-    assert pytest_pipecheck.autotune is autotune and pytest_pipecheck.Shape.__name__ == "Shape"
+    assert pytest_pipecheck.model.autotune is autotune and pytest_pipecheck.Shape.__name__ == "Shape"
     keywords = text.split("### Keywords of the correctness checks", 1)[1].split("\n## ", 1)[0]
     for fn in (coverage.check_coverage, coverage.check_tile_probe, coverage.check_determinism):
         for p in inspect.signature(fn).parameters.values():

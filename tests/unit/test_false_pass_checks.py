@@ -20,8 +20,8 @@ from pytest_pipecheck.checks import coverage  # noqa: E402
 from pytest_pipecheck.config import ConfigError, PipecheckConfig, apply_marker  # noqa: E402
 from pytest_pipecheck.device import TierInfo  # noqa: E402
 from pytest_pipecheck.fixture import Pipecheck  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
-from pytest_pipecheck.spec import KernelSpec, Shape, Tensor  # noqa: E402
 
 
 def writes_zeros(arrays, dims):
@@ -278,7 +278,7 @@ def test_kernel_that_writes_its_inputs_is_still_blamed(pipecheck):
 def test_compare_never_counts_a_non_finite_reference_or_tolerance_as_agreement():
     import numpy as np
 
-    from pytest_pipecheck.checks import tolerance as tol
+    from pytest_pipecheck.model import tolerance as tol
 
     ref = np.array([1.0, math.nan, math.inf, -math.inf])
     out = np.array([1.0, math.nan, 0.0, -math.inf])

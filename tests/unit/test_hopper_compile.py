@@ -169,7 +169,7 @@ def test_release_mutant_has_no_wgmma_wait_in_its_loop(variant: hl.Variant) -> No
 
 
 def test_spec_describes_the_kernel_and_its_shapes_respect_tma_alignment() -> None:
-    from pytest_pipecheck import shapes
+    from pytest_pipecheck.model import shapes
     from reference_kernels.hopper.spec import spec
 
     s = spec()

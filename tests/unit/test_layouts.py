@@ -6,11 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_pipecheck import layouts  # noqa: E402
 from pytest_pipecheck.checks import coverage  # noqa: E402
 from pytest_pipecheck.checks.arrays import alloc_guarded  # noqa: E402
+from pytest_pipecheck.model import layouts  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
-from pytest_pipecheck.spec import KernelSpec, Shape, Tensor  # noqa: E402
 
 SHAPE = Shape(M=9, N=24)
 

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from pytest_pipecheck import shapes
+from pytest_pipecheck.model import shapes
+from pytest_pipecheck.model.spec import Divisible, KernelSpec, Range, Tensor
 from pytest_pipecheck.results import PipecheckError
-from pytest_pipecheck.spec import Divisible, KernelSpec, Range, Tensor
 
 
 def _gemm(stages=3, tiles=(128, 128, 64), pre=()):
@@ -65,7 +65,7 @@ def test_bad_level_and_impossible_preconditions():
 
 
 def _trips_of(spec, dim, tile, shape):
-    from pytest_pipecheck.shapes import _program_trips
+    from pytest_pipecheck.model.shapes import _program_trips
 
     return _program_trips(spec, dim, tile, shape[dim])
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_pipecheck import shapes
 from pytest_pipecheck.config import ConfigError, PipecheckConfig, apply_marker
 from pytest_pipecheck.device import TierInfo
 from pytest_pipecheck.fixture import Pipecheck
+from pytest_pipecheck.model import shapes
+from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor
 from pytest_pipecheck.results import PipecheckError, Verdict
-from pytest_pipecheck.spec import KernelSpec, Shape, Tensor
 
 MiB = 1 << 20
 
@@ -40,7 +40,7 @@ def test_default_budget_is_documented_and_one_gib():
 def test_shape_bytes_counts_the_guarded_allocations():
     torch = pytest.importorskip("torch")
     from pytest_pipecheck.checks.arrays import alloc_guarded
-    from pytest_pipecheck.layouts import kinds_of
+    from pytest_pipecheck.model.layouts import kinds_of
 
     shp = Shape(M=9, K=40, N=7)
     spec = _spec({"M": 8, "N": 8, "K": 16})

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_pipecheck.model.spec import Divisible, KernelSpec, Range, Shape, Tensor
 from pytest_pipecheck.results import PipecheckError
-from pytest_pipecheck.spec import Divisible, KernelSpec, Range, Shape, Tensor
 
 
 def _spec(**kw):
@@ -72,7 +72,7 @@ def test_dataclasses_replace_keeps_every_tile_size():
     dimension: the other sizes (and the ragged shapes generated for them) must survive it."""
     import dataclasses
 
-    from pytest_pipecheck.shapes import generate
+    from pytest_pipecheck.model.shapes import generate
 
     spec = _spec(tiles={"M": 16, "N": (64, 128), "K": 16})
     again = dataclasses.replace(spec, name="renamed")

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from pytest_pipecheck.checks import tolerance as tol
+from pytest_pipecheck.model import tolerance as tol
 
 
 def test_defaults_by_dtype_and_override_order():

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from pytest_pipecheck import shapes as shape_gen
+from pytest_pipecheck.model import shapes as shape_gen
 from pytest_pipecheck.results import PipecheckFailure, Verdict
 from reference_kernels.mutants import triton as triton_mutants
 

@@ -7,10 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_pipecheck import values as patterns  # noqa: E402
 from pytest_pipecheck.checks import coverage  # noqa: E402
+from pytest_pipecheck.model import values as patterns  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
-from pytest_pipecheck.spec import KernelSpec, Tensor  # noqa: E402
 
 
 def _sum_spec(launch, name="rowsum", dtype="float16", out_dtype="float32", **kw):
@@ -67,7 +67,7 @@ def test_names_ids_and_validation():
 
 def test_pairing_per_level():
     spec = _sum_spec(good_sum)
-    from pytest_pipecheck import shapes
+    from pytest_pipecheck.model import shapes
 
     for level, k in patterns.PER_PATTERN.items():
         gen = shapes.generate(spec, level)

@@ -13,8 +13,8 @@ tl = pytest.importorskip("triton.language")
 
 from pytest_pipecheck.checks import coverage  # noqa: E402
 from pytest_pipecheck.checks.wrapper import PoisonAllocations  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
-from pytest_pipecheck.spec import KernelSpec, Shape, Tensor  # noqa: E402
 
 SHAPE = Shape(M=9, N=40)  # M: 2 tiles of 8 (the last partial); N: 3 tiles of 16 (the last partial)
 BLOCK_M, BLOCK_N = 8, 16

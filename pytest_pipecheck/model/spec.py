@@ -21,7 +21,7 @@ The API (stable; other modules and kernel packages are written against it)::
         same_precision=None,       # same_precision(arrays, dims) -> outputs in the output dtype:
                                    # enables the calibrated tolerance mode
         calibration_k=2.0,         # calibrated mode: error <= k * same-precision error
-        values=None,               # value patterns generated for it (default: pytest_pipecheck.values.DEFAULT)
+        values=None,               # value patterns generated for it (default: pytest_pipecheck.model.values.DEFAULT)
         blocks_per_program=None,   # {"K": 4}: one program covers 4 tiles of K (drives the shapes)
         autotune=None,             # a triton.autotune kernel: tests taking `config` check each config
         configs=None,              # a subset of its configs, by id or index (default: all)
@@ -29,7 +29,7 @@ The API (stable; other modules and kernel packages are written against it)::
 
     Tensor(name, dims, dtype="float16", role="input", init="randn",
            layout=None)        # "contiguous", "padded", ... or a tuple: the first is the base
-                               # layout, the others are generated variants (pytest_pipecheck.layouts)
+                               # layout, the others are generated variants (pytest_pipecheck.model.layouts)
 
 The wrapper form checks the Python entry point as shipped instead of a launcher::
 
@@ -58,7 +58,7 @@ allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are po
   that accepts a ``stages`` keyword lets the ``stages=`` marker/config override reach the kernel.
 * ``reference`` returns every output, computed from the inputs in higher precision (float32 or
   float64 for 16-bit outputs), with the output's shape. It may return torch, CuPy or NumPy arrays.
-* ``init`` is ``"randn"`` (normal values; the value patterns of :mod:`pytest_pipecheck.values` apply
+* ``init`` is ``"randn"`` (normal values; the value patterns of :mod:`pytest_pipecheck.model.values` apply
   to these), ``"randint"`` (small integers in [-3, 3], never all zero: keeps sums exact),
   ``"uniform"`` ([0, 1)), or a callable ``init(shape, generator) -> array`` that returns values
   (torch/NumPy, any dtype); pipecheck casts them and places them on the device. ``generator`` is a
@@ -82,7 +82,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .results import PipecheckError
+from ..results import PipecheckError
 
 __all__ = [
     "BACKENDS",
@@ -398,7 +398,7 @@ class KernelSpec:
     same_precision: Callable[..., Any] | None = None
     #: calibrated mode: the error may be at most ``calibration_k`` times the same-precision error
     calibration_k: float = 2.0
-    #: value patterns generated for it (``("normal", "negative", ...)``, see :mod:`pytest_pipecheck.values`);
+    #: value patterns generated for it (``("normal", "negative", ...)``, see :mod:`pytest_pipecheck.model.values`);
     #: default: the non-extreme patterns. Extreme ones (``nan``, ``inf``, ``max``, ``denormal``) are opt-in
     values: Sequence[str] | None = None
     #: ``{"K": 4}``: one program covers 4 tiles of K (guards and generated shapes count the program's extent)
@@ -411,7 +411,7 @@ class KernelSpec:
     #: named too (a call that returns the tensor it updated in place)
     returns: Sequence[str | None] | None = None
     #: a ``triton.autotune`` kernel that ``launch``/``call`` launches: a test taking a ``config`` argument runs
-    #: once per config, pinned (see :mod:`pytest_pipecheck.autotune`); ``tiles`` may then name a config
+    #: once per config, pinned (see :mod:`pytest_pipecheck.model.autotune`); ``tiles`` may then name a config
     #: keyword (``{"M": "BLOCK_M"}``) and ``stages`` left at 1 becomes the deepest config's ``num_stages``
     autotune: Any = None
     #: the configs of ``autotune`` to check, by id (``"BLOCK_M64-BLOCK_N32-w4-s3"``) or index; default: all
@@ -421,7 +421,7 @@ class KernelSpec:
     tile_sizes: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False, default_factory=dict)
     #: derived from ``tiles``: the dimensions whose tile size is a config keyword of ``autotune`` (``{"M": "BLOCK_M"}``)
     tile_keys: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
-    #: derived from ``autotune`` and ``configs``: the configs checked (:class:`~pytest_pipecheck.autotune.AutotuneConfig`)
+    #: derived from ``autotune`` and ``configs``: the configs checked (:class:`~pytest_pipecheck.model.autotune.AutotuneConfig`)
     autotune_configs: tuple[Any, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
@@ -569,7 +569,7 @@ class KernelSpec:
                     raise self._error(f"precondition {pre} is empty (lo > hi)")
             elif not callable(pre):
                 raise self._error(f"precondition {pre!r} must be Divisible, Range or a callable")
-        from .checks.tolerance import problem
+        from .tolerance import problem
 
         for tol_name in ("rtol", "atol"):
             tol = getattr(self, tol_name)
@@ -645,7 +645,7 @@ class KernelSpec:
 
         Raises PipecheckError naming the spec, the shape and the bad value.
         """
-        from .checks.tolerance import problem
+        from .tolerance import problem
 
         out = []
         for tol_name in ("rtol", "atol"):

@@ -1,7 +1,7 @@
 """Ragged and boundary shapes generated from a kernel spec: the sizes pipelines get wrong.
 
-From the tile sizes, the loop dimension and the stage count of a :class:`~pytest_pipecheck.spec.KernelSpec`,
-:func:`generate` builds a short, deterministic list of :class:`~pytest_pipecheck.spec.Shape` values:
+From the tile sizes, the loop dimension and the stage count of a :class:`~pytest_pipecheck.model.spec.KernelSpec`,
+:func:`generate` builds a short, deterministic list of :class:`~pytest_pipecheck.model.spec.Shape` values:
 
 * every tiled dimension below one tile, exactly one tile, one over a tile, one under a multiple,
   a multiple (and at larger levels one over a multiple and bigger multiples);
@@ -40,7 +40,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .results import PipecheckError
+from ..results import PipecheckError
 from .spec import Divisible, KernelSpec, Range, Shape
 
 __all__ = ["DEFAULT_MAX_BYTES", "LEVELS", "Case", "Shape", "ShapeList", "generate", "generate_cases",
@@ -151,7 +151,7 @@ def shape_bytes(spec: KernelSpec, shape: Mapping[str, int]) -> int:
     Counts what the coverage checks allocate on the device (row padding and guard bands included);
     their host-side analysis needs a few times the outputs on top.
     """
-    from .checks.arrays import allocation_elements
+    from ..checks.arrays import allocation_elements
     from .layouts import kinds_of, slot
 
     total = 0

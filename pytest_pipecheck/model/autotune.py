@@ -4,7 +4,7 @@ An autotuned kernel runs whichever config won the benchmark on the machine at ha
 one config only (a block size whose last tile is mishandled, a split-K config that forgets to zero its
 output) shows on some GPUs and not others. pipecheck checks each config on its own::
 
-    from pytest_pipecheck import autotune
+    from pytest_pipecheck.model import autotune
 
     autotune.configs(matmul_kernel)           # [AutotuneConfig('BLOCK_M64-BLOCK_N32-w4-s3'), ...]
     with autotune.pinned(matmul_kernel, "BLOCK_M64-BLOCK_N32-w4-s3"):
@@ -50,7 +50,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .results import PipecheckError
+from ..results import PipecheckError
 
 __all__ = ["AutotuneConfig", "ConfigPruned", "Pin", "autotuner", "config_id", "configs", "pinned", "resolve",
            "spec_for"]

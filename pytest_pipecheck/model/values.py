@@ -60,7 +60,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .results import PipecheckError
+from ..results import PipecheckError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spec import KernelSpec, Shape
