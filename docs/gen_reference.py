@@ -104,7 +104,7 @@ def fixture_section() -> str:
         "",
         _first_paragraph(Pipecheck) + " Attributes: `nodeid`, `config` (the test's resolved settings), "
         "`tier`, `run_seed`, `seed` (this test's seed), `random` (a `random.Random` seeded with it), "
-        "`results` (the check results recorded so far).",
+        "`results` (the check results recorded so far), `role` (what this process is for: `role.sanitizer` and `role.tool` in a sanitizer child).",
         "",
         "| member | what it does |",
         "|---|---|",

@@ -25,123 +25,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from . import state
+from . import children, cuda_probe, state
+from .children import Role
 from .results import CheckResult, Verdict
 
-__all__ = ["ContainmentPlugin", "probe_context", "relay_args"]
+__all__ = ["ContainmentPlugin"]
 
-#: options of the parent that a relay child must not inherit (reports are written by the parent only;
-#: the relay option is the child's own)
-_NOT_RELAYED = ("--pipecheck-json", "--pipecheck-html", "--pipecheck-relay", "--pipecheck-child")
-#: other options that change how a test runs and are passed on, with their value when it is separate
-_RELAYED_WITH_VALUE = ("-p", "-o", "-W", "--import-mode", "--confcutdir")
 _OUTPUT_TAIL = 4000
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-#: words of the errors a dead CUDA context raises (torch's AcceleratorError/RuntimeError, CuPy's
-#: CUDARuntimeError/CUDADriverError); any other exception from a probe is not taken as a fault
-_CUDA_ERROR_WORDS = ("cuda", "illegal", "misaligned", "launch failure", "unspecified launch",
-                     "device-side assert", "trap", "hardware exception", "ecc")
-
-
-def _is_cuda_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is an error CUDA raised, not one of a stand-in module (a test's fake ``torch``)."""
-    name = type(exc).__name__
-    if name in ("CUDARuntimeError", "CUDADriverError", "AcceleratorError"):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and any(word in text for word in _CUDA_ERROR_WORDS)
-
-
-def _installed(module: Any) -> bool:
-    """A framework really imported from disk (tests replace ``sys.modules['torch']`` with fakes)."""
-    return isinstance(getattr(module, "__file__", None), str)
-
-
-def cupy_context(cupy: Any) -> bool:
-    """Whether this thread has a current CUDA context (made by CuPy, torch, Triton or anything else).
-    False where CUDA was never initialized in this process (CUDA_ERROR_NOT_INITIALIZED: a sanitizer child
-    imports CuPy itself, to turn its pools off, whatever the test uses); any other error is raised."""
-    try:
-        return bool(cupy.cuda.driver.ctxGetCurrent())
-    except Exception as exc:
-        if "NOT_INITIALIZED" in str(exc):
-            return False
-        raise
-
-
-def probe_context() -> str | None:
-    """The error a trivial CUDA operation raises in this process, or None when it succeeds.
-
-    Only frameworks the tests already imported are asked, and only when they already created a CUDA
-    context: the probe never initializes CUDA (the parent of a sanitizer child must not hold one it did
-    not need). A sticky error (illegal address, launch failure, trap) makes every call fail, so one
-    synchronize plus one tiny kernel and copy back tell a dead context from a live one. Only an error
-    that CUDA raised counts: a test that swapped ``torch`` for a stand-in (an AttributeError from a fake
-    ``torch.cuda``) has not faulted. A missed fault cannot pass anything: the later tests then fail on
-    the same sticky error.
-    """
-    torch = sys.modules.get("torch")
-    if torch is not None and _installed(torch):
-        try:
-            if torch.cuda.is_initialized():
-                torch.cuda.synchronize()
-                probe = torch.ones(1, device="cuda") + 1
-                if float(probe.item()) != 2.0:
-                    return "torch: a one-element kernel returned a wrong value"
-        except Exception as exc:
-            if _is_cuda_error(exc):
-                return "torch: " + _first_line(exc)
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and _installed(cupy):
-        try:
-            if cupy_context(cupy):
-                cupy.cuda.runtime.deviceSynchronize()
-                if float((cupy.ones(1) + 1).get()[0]) != 2.0:
-                    return "cupy: a one-element kernel returned a wrong value"
-        except Exception as exc:
-            if _is_cuda_error(exc):
-                return "cupy: " + _first_line(exc)
-    return None
-
-
-def relay_args(args: Sequence[str]) -> list[str]:
-    """The options of this run that a relay child passes on: pipecheck's (but its reports), ``-p``,
-    ``-o``, ``-W``, ``--import-mode`` and ``--confcutdir``. Positional arguments (paths, node ids) are
-    dropped: the child gets the node ids it must run."""
-    from .config import SETTINGS
-
-    valued = {s.option for s in SETTINGS if s.cli and not s.flag} | {"--pipecheck-relay", "--pipecheck-child"}
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = str(args[i])
-        name, has_value = arg.split("=", 1)[0], "=" in arg
-        if name.startswith("--pipecheck") or name in _RELAYED_WITH_VALUE:
-            takes_next = not has_value and (name in valued or name in _RELAYED_WITH_VALUE)
-            chunk = [str(a) for a in args[i:i + 2]] if takes_next else [arg]
-            if name not in _NOT_RELAYED:
-                out += chunk
-            i += len(chunk)
-            continue
-        if arg[:2] in ("-p", "-o", "-W") and len(arg) > 2:  # -pNAME, -okey=value
-            out.append(arg)
-        i += 1
-    return out
 
 
 @dataclass
@@ -164,9 +62,9 @@ class _ChildRun:
 class ContainmentPlugin:
     """Probes the CUDA context after each test phase; fails, triages and relays after a fault."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, role: Role) -> None:
         self.config = config
-        self.relay_file: str | None = config.getoption("pipecheck_relay", default=None)
+        self.relay_file: str | None = role.relay_file if role.relay else None
         self.poisoned: str | None = None  # the error, once the context is dead
         self.poisoned_by: str | None = None
         self.cache: dict[str, _Relayed] = {}
@@ -203,7 +101,7 @@ class ContainmentPlugin:
         report = yield
         if self.poisoned is not None:
             return report
-        error = probe_context()
+        error = cuda_probe.probe_context()
         if error is None:
             return report
         self.poisoned, self.poisoned_by = error, state.item_nodeid(item)
@@ -257,13 +155,13 @@ class ContainmentPlugin:
         if found is None or tier.device is None:
             why = f"{not_found()}; {HOW_TO_GET}" if tier.device is not None else "no GPU"
             return f"triage: not run: {why}", {"ran": False, "reason": why}
-        from .sanitizer.pytest_hooks import child_args
         from .sanitizer.runner import BatchSpec, SanitizerRunner, default_child_env, format_failure
 
         nodeid = state.item_nodeid(item)
         cfg = state.item_config(item)
         self._write(f"triage: re-running {nodeid} alone under compute-sanitizer memcheck")
-        runner = SanitizerRunner(found.path, cwd=str(self.config.rootpath), child_args=child_args(self.config),
+        runner = SanitizerRunner(found.path, cwd=str(self.config.rootpath), child_args=children.base_command(self.config, self.config.stash[state.RUN_SEED],
+                                                                           quiet_output=False),
                                  env=default_child_env(tier.device.uuid or str(tier.device.index)),
                                  timeouts={nodeid: cfg.sanitizer_timeout}, default_timeout=cfg.sanitizer_timeout,
                                  use_xml=True)
@@ -340,26 +238,13 @@ class ContainmentPlugin:
         if getattr(self.config, "workerinput", None) is None:
             later = items[start:]
         else:
-            from .sanitizer.pytest_hooks import SHARE
-
-            share = item.stash.get(SHARE, None)
-            later = [item] if share is None else [i for i in items[start:] if i.stash.get(SHARE, None) == share]
+            share = item.stash.get(state.SHARE, None)
+            later = [item] if share is None else [i for i in items[start:] if i.stash.get(state.SHARE, None) == share]
         return [state.item_nodeid(i) for i in later]
 
     def _child_command(self, nodeids: list[str], relay_file: str) -> list[str]:
-        cfg = self.config
-        args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                f"--pipecheck-seed={cfg.stash[state.RUN_SEED]}", f"--pipecheck-relay={relay_file}"]
-        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-            args += ["-p", "pytest_pipecheck.plugin"]
-        inipath = getattr(cfg, "inipath", None)
-        if inipath:
-            args += ["-c", str(inipath)]
-        args += [f"--rootdir={cfg.rootpath}"]
-        if cfg.pluginmanager.has_plugin("xdist"):
-            args += ["-n", "0"]
-        args += relay_args(cfg.invocation_params.args)
-        return args + nodeids
+        return children.command(self.config, self.config.stash[state.RUN_SEED], children.relay(relay_file, "fault"),
+                                nodeids)
 
     def _time_limit(self, count: int) -> float:
         per_test = float(getattr(self.config.stash[state.RUN_CONFIG], "timeout", 0) or 0) or \

@@ -1,9 +1,10 @@
 """One path for every result: what every check goes through before its verdict counts.
 
 Every check pipecheck has is registered here (:data:`REGISTRY`): the name its results carry, the
-``--pipecheck-checks`` entry that selects it, and one line on what it catches. Every result, whether a
-check called from a test body or a sanitizer verdict decided in a child process, goes through
-:func:`finalize`, which applies the same rules to all of them:
+``--pipecheck-checks`` entry that selects it, one line on what it catches, what it does in a sanitizer
+child (``child``) and how it records (``records``). The names ``--pipecheck-checks`` accepts are derived
+from it (:data:`SELECTIONS`). Every result, whether a check called from a test body or a sanitizer verdict
+decided in a child process, goes through :func:`finalize`, which applies the same rules to all of them:
 
 * the test's node id, the GPU that ran it, and the kernel name the test gave (``kernel=`` in the
   marker) where the check did not name one;
@@ -13,7 +14,8 @@ check called from a test body or a sanitizer verdict decided in a child process,
 :func:`deselection` decides whether a check may run under the test's configuration, and
 :func:`unmet_expectation` whether a test that expected failures got the ones it expected (as
 ``xfail(strict=True)`` does for a whole test). A new check is one module plus one row in
-:data:`REGISTRY`.
+:data:`REGISTRY` (and the fixture method that runs it through
+:func:`pytest_pipecheck.checks.context.run_check`); CONTRIBUTING.md has the steps.
 """
 
 from __future__ import annotations
@@ -26,47 +28,91 @@ from typing import Any
 from .results import CheckResult, Verdict
 
 __all__ = [
+    "CHILD_LAUNCH",
+    "CHILD_ONCE",
+    "CHILD_RUN",
+    "CHILD_SKIP",
     "REGISTRY",
+    "SELECTIONS",
     "CheckKind",
     "deselection",
     "expected_checks",
     "finalize",
     "is_registered",
+    "kind_of",
     "selection_of",
     "unmet_expectation",
 ]
 
 
+#: in a sanitizer child, a check of this policy launches its kernel once for the tool and judges nothing
+#: (scope ``launch``; under scope ``test`` it runs as in the normal run); deselected, it still launches
+CHILD_LAUNCH = "launch"
+#: ... runs its callable once for the tool, untimed, and records a skip (timing there would time the tool)
+CHILD_ONCE = "once"
+#: ... records a skip: nothing it does is for the tool (the normal run judges it)
+CHILD_SKIP = "skip"
+#: ... runs as in the normal run: it launches nothing (compiles, reads tables)
+CHILD_RUN = "run"
+#: not a check a test calls: its results are recorded by pipecheck itself (the sanitizer, a fault, a skip)
+CHILD_NONE = "-"
+
+#: one result per call
+RECORDS_ONE = "one"
+#: recorded by pipecheck itself, not by a call from the test
+RECORDS_PIPECHECK = "pipecheck"
+
+
 @dataclass(frozen=True)
 class CheckKind:
-    """A registered check: the name its results carry and the selection entry that turns it on."""
+    """A registered check: the name its results carry, the selection entry that turns it on, what it
+    catches, what it does in a sanitizer child and how its results are recorded."""
 
     name: str
     selection: str | None  # entry of --pipecheck-checks; None: always on (not a check one can deselect)
     catches: str
+    child: str = CHILD_RUN
+    records: str = RECORDS_ONE
 
 
 REGISTRY: tuple[CheckKind, ...] = (
-    CheckKind("coverage", "coverage", "unwritten elements, writes past an edge, mismatches against the reference"),
-    CheckKind("tile_probe", "tile_probe", "a loop tile dropped or counted twice (prologue, epilogue, tail)"),
-    CheckKind("determinism", "determinism", "results that differ between runs on the same inputs"),
+    CheckKind("coverage", "coverage", "unwritten elements, writes past an edge, mismatches against the reference",
+              child=CHILD_LAUNCH),
+    CheckKind("tile_probe", "tile_probe", "a loop tile dropped or counted twice (prologue, epilogue, tail)",
+              child=CHILD_LAUNCH),
+    CheckKind("determinism", "determinism", "results that differ between runs on the same inputs",
+              child=CHILD_LAUNCH),
     CheckKind("occupancy", "occupancy", "blocks per SM below the floor on a target architecture"),
-    CheckKind("inspect", "inspect", "compiled code without the async copies, overlap or MMA it should have"),
-    CheckKind("perf", "perf", "a slowdown against the stored baseline"),
-    CheckKind("perf:stage_sweep", "perf", "a stage count slower than the best one"),
-    CheckKind("sanitizer:racecheck", "sanitizer", "shared-memory races, async-copy hazards"),
-    CheckKind("sanitizer:synccheck", "sanitizer", "divergent or invalid barriers"),
-    CheckKind("sanitizer:memcheck", "sanitizer", "out-of-bounds and misaligned accesses"),
-    CheckKind("sanitizer:initcheck", "sanitizer", "reads of uninitialized memory"),
+    CheckKind("sanitizer:racecheck", "sanitizer", "shared-memory races, async-copy hazards",
+              child=CHILD_NONE, records=RECORDS_PIPECHECK),
+    CheckKind("sanitizer:synccheck", "sanitizer", "divergent or invalid barriers", child=CHILD_NONE,
+              records=RECORDS_PIPECHECK),
+    CheckKind("sanitizer:memcheck", "sanitizer", "out-of-bounds and misaligned accesses", child=CHILD_NONE,
+              records=RECORDS_PIPECHECK),
+    CheckKind("sanitizer:initcheck", "sanitizer", "reads of uninitialized memory", child=CHILD_NONE,
+              records=RECORDS_PIPECHECK),
     CheckKind("sanitizer:consan", "sanitizer", "unordered shared/tensor-memory accesses, barrier misuse and "
-              "deadlocks in Gluon and warp-specialized Triton kernels (Triton's ConSan)"),
-    CheckKind("fault", None, "a kernel fault that left the CUDA context unusable"),
+              "deadlocks in Gluon and warp-specialized Triton kernels (Triton's ConSan)", child=CHILD_NONE,
+              records=RECORDS_PIPECHECK),
+    CheckKind("perf", "perf", "a slowdown against the stored baseline", child=CHILD_ONCE),
+    CheckKind("perf:stage_sweep", "perf", "a stage count slower than the best one", child=CHILD_SKIP),
+    CheckKind("inspect", "inspect", "compiled code without the async copies, overlap or MMA it should have"),
+    CheckKind("fault", None, "a kernel fault that left the CUDA context unusable", child=CHILD_NONE,
+              records=RECORDS_PIPECHECK),
     # not a check of the kernel: generated shapes left out (over the memory budget), recorded as skips
-    CheckKind("shapes", None, "generated shapes dropped for exceeding the shape memory budget"),
+    CheckKind("shapes", None, "generated shapes dropped for exceeding the shape memory budget", child=CHILD_NONE),
     # not a check of the kernel: a config of an autotuned kernel that Triton never runs at a shape, recorded as a skip
-    CheckKind("autotune", None, "configs that early_config_prune removes at a shape (Triton never runs them there)"),
+    CheckKind("autotune", None, "configs that early_config_prune removes at a shape (Triton never runs them there)",
+              child=CHILD_NONE),
 )
 _BY_NAME: dict[str, CheckKind] = {k.name: k for k in REGISTRY}
+#: the entries of ``--pipecheck-checks`` (and ``checks=``), in the order of the registry
+SELECTIONS: tuple[str, ...] = tuple(dict.fromkeys(k.selection for k in REGISTRY if k.selection is not None))
+
+
+def kind_of(check: str) -> CheckKind:
+    """The registered check named ``check``; KeyError for a name that is not registered."""
+    return _BY_NAME[check]
 
 
 def is_registered(check: str) -> bool:

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from .children import Role
 from .config import PipecheckConfig
 from .device import TierInfo
 from .report.outcomes import TestOutcomes
@@ -21,10 +22,12 @@ __all__ = [
     "ITEM_CONFIG_ERROR",
     "ITEM_NODEID",
     "ITEM_RESULTS",
+    "ROLE",
     "RUN_CONFIG",
     "RUN_SEED",
     "SESSION_OUTCOMES",
     "SESSION_RESULTS",
+    "SHARE",
     "TIER",
     "item_config",
     "item_nodeid",
@@ -33,6 +36,7 @@ __all__ = [
     "set_session_env",
 ]
 
+ROLE = pytest.StashKey[Role]()  # what this process is for (children.decode, once, at the top of configure)
 RUN_CONFIG = pytest.StashKey[PipecheckConfig]()  # the run's configuration (defaults < ini < command line)
 RUN_SEED = pytest.StashKey[int]()
 TIER = pytest.StashKey[TierInfo]()
@@ -43,11 +47,19 @@ ITEM_CONFIG_ERROR = pytest.StashKey[str]()  # why the test's marker is invalid
 ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
 ITEM_NODEID = pytest.StashKey[str]()
 ATTACHED = pytest.StashKey[int]()  # how many of the item's results went out on its reports
+SHARE = pytest.StashKey[int]()  # the sanitizer share a test belongs to (sanitizer.pytest_hooks)
 
 
 def item_nodeid(item: pytest.Item) -> str:
     """The test's node id as collected (without a pytest-xdist group suffix)."""
     return item.stash.get(ITEM_NODEID, item.nodeid)
+
+
+def role(config: pytest.Config) -> Role:
+    """This process's role; a process that never ran pipecheck's configure (none) has none."""
+    from .children import NONE
+
+    return config.stash.get(ROLE, NONE)
 
 
 def item_config(item: pytest.Item) -> PipecheckConfig:

@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.layouts import placement
+
 __all__ = [
     "GuardedArray",
     "alloc_guarded",
-    "allocation_elements",
     "bits",
     "clone",
     "guard_report",
@@ -38,8 +39,6 @@ __all__ = [
     "to_numpy",
 ]
 
-_ALIGN_ELEMS = 16
-_GUARD_MIN = 1024
 # A finite value, exactly representable in fp16/bf16/fp32, that a correct kernel is unlikely to write.
 _FLOAT_CANARY = -1234.0
 _INT_CANARY = 0x5A
@@ -236,68 +235,6 @@ class GuardedArray:
         return bits(self.buffer, self.dtype) != self._initial_bits
 
 
-LAYOUTS = ("contiguous", "padded", "transposed", "sliced", "offset")
-
-
-def _round(n: int) -> int:
-    return -(-n // _ALIGN_ELEMS) * _ALIGN_ELEMS
-
-
-def _row_major(shape: Sequence[int], row: int) -> tuple[tuple[int, ...], int]:
-    """Strides of ``shape`` stored row-major with rows ``row`` elements apart, and the elements spanned."""
-    strides_rev = [1]
-    extent = row
-    for n in reversed(shape[:-1]):
-        strides_rev.append(extent)
-        extent *= n
-    return tuple(reversed(strides_rev)), extent
-
-
-def _layout(shape: tuple[int, ...], tiles: Sequence[int] | None, kind: str = "padded",
-            slot: int = 0) -> tuple[tuple[int, ...], int, int]:
-    """(strides of the view, elements before it, elements of the whole allocation) for ``shape``.
-
-    ``kind`` is one of :data:`LAYOUTS` (see :mod:`pytest_pipecheck.model.layouts`); ``slot`` (the tensor's
-    position in its spec) widens the row padding by 16 elements per slot, so that tensors of one shape
-    get different row strides.
-    """
-    ndim = len(shape)
-    tiles = tuple(tiles) if tiles is not None else (1,) * ndim
-    if kind not in LAYOUTS:
-        raise ValueError(f"layout {kind!r} is not one of {', '.join(LAYOUTS)}")
-    pad = max(_ALIGN_ELEMS, int(tiles[-1]) if ndim else 1) + _ALIGN_ELEMS * max(0, slot)
-    before = _GUARD_MIN
-    if ndim == 0:
-        strides: tuple[int, ...] = ()
-        span = 1
-    elif kind == "padded" and ndim >= 2:
-        strides, span = _row_major(shape, _round(shape[-1] + pad))
-    elif kind == "transposed" and ndim >= 2:
-        # the last two dims stored swapped (column-major), with padded "rows" of the stored order
-        stored = (*shape[:-2], shape[-1], shape[-2])
-        st, span = _row_major(stored, _round(shape[-2] + pad))
-        strides = (*st[:-2], st[-1], st[-2])
-    elif kind == "sliced":
-        row = _round(2 * shape[-1] + (pad if ndim >= 2 else 0))
-        st, span = _row_major(shape, row)
-        strides = (*st[:-1], 2)
-        span = span if ndim >= 2 else 2 * shape[-1]
-    else:  # contiguous, offset, and padded/transposed of a 1-D array (nothing to pad)
-        strides, span = _row_major(shape, shape[-1])
-        if kind == "offset":
-            before += 1  # one element past an aligned address
-    overrun = sum(int(t) * s for t, s in zip(tiles, strides))
-    after = _round(overrun + _GUARD_MIN)
-    return strides, before, before + span + after
-
-
-def allocation_elements(shape: Sequence[int], tiles: Sequence[int] | None = None, layout: str = "padded",
-                        slot: int = 0) -> int:
-    """Elements :func:`alloc_guarded` allocates for ``shape`` (view, row padding and guards), without
-    allocating anything: what a shape will cost before it is tried."""
-    return _layout(tuple(int(n) for n in shape), tiles, layout, slot)[2]
-
-
 def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
                   device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None,
                   poison_variant: int = 0, layout: str = "padded", slot: int = 0) -> GuardedArray:
@@ -308,10 +245,10 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
     ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
     (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
     guard after the array so that an overrun of one whole tile in every dim stays inside it.
-    ``layout`` and ``slot``: see :func:`_layout`.
+    ``layout`` and ``slot``: see :func:`pytest_pipecheck.model.layouts.placement`.
     """
     shape = tuple(int(n) for n in shape)
-    strides, before, total = _layout(shape, tiles, layout, slot)
+    strides, before, total = placement(shape, tiles, layout, slot)
 
     guard = _output_guard_value(dtype) if role == "output" else _input_guard_value(dtype)
     interior = poison_value(dtype, poison_variant) if role == "output" else None

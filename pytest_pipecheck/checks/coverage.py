@@ -10,7 +10,7 @@
   a dropped or doubled tile is named: ``K tile 7 of 8, the last (epilogue), never reached the output``.
 * :func:`check_determinism` -- ``determinism_runs`` launches on the same inputs must be bitwise equal
   unless the kernel declares ``deterministic=False``; a difference is reported as a suspected race.
-* :func:`check_all` -- the checks above that ``pc.config.checks`` selects.
+* :func:`check_all` -- the checks above that ``ctx.config.checks`` selects.
 
 The reference (and ``same_precision``) run on their own copies of the inputs. A reference that
 writes its inputs, or returns NaN or inf where the output is compared, makes the check inconclusive:
@@ -30,15 +30,14 @@ a wrapper-form spec (``call=``) is launched through its call (:mod:`.wrapper`) u
 Each check records one CheckResult (``coverage``, ``tile_probe``, ``determinism``) on the fixture
 and raises PipecheckFailure on a defect; a bad spec or input raises PipecheckError naming the spec
 (recorded as an ERROR where the check could not reach a verdict).
-Inputs come from the test's seed (``pc.torch_generator()`` / ``pc.numpy_rng()``).
+Inputs come from the test's seed (``ctx.torch_generator()`` / ``ctx.numpy_rng()``).
 """
 
 from __future__ import annotations
 
 import math
-import traceback
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any
 
 from ..model import layouts as _lay
 from ..model import tolerance as _tol
@@ -46,24 +45,19 @@ from ..model import values as _values
 from ..model.spec import KernelSpec, Shape, Tensor
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from . import arrays as _arr
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..fixture import Pipecheck
+from .context import CheckContext, run_check
+from .failures import fail as _fail
+from .failures import inconclusive as _inconclusive
+from .failures import pct as _pct
+from .failures import raised as _raised
+from .failures import where as _where
 
 __all__ = ["check_all", "check_coverage", "check_determinism", "check_tile_probe"]
 
 MAX_PROBE_TILES = 16
-MAX_ERROR_LINES = 16  # of a kernel's exception message kept in a failure (head and tail)
-MAX_ERROR_LINE_CHARS = 240
 
 
 # ----------------------------------------------------------------------------- plumbing
-
-
-def _where(spec: KernelSpec, shape: Shape, pattern: _values.Pattern | None = None) -> str:
-    if pattern is None or pattern.name == "normal":
-        return f"{spec.name} at {shape}"
-    return f"{spec.name} at {shape} {pattern.id}"
 
 
 def _pattern(spec: KernelSpec, values: Any) -> _values.Pattern:
@@ -75,8 +69,8 @@ def _spec_tolerances(spec: KernelSpec, shape: Shape) -> tuple[Any, Any]:
     return spec.tolerances(shape)
 
 
-def _stages_override(pc: Pipecheck, spec: KernelSpec) -> dict[str, Any]:
-    stages = getattr(pc.config, "stages", None)
+def _stages_override(ctx: CheckContext, spec: KernelSpec) -> dict[str, Any]:
+    stages = getattr(ctx.config, "stages", None)
     if stages is None or stages == spec.stages:
         return {}
     if not spec.launch_accepts_stages():
@@ -107,27 +101,27 @@ def _call_init(t: Tensor, dims: tuple[int, ...], gen: Any, shape: Shape) -> Any:
     return t.init(dims, gen)
 
 
-def _input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offset: int,
+def _input_values(ctx: CheckContext, spec: KernelSpec, t: Tensor, shape: Shape, offset: int,
                   pattern: _values.Pattern | None = None) -> Any:
     """Values for one input from the test's seed; small or normal values, never all zero.
 
     ``pattern`` (a value pattern, see :mod:`pytest_pipecheck.model.values`) transforms the normal values of
     floating-point inputs with ``init="randn"``; ``normal`` (or None) leaves them as they are.
     """
-    values = _base_input_values(pc, spec, t, shape, offset)
+    values = _base_input_values(ctx, spec, t, shape, offset)
     if pattern is not None and pattern.name != "normal" and _values.applies(t):
         loop = shape[spec.loop_dim]
         values = _values.apply(pattern, values, t.dtype, loop)
     return values
 
 
-def _base_input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape, offset: int) -> Any:
+def _base_input_values(ctx: CheckContext, spec: KernelSpec, t: Tensor, shape: Shape, offset: int) -> Any:
     dims = t.shape(shape)
     values: Any
     if spec.backend == "cupy":
         import numpy as np
 
-        rng = pc.numpy_rng(offset)
+        rng = ctx.numpy_rng(offset)
         if callable(t.init):
             values = np.asarray(_arr.to_numpy(_call_init(t, dims, rng, shape)))
         elif t.init == "randint" or not t.dtype.startswith(("float", "bfloat")):
@@ -141,7 +135,7 @@ def _base_input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape,
         return values
     import torch
 
-    gen = pc.torch_generator(offset=offset)
+    gen = ctx.torch_generator(offset=offset)
     if callable(t.init):
         out = _call_init(t, dims, gen, shape)
         values = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
@@ -156,27 +150,27 @@ def _base_input_values(pc: Pipecheck, spec: KernelSpec, t: Tensor, shape: Shape,
     return values
 
 
-def _device(pc: Pipecheck, spec: KernelSpec) -> str:
-    return pc.device if spec.backend == "torch" else "cuda"
+def _device(ctx: CheckContext, spec: KernelSpec) -> str:
+    return ctx.device if spec.backend == "torch" else "cuda"
 
 
-def _alloc_inputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, values: Mapping[str, Any],
+def _alloc_inputs(ctx: CheckContext, spec: KernelSpec, shape: Shape, values: Mapping[str, Any],
                   layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
     lay = layout or _lay.base(spec)
     return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
-                                       device=_device(pc, spec), values=values[t.name],
+                                       device=_device(ctx, spec), values=values[t.name],
                                        tiles=_tiles_of(spec, t), layout=lay.of(t.name),
                                        slot=_lay.slot(spec, t.name))
             for t in spec.inputs}
 
 
-def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 0,
+def _alloc_outputs(ctx: CheckContext, spec: KernelSpec, shape: Shape, poison: int = 0,
                    layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
     lay = layout or _lay.base(spec)
     out = {}
     for t in spec.outputs:
         g = _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
-                               device=_device(pc, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
+                               device=_device(ctx, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
                                layout=lay.of(t.name), slot=_lay.slot(spec, t.name))
         if t.zeroed:
             # what the caller does before a kernel that accumulates into its output (split-K atomics)
@@ -186,13 +180,13 @@ def _alloc_outputs(pc: Pipecheck, spec: KernelSpec, shape: Shape, poison: int = 
     return out
 
 
-def _fresh_inouts(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+def _fresh_inouts(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
                   layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
     """New allocations of the inout tensors holding the pre-call values of ``inputs``, in the same layout:
     each launch updates its own, and ``inputs`` keeps the pre-call values the reference gets."""
     lay = layout or _lay.base(spec)
     return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
-                                       device=_device(pc, spec), values=_arr.clone(inputs[t.name].array),
+                                       device=_device(ctx, spec), values=_arr.clone(inputs[t.name].array),
                                        tiles=_tiles_of(spec, t), layout=lay.of(t.name),
                                        slot=_lay.slot(spec, t.name))
             for t in spec.inputs if t.is_inout}
@@ -203,30 +197,7 @@ def _poisoned(t: Tensor) -> bool:
     return t.is_output and not t.zeroed
 
 
-def _error_lines(exc: BaseException, max_lines: int = MAX_ERROR_LINES,
-                 max_line_chars: int = MAX_ERROR_LINE_CHARS) -> list[str]:
-    """The informative part of an exception's message, bounded to ``max_lines`` lines of at most
-    ``max_line_chars`` characters.
-
-    A Triton ``CompilationError`` reads ``at 29:17:``, the source lines up to the failing one, a caret,
-    then the underlying error (``NameError('a is not defined')``): its first line alone says nothing.
-    A long message keeps its first lines and its last ones (where a compiler puts the error), with a
-    line saying how many were left out between. A cause (``raise ... from``, or the exception being
-    handled) whose text the message does not already contain is added as a last line.
-    """
-    lines = [ln.rstrip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    cause_text = str(cause).strip() if cause is not None else ""
-    if cause is not None and cause_text not in "\n".join(lines):
-        lines.append(f"caused by {type(cause).__name__}: {cause_text.splitlines()[0] if cause_text else ''}")
-    if len(lines) > max_lines:
-        head = max(1, max_lines // 4)
-        tail = max_lines - head - 1
-        lines = [*lines[:head], f"... ({len(lines) - head - tail} lines left out) ...", *lines[len(lines) - tail:]]
-    return [ln if len(ln) <= max_line_chars else ln[:max_line_chars - 3] + "..." for ln in lines]
-
-
-def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+def _launch(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
             extra: Mapping[str, Any], what: str, check: str, poison: int = 0,
             pattern: _values.Pattern | None = None,
             layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
@@ -234,40 +205,23 @@ def _launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, 
     synchronize; a crash becomes a PipecheckFailure. Returns the outputs and the updated inouts. The
     wrapper form calls the wrapper instead (:mod:`.wrapper`), on the same fresh inouts."""
     __tracebackhide__ = True
-    inouts = _fresh_inouts(pc, spec, shape, inputs, layout)
+    inouts = _fresh_inouts(ctx, spec, shape, inputs, layout)
     if spec.call is not None:
         from . import wrapper
 
-        returned = wrapper.launch(pc, spec, shape, {**inputs, **inouts}, extra, what, check, poison, pattern)
+        returned = wrapper.launch(ctx, spec, shape, {**inputs, **inouts}, extra, what, check, poison, pattern)
         return {**returned, **inouts}
-    outputs = {**_alloc_outputs(pc, spec, shape, poison, layout), **inouts}
+    outputs = {**_alloc_outputs(ctx, spec, shape, poison, layout), **inouts}
     arrays = {name: g.array for name, g in {**inputs, **outputs}.items()}
     try:
         spec.launch(arrays, shape.dims, **extra)  # type: ignore[misc]  # validate(): launch or call is set
-        _arr.synchronize(spec.backend, _device(pc, spec))
+        _arr.synchronize(spec.backend, _device(ctx, spec))
     except Exception as exc:
-        _raised(pc, spec, shape, exc, what, check, pattern=pattern)
+        _raised(ctx, spec, shape, exc, what, check, pattern=pattern)
     return outputs
 
 
-def _raised(pc: Pipecheck, spec: KernelSpec, shape: Shape, exc: Exception, what: str, check: str,
-            who: str = "the kernel", pattern: _values.Pattern | None = None) -> NoReturn:
-    """Record and raise the PipecheckFailure for ``exc``, raised by ``who`` during ``what``."""
-    __tracebackhide__ = True
-    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    loc = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
-    hint = ""
-    if "out of bounds" in str(exc).lower() or "illegal" in str(exc).lower():
-        hint = "; an unmasked load or store past an edge?"
-    first, *rest = _error_lines(exc) or [""]
-    message = "\n    ".join([f"{_where(spec, shape, pattern)}: {who} raised during {what}: {type(exc).__name__}: "
-                             f"{first}{loc}{hint}", *rest])
-    result = pc.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
-                                   kernel=spec.name, details={"shape": str(shape), "error": message}))
-    raise PipecheckFailure(f"{message}\n  reproduce: {pc.reproduce}", result) from exc
-
-
-def _launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Shape, check: str,
+def _launch_for_sanitizer(ctx: CheckContext, spec: KernelSpec, shape: Shape, check: str,
                           pattern: _values.Pattern | None = None,
                           layout: _lay.Layout | None = None) -> CheckResult:
     """In a sanitizer child of scope ``launch``: launch the kernel once at ``shape`` (the first of the
@@ -282,43 +236,32 @@ def _launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Shape, check: 
     """
     lay = layout or _lay.base(spec)
     key = (id(spec), f"{shape} {pattern.id if pattern is not None else ''} {lay}")
-    if key not in pc.sanitizer_launched:
-        pc.sanitizer_launched.add(key)
-        values = {t.name: _input_values(pc, spec, t, shape, i, pattern) for i, t in enumerate(spec.inputs)}
-        inputs = _alloc_inputs(pc, spec, shape, values, lay)
-        _launch(pc, spec, shape, inputs, _stages_override(pc, spec), "the launch for the sanitizer", check,
+    if key not in ctx.launched:
+        ctx.launched.add(key)
+        values = {t.name: _input_values(ctx, spec, t, shape, i, pattern) for i, t in enumerate(spec.inputs)}
+        inputs = _alloc_inputs(ctx, spec, shape, values, lay)
+        _launch(ctx, spec, shape, inputs, _stages_override(ctx, spec), "the launch for the sanitizer", check,
                 pattern=pattern, layout=lay)
     why = ("not judged in a sanitizer child (sanitizer_scope=launch): the kernel launched once at this shape for "
            f"the tool; the normal run judges {check}")
-    return pc.record(CheckResult(check, Verdict.SKIP, why, kernel=spec.name,
+    return ctx.record(CheckResult(check, Verdict.SKIP, why, kernel=spec.name,
                                  details={"shape": str(shape), "layout": str(lay), "reason": why}))
 
 
-def launch_for_sanitizer(pc: Pipecheck, spec: KernelSpec, shape: Any, check: str, *, values: Any = None,
+def launch_for_sanitizer(ctx: CheckContext, check: str, spec: KernelSpec, shape: Any, *, values: Any = None,
                          layout: Any = None, **_ignored: Any) -> CheckResult:
     """Launch the kernel once at ``shape`` for the sanitizer of this child process, judging nothing.
 
-    Used in a sanitizer child for a correctness check that is deselected (``--pipecheck-checks=sanitizer``):
-    the normal run does not run the check, but the tool must still see the kernel launch, or a test
-    whose only launches go through the checks would read "0 hazards" having launched nothing.
+    What coverage, the tile probe and determinism do in a sanitizer child of scope ``launch``, and what a
+    deselected one of them does in any sanitizer child (``--pipecheck-checks=sanitizer``): the normal run
+    does not run the check, but the tool must still see the kernel launch, or a test whose only launches go
+    through the checks would read "0 hazards" having launched nothing.
     """
     shp = spec.check_shape(shape)
-    return _launch_for_sanitizer(pc, spec, shp, check, _pattern(spec, values), _lay.as_layout(spec, layout))
+    return _launch_for_sanitizer(ctx, spec, shp, check, _pattern(spec, values), _lay.as_layout(spec, layout))
 
 
-def _inconclusive(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, message: str,
-                  details: dict[str, Any]) -> NoReturn:
-    """Record an ERROR (the check could not reach a verdict) and raise PipecheckError with ``message``.
-
-    The result is recorded, not only raised, so a test that catches the error still fails at its
-    end: an inconclusive check must never leave a passing test behind.
-    """
-    __tracebackhide__ = True
-    pc.record(CheckResult(check, Verdict.ERROR, summary, kernel=spec.name, details=details))
-    raise PipecheckError(message)
-
-
-def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+def _reference(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
                fn: Any = None, label: str = "reference", *, check: str = "coverage",
                require_finite: bool = True) -> dict[str, Any]:
     """Call the reference and validate names, shapes and dtypes; returns host float64 arrays.
@@ -339,7 +282,7 @@ def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[st
     except Exception as exc:
         raise PipecheckError(f"spec {spec.name!r}: the {label} raised at {shape}: "
                              f"{type(exc).__name__}: {exc}") from exc
-    _arr.synchronize(spec.backend, _device(pc, spec))
+    _arr.synchronize(spec.backend, _device(ctx, spec))
     for name, g in inputs.items():
         if spec.tensor(name).is_inout:
             continue  # updated in place by design: a reference may update its copy instead of returning it
@@ -349,7 +292,7 @@ def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[st
             first = tuple(int(i) for i in np.argwhere(changed)[0])
             where = _arr.describe_index(first, spec.tensor(name).dims, spec.tiles, changed.shape)
             _inconclusive(
-                pc, check, spec, f"inconclusive: the {label} wrote its input {name!r}",
+                ctx, check, spec, f"inconclusive: the {label} wrote its input {name!r}",
                 f"spec {spec.name!r}: the {label} wrote its input {name!r} at {shape}: {_pct(n, changed.size)} "
                 f"elements changed, first at {where}. A {label} must not modify its inputs (an in-place op "
                 "such as mul_(), +=, or out= on an input?); its outputs may come from the modified values, "
@@ -364,7 +307,7 @@ def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[st
             # the reference updated its copy of the inout in place: that copy is the expected value
             host = np.asarray(_arr.to_numpy(copies[t.name]), dtype=np.float64)
             if require_finite:
-                _require_finite(pc, check, spec, shape, t, host, label)
+                _require_finite(ctx, check, spec, shape, t, host, label)
             out[t.name] = host
             continue
         if t.name not in got:
@@ -386,12 +329,12 @@ def _reference(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[st
             _check_reference_dtype(spec, t, dt)
         host = np.asarray(_arr.to_numpy(value), dtype=np.float64)
         if require_finite:
-            _require_finite(pc, check, spec, shape, t, host, label)
+            _require_finite(ctx, check, spec, shape, t, host, label)
         out[t.name] = host
     return out
 
 
-def _require_finite(pc: Pipecheck, check: str, spec: KernelSpec, shape: Shape, t: Tensor, host: Any,
+def _require_finite(ctx: CheckContext, check: str, spec: KernelSpec, shape: Shape, t: Tensor, host: Any,
                     label: str) -> None:
     """A NaN or inf in a reference output is an ERROR naming the spec and the output.
 
@@ -417,7 +360,7 @@ def _require_finite(pc: Pipecheck, check: str, spec: KernelSpec, shape: Shape, t
         why = (f"the calibrated tolerance would be {kinds} and accept any output (did it overflow "
                f"{t.dtype}?); fix it, or use tolerance='fixed' or explicit rtol=/atol=")
     _inconclusive(
-        pc, check, spec, f"inconclusive: the {label}'s {t.name!r} is {kinds} at {n} of {host.size} elements",
+        ctx, check, spec, f"inconclusive: the {label}'s {t.name!r} is {kinds} at {n} of {host.size} elements",
         f"spec {spec.name!r}: the {label}'s {t.name!r} is {kinds} at {_pct(n, host.size)} elements at {shape}, "
         f"first at {where}: {why}",
         {"shape": str(shape), "output": t.name, "non_finite": n, "culprit": label})
@@ -436,22 +379,10 @@ def _check_reference_dtype(spec: KernelSpec, t: Tensor, dt: str) -> None:
                              f"output is {t.dtype}: an integer reference is required")
 
 
-def _fail(pc: Pipecheck, check: str, spec: KernelSpec, summary: str, lines: list[str],
-          details: dict[str, Any]) -> None:
-    __tracebackhide__ = True
-    result = pc.record(CheckResult(check, Verdict.FAIL, summary, kernel=spec.name, details=details))
-    message = "\n  ".join(lines) + f"\n  reproduce: {pc.reproduce}"
-    raise PipecheckFailure(message, result)
-
-
-def _pct(n: int, total: int) -> str:
-    return f"{n} of {total} ({100.0 * n / total:.2f}%)" if total else f"{n}"
-
-
 # ----------------------------------------------------------------------------- coverage
 
 
-def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: str = "auto",
+def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance: str = "auto",
                    rtol: float | None = None, atol: float | None = None, values: Any = None,
                    layout: Any = None) -> CheckResult:
     """Poisoned, guarded outputs; every element written; guards intact; match the reference.
@@ -470,28 +401,26 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     _check_tolerance_mode(spec, tolerance)
     spec_rtol, spec_atol = _spec_tolerances(spec, shp)
     lay = _lay.as_layout(spec, layout)
-    if pc.sanitizer_launch_only:
-        return _launch_for_sanitizer(pc, spec, shp, "coverage", pattern, lay)
-    extra = _stages_override(pc, spec)
-    vals = {t.name: _input_values(pc, spec, t, shp, i, pattern) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, vals, lay)
-    outputs = _launch(pc, spec, shp, inputs, extra, "the coverage run", "coverage", pattern=pattern, layout=lay)
+    extra = _stages_override(ctx, spec)
+    vals = {t.name: _input_values(ctx, spec, t, shp, i, pattern) for i, t in enumerate(spec.inputs)}
+    inputs = _alloc_inputs(ctx, spec, shp, vals, lay)
+    outputs = _launch(ctx, spec, shp, inputs, extra, "the coverage run", "coverage", pattern=pattern, layout=lay)
     # An integer poison is a value a kernel may legitimately write (7 in a uint8 output): integer
     # outputs run a second time under the other poison, and only an element holding the poison of
     # each run is unwritten. Float poisons are NaN payloads no arithmetic produces: one run is enough.
     second: dict[str, _arr.GuardedArray] | None = None
     if any(not _arr.is_float(t.dtype) and _poisoned(t) for t in spec.outputs):
-        second = _launch(pc, spec, shp, inputs, extra, "the coverage run (second poison)", "coverage", poison=1,
+        second = _launch(ctx, spec, shp, inputs, extra, "the coverage run (second poison)", "coverage", poison=1,
                          pattern=pattern, layout=lay)
     # the kernel's writes to its inputs, read before the reference runs (it gets copies anyway)
     input_writes = {name: int(g.changed().sum()) for name, g in inputs.items()}
-    ref = _reference(pc, spec, shp, inputs, require_finite=not pattern.nonfinite)
-    skipped = _out_of_range(pc, "coverage", spec, shp, pattern, ref)
+    ref = _reference(ctx, spec, shp, inputs, require_finite=not pattern.nonfinite)
+    skipped = _out_of_range(ctx, "coverage", spec, shp, pattern, ref)
     if skipped is not None:
         return skipped
     lowp = None
     if spec.same_precision is not None and tolerance in ("auto", "calibrated") and rtol is None and atol is None:
-        lowp = _reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation",
+        lowp = _reference(ctx, spec, shp, inputs, spec.same_precision, "same_precision implementation",
                           require_finite=not pattern.nonfinite)
 
     where_text = f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}"
@@ -531,7 +460,7 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
             lines.append(f"output {t.name!r}: {_pct(n_unwritten, want.size)} elements never written (still "
                          f"poison); first at {_arr.describe_index(first, t.dims, spec.tiles, want.shape)}")
             info["unwritten"] = n_unwritten
-        tol = _output_tolerance(pc, "coverage", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
+        tol = _output_tolerance(ctx, "coverage", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
                                 spec_atol=spec_atol, rtol=rtol, atol=atol)
         tol_used = tol
         nonfinite_lines, exclude = _nonfinite_expectations(pattern, t, got, want, unwritten, spec)
@@ -558,8 +487,8 @@ def check_coverage(pc: Pipecheck, spec: KernelSpec, shape: Any, *, tolerance: st
     if bare:
         summary += f"; not poisoned: {', '.join(bare)}"
     if len(lines) > 1:
-        _fail(pc, "coverage", spec, summary + f", {len(lines) - 1} defect(s) at {shp}", lines, details)
-    return pc.record(CheckResult("coverage", Verdict.PASS, summary, kernel=spec.name, details=details))
+        _fail(ctx, "coverage", spec, summary + f", {len(lines) - 1} defect(s) at {shp}", lines, details)
+    return ctx.record(CheckResult("coverage", Verdict.PASS, summary, kernel=spec.name, details=details))
 
 
 def _kind(t: Tensor) -> str:
@@ -574,7 +503,7 @@ def _check_tolerance_mode(spec: KernelSpec, tolerance: str) -> None:
                              "implementation")
 
 
-def _calibrated(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t: Tensor, want: Any,
+def _calibrated(ctx: CheckContext, check: str, spec: KernelSpec, shp: Shape, t: Tensor, want: Any,
                 lowp: Any) -> _tol.Tolerance:
     """k times the same-precision implementation's worst error on these inputs (an ERROR if not finite)."""
     import numpy as np
@@ -586,7 +515,7 @@ def _calibrated(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t: Tens
     absmax = float(np.max(np.abs(want[finite]))) if finite.any() else 0.0
     tol = _tol.calibrated(t.dtype, err, absmax, spec.calibration_k)
     if not (math.isfinite(tol.atol) and math.isfinite(tol.rtol)):
-        _inconclusive(pc, check, spec, f"inconclusive: calibrated tolerance of {t.name!r} is not finite",
+        _inconclusive(ctx, check, spec, f"inconclusive: calibrated tolerance of {t.name!r} is not finite",
                       f"spec {spec.name!r}: the calibrated tolerance of {t.name!r} at {shp} is {tol}: not "
                       "a finite number, so it would accept any output; use tolerance='fixed' or explicit "
                       "rtol=/atol=", {"shape": str(shp), "output": t.name, "tolerance": str(tol)})
@@ -618,7 +547,7 @@ def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any,
 _RANGE = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
 
 
-def _output_tolerance(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t: Tensor, want: Any,
+def _output_tolerance(ctx: CheckContext, check: str, spec: KernelSpec, shp: Shape, t: Tensor, want: Any,
                       lowp: Mapping[str, Any] | None, pattern: _values.Pattern, *, spec_rtol: Any, spec_atol: Any,
                       rtol: Any, atol: Any) -> _tol.Tolerance:
     """The tolerance output ``t`` is compared with: calibrated on the same-precision implementation's
@@ -626,14 +555,14 @@ def _output_tolerance(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, t
     adjusted for the value ``pattern``."""
     if lowp is not None:
         # both are finite here (_reference made a NaN or inf an error)
-        tol = _calibrated(pc, check, spec, shp, t, want, lowp[t.name])
+        tol = _calibrated(ctx, check, spec, shp, t, want, lowp[t.name])
     else:
         tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
-                           config_rtol=pc.config.rtol, config_atol=pc.config.atol, rtol=rtol, atol=atol)
+                           config_rtol=ctx.config.rtol, config_atol=ctx.config.atol, rtol=rtol, atol=atol)
     return _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
 
 
-def _out_of_range(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, pattern: _values.Pattern,
+def _out_of_range(ctx: CheckContext, check: str, spec: KernelSpec, shp: Shape, pattern: _values.Pattern,
                   ref: Mapping[str, Any]) -> CheckResult | None:
     """A skip when a (finite) pattern drives the reference past an output dtype's range; else None.
 
@@ -650,7 +579,7 @@ def _out_of_range(pc: Pipecheck, check: str, spec: KernelSpec, shp: Shape, patte
             continue
         peak = float(np.max(np.abs(want)))
         if peak > top:
-            return pc.skip_check(check, f"{spec.name} at {shp} {pattern.id}: the reference's {t.name!r} reaches "
+            return ctx.skip_check(check, f"{spec.name} at {shp} {pattern.id}: the reference's {t.name!r} reaches "
                                  f"{peak:.3g}, beyond the {t.dtype} range ({top:.5g}); this pattern does not "
                                  "apply at this shape", kernel=spec.name)
     return None
@@ -716,7 +645,7 @@ def _mask_loop(values: Any, axis: int, lo: int, hi: int) -> Any:
     return out
 
 
-def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: int = MAX_PROBE_TILES,
+def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_tiles: int = MAX_PROBE_TILES,
                      rtol: float | None = None, atol: float | None = None, tolerance: str = "auto",
                      values: Any = None, layout: Any = None) -> CheckResult:
     """Run once per loop tile with the inputs' loop-dim slices zero outside it; each must count once.
@@ -738,22 +667,20 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
     _check_tolerance_args(spec, "check_tile_probe", rtol=rtol, atol=atol)
     _check_tolerance_mode(spec, tolerance)
     lay = _lay.as_layout(spec, layout)
-    if pc.sanitizer_launch_only:
-        return _launch_for_sanitizer(pc, spec, shp, "tile_probe", pattern, lay)
     if pattern.nonfinite:
-        return pc.skip_check("tile_probe", f"{spec.name} at {shp} {pattern.id}: the tile probe zeros the inputs "
+        return ctx.skip_check("tile_probe", f"{spec.name} at {shp} {pattern.id}: the tile probe zeros the inputs "
                              "outside one tile and compares contributions; NaN and inf do not cancel, so it does "
                              "not run under this pattern", kernel=spec.name)
     spec_rtol, spec_atol = _spec_tolerances(spec, shp)
     calibrate = (spec.same_precision is not None and tolerance in ("auto", "calibrated") and rtol is None
                  and atol is None)
-    extra = _stages_override(pc, spec)
+    extra = _stages_override(ctx, spec)
     loop = spec.loop_dim
     tile = spec.tiles[loop]
     size = shp[loop]
     count = math.ceil(size / tile)
     stages = extra.get("stages", spec.stages)
-    base_values = {t.name: _input_values(pc, spec, t, shp, 100 + i, pattern) for i, t in enumerate(spec.inputs)}
+    base_values = {t.name: _input_values(ctx, spec, t, shp, 100 + i, pattern) for i, t in enumerate(spec.inputs)}
     looped = [t for t in spec.inputs if loop in t.dims]
 
     def probe_values(lo: int, hi: int) -> dict[str, Any]:
@@ -769,31 +696,31 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
     worst_rel = 0.0
     for j in _probe_tiles(count, stages, max_tiles):
         lo, hi = j * tile, min((j + 1) * tile, size)
-        inputs = _alloc_inputs(pc, spec, shp, probe_values(lo, hi), lay)
-        outputs = _launch(pc, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe",
+        inputs = _alloc_inputs(ctx, spec, shp, probe_values(lo, hi), lay)
+        outputs = _launch(ctx, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe",
                           pattern=pattern, layout=lay)
-        ref = _reference(pc, spec, shp, inputs, check="tile_probe")
+        ref = _reference(ctx, spec, shp, inputs, check="tile_probe")
         if not details["probed"]:
-            skipped = _out_of_range(pc, "tile_probe", spec, shp, pattern, ref)
+            skipped = _out_of_range(ctx, "tile_probe", spec, shp, pattern, ref)
             if skipped is not None:
                 return skipped
-        lowp = (_reference(pc, spec, shp, inputs, spec.same_precision, "same_precision implementation",
+        lowp = (_reference(ctx, spec, shp, inputs, spec.same_precision, "same_precision implementation",
                            check="tile_probe") if calibrate else None)
         details["probed"].append(j)
         verdicts = []
         for t in spec.compared:
             got = _arr.to_numpy(outputs[t.name].array).astype(np.float64)
             want = ref[t.name]
-            tol = _output_tolerance(pc, "tile_probe", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
+            tol = _output_tolerance(ctx, "tile_probe", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
                                     spec_atol=spec_atol, rtol=rtol, atol=atol)
             cmp = _tol.compare(got, want, tol)
             worst_rel = max(worst_rel, cmp.max_rel)
             if not cmp.bad:
                 continue
             if baseline is None:
-                zero_inputs = _alloc_inputs(pc, spec, shp, probe_values(0, 0))
+                zero_inputs = _alloc_inputs(ctx, spec, shp, probe_values(0, 0))
                 # only explains a failure already found: a NaN in it is no reason to hide that failure
-                baseline = _reference(pc, spec, shp, zero_inputs, check="tile_probe", require_finite=False)
+                baseline = _reference(ctx, spec, shp, zero_inputs, check="tile_probe", require_finite=False)
             verdicts.append(_classify(got, want, baseline[t.name], t, cmp, spec, tol))
         if verdicts:
             role = _tile_role(j, count, size, tile)
@@ -806,8 +733,8 @@ def check_tile_probe(pc: Pipecheck, spec: KernelSpec, shape: Any, *, max_tiles: 
         lines = [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: tile probe along {loop} "
                  f"({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
                  f"found {len(problems)} bad tile(s)", *problems]
-        _fail(pc, "tile_probe", spec, problems[0], lines, details)
-    return pc.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
+        _fail(ctx, "tile_probe", spec, problems[0], lines, details)
+    return ctx.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
 
 
 def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, spec: KernelSpec,
@@ -839,9 +766,9 @@ def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, s
 # ----------------------------------------------------------------------------- determinism
 
 
-def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int | None = None,
+def check_determinism(ctx: CheckContext, spec: KernelSpec, shape: Any, *, runs: int | None = None,
                       values: Any = None, layout: Any = None) -> CheckResult:
-    """``runs`` (default ``pc.config.determinism_runs``) launches on the same inputs must be bitwise equal.
+    """``runs`` (default ``ctx.config.determinism_runs``) launches on the same inputs must be bitwise equal.
 
     Skipped (recorded, with the reason) when the kernel or the test declares it non-deterministic.
     Raises PipecheckFailure "suspected race" with where the runs differ.
@@ -851,19 +778,17 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
 
     shp = spec.check_shape(shape)
     pattern = _pattern(spec, values)
-    deterministic = pc.config.deterministic if "deterministic" in pc.config.sources else spec.deterministic
+    deterministic = ctx.config.deterministic if "deterministic" in ctx.config.sources else spec.deterministic
     if not deterministic:
-        return pc.skip_check("determinism", f"{spec.name} is declared non-deterministic (deterministic=False)",
+        return ctx.skip_check("determinism", f"{spec.name} is declared non-deterministic (deterministic=False)",
                              kernel=spec.name)
-    n = runs if runs is not None else pc.config.determinism_runs
+    n = runs if runs is not None else ctx.config.determinism_runs
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise PipecheckError(f"spec {spec.name!r}: determinism runs={n!r} must be an integer >= 2")
     lay = _lay.as_layout(spec, layout)
-    if pc.sanitizer_launch_only:
-        return _launch_for_sanitizer(pc, spec, shp, "determinism", pattern, lay)
-    extra = _stages_override(pc, spec)
-    vals = {t.name: _input_values(pc, spec, t, shp, 200 + i, pattern) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(pc, spec, shp, vals, lay)
+    extra = _stages_override(ctx, spec)
+    vals = {t.name: _input_values(ctx, spec, t, shp, 200 + i, pattern) for i, t in enumerate(spec.inputs)}
+    inputs = _alloc_inputs(ctx, spec, shp, vals, lay)
     first: dict[str, Any] | None = None
     lines: list[str] = []
     for run in range(n):
@@ -871,7 +796,7 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
         # and so differs between them, instead of reading as "bitwise equal" (a kernel that writes
         # nothing would pass). Such an element is reported as unwritten, not as a race.
         poison = run % _arr.POISON_VARIANTS
-        outputs = _launch(pc, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism", poison=poison,
+        outputs = _launch(ctx, spec, shp, inputs, extra, f"determinism run {run + 1}", "determinism", poison=poison,
                           pattern=pattern, layout=lay)
         got = {t.name: _arr.bits(outputs[t.name].array, t.dtype) for t in spec.compared}
         if first is None:
@@ -899,20 +824,21 @@ def check_determinism(pc: Pipecheck, spec: KernelSpec, shape: Any, *, runs: int 
         if lines:
             break
     if lines:
-        _fail(pc, "determinism", spec, lines[0].split(";")[0],
+        _fail(ctx, "determinism", spec, lines[0].split(";")[0],
               [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: determinism failed over {n} runs on the "
                "same inputs", *lines,
                "(a kernel that is legitimately non-deterministic declares deterministic=False)"],
               {"shape": str(shp), "runs": n, "values": pattern.name, "layout": str(lay)})
-    return pc.record(CheckResult("determinism", Verdict.PASS, f"{n} runs bitwise equal", kernel=spec.name,
+    return ctx.record(CheckResult("determinism", Verdict.PASS, f"{n} runs bitwise equal", kernel=spec.name,
                                  details={"shape": str(shp), "runs": n, "values": pattern.name, "layout": str(lay)}))
 
 
 # ----------------------------------------------------------------------------- all
 
 
-def check_all(pc: Pipecheck, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
-    """Run the selected checks among coverage, tile_probe and determinism; raise once with every failure.
+def check_all(ctx: CheckContext, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
+    """Run coverage, tile_probe and determinism (each through :func:`.context.run_check`: a deselected one
+    is recorded as skipped and not returned); raise once with every failure.
 
     Keyword arguments go to the checks that accept them (``tolerance``, ``rtol``, ``atol`` to coverage
     and the tile probe; ``max_tiles`` to the tile probe; ``runs`` to determinism; ``values``, the value
@@ -928,13 +854,16 @@ def check_all(pc: Pipecheck, spec: KernelSpec, shape: Any, **kwargs: Any) -> lis
     if unknown:
         raise PipecheckError(f"spec {spec.name!r}: check_kernel got unknown keyword {unknown[0]!r} "
                              f"(known: {', '.join(sorted(known))})")
+    from ..contract import deselection
+
     results: list[CheckResult] = []
     failures: list[PipecheckFailure] = []
     for name, fn, keys in plan:
-        if not pc.config.wants(name):
-            continue
         try:
-            results.append(fn(pc, spec, shape, **{k: v for k, v in kwargs.items() if k in keys}))
+            got = run_check(ctx, name, fn, spec, shape, in_child=launch_for_sanitizer,
+                            **{k: v for k, v in kwargs.items() if k in keys})
+            if deselection(name, ctx.config) is None:  # a deselected check is recorded, not returned
+                results.append(got)
         except PipecheckFailure as exc:
             failures.append(exc)
             if exc.result is not None:

@@ -39,9 +39,9 @@ import pytest
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..fixture import Pipecheck
     from ..inspect.analysis import KernelFindings
     from ..inspect.triton_ir import TritonFindings
+    from .context import CheckContext
 
 __all__ = ["EXPECT_KEYS", "PRESETS", "check_sass", "normalize_expect"]
 
@@ -203,10 +203,10 @@ def _copies(findings: KernelFindings) -> str:
 # ----------------------------------------------------------------------------- targets
 
 
-def _archs(arch: str | Sequence[str] | None, pc: Pipecheck) -> list[str]:
+def _archs(arch: str | Sequence[str] | None, ctx: CheckContext) -> list[str]:
     from ..arch import parse_arch_list
 
-    return list(parse_arch_list(pc.config.arch if arch is None else arch, where="check_sass(arch=...)"))
+    return list(parse_arch_list(ctx.config.arch if arch is None else arch, where="check_sass(arch=...)"))
 
 
 def _cuda_arch(arch: str) -> str:
@@ -215,7 +215,7 @@ def _cuda_arch(arch: str) -> str:
 
 
 def _collect(
-    pc: Pipecheck, target: Any, arch: str | Sequence[str] | None, kernel: str | None, kw: dict[str, Any]
+    ctx: CheckContext, target: Any, arch: str | Sequence[str] | None, kernel: str | None, kw: dict[str, Any]
 ) -> list[tuple[str, KernelFindings, TritonFindings | None]]:
     from ..inspect import inspect_cu, inspect_cubin
     from ..inspect.triton_ir import analyze_triton, aot_compile
@@ -239,7 +239,7 @@ def _collect(
                 raise PipecheckError(
                     f"check_sass on {path.name}: unexpected arguments {', '.join(sorted(kw))}"
                 )
-            for a in _archs(arch, pc):
+            for a in _archs(arch, ctx):
                 for f in inspect_cu(path, _cuda_arch(a), kernel=kernel, **opts):
                     out.append((a, f, None))
             return out
@@ -251,7 +251,7 @@ def _collect(
             raise PipecheckError(
                 f"check_sass on Triton function {target.__name__}: pass args=(...) to compile it"
             )
-        for a in _archs(arch, pc):
+        for a in _archs(arch, ctx):
             compiled_list.append((a, aot_compile(target, tuple(args), arch=a, **kw)))
     elif isinstance(getattr(target, "asm", None), dict):
         if kw:
@@ -275,7 +275,7 @@ def _collect(
 
 
 def check_sass(
-    pc: Pipecheck,
+    ctx: CheckContext,
     target: Any,
     *,
     expect: Any,
@@ -285,7 +285,7 @@ def check_sass(
 ) -> CheckResult:
     """Check the compiled code of ``target`` against ``expect`` (see the module docstring).
 
-    Records one CheckResult (check "inspect") on ``pc``. Raises :class:`PipecheckFailure` listing
+    Records one CheckResult (check "inspect") on ``ctx``. Raises :class:`PipecheckFailure` listing
     what was found instead and the relevant SASS lines when an expectation fails,
     :class:`PipecheckError` for bad input (unknown expectation, missing file, failing compile), and
     skips the test, with the package to install, when no disassembler is available.
@@ -294,14 +294,14 @@ def check_sass(
     from ..inspect import DisassemblerNotFound
 
     wanted = normalize_expect(expect)
-    label = kernel or pc.config.kernel
+    label = kernel or ctx.config.kernel
     try:
-        found = _collect(pc, target, arch, kernel, dict(kw))
+        found = _collect(ctx, target, arch, kernel, dict(kw))
     except DisassemblerNotFound as exc:
-        pc.skip_check("inspect", str(exc), kernel=label)
+        ctx.skip_check("inspect", str(exc), kernel=label)
         pytest.skip(f"inspect: {exc}")
     except PipecheckError as exc:
-        pc.record(CheckResult("inspect", Verdict.ERROR, str(exc), kernel=label, details={"error": str(exc)}))
+        ctx.record(CheckResult("inspect", Verdict.ERROR, str(exc), kernel=label, details={"error": str(exc)}))
         raise
     failures: list[str] = []
     details: dict[str, Any] = {"expect": _jsonable(wanted), "kernels": []}
@@ -321,11 +321,11 @@ def check_sass(
     summary = "; ".join(lines) if len(lines) > 1 else (lines[0].split(": ", 1)[1] if lines else "no kernels")
     name = label or (found[0][1].name if found else None)
     if failures:
-        result = pc.record(CheckResult("inspect", Verdict.FAIL, summary, kernel=name, details=details))
+        result = ctx.record(CheckResult("inspect", Verdict.FAIL, summary, kernel=name, details=details))
         raise PipecheckFailure(
             "inspect: compiled code does not match expectations\n" + "\n".join(failures), result
         )
-    return pc.record(CheckResult("inspect", Verdict.PASS, summary, kernel=name, details=details))
+    return ctx.record(CheckResult("inspect", Verdict.PASS, summary, kernel=name, details=details))
 
 
 def _jsonable(value: Any) -> Any:

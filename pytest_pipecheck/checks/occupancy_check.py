@@ -25,16 +25,16 @@ from ..occupancy import Occupancy, format_bytes, occupancy
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..fixture import Pipecheck
     from ..resources.cubin import KernelResources
+    from .context import CheckContext
 
 __all__ = ["check_occupancy", "launch_or_occupancy_failure", "occupancy_table"]
 
 
-def _arch_list(arch: str | Sequence[str] | None, pc: Pipecheck) -> list[str]:
+def _arch_list(arch: str | Sequence[str] | None, ctx: CheckContext) -> list[str]:
     from ..arch import parse_arch_list
 
-    return list(parse_arch_list(pc.config.arch if arch is None else arch, where="check_occupancy(arch=...)",
+    return list(parse_arch_list(ctx.config.arch if arch is None else arch, where="check_occupancy(arch=...)",
                                 base=True))
 
 
@@ -96,7 +96,7 @@ def occupancy_table(rows: Sequence[Occupancy], floor: int | None) -> str:
 
 
 def check_occupancy(
-    pc: Pipecheck,
+    ctx: CheckContext,
     target: Any = None,
     *,
     threads: int | None = None,
@@ -117,9 +117,9 @@ def check_occupancy(
     missing numbers, a kernel that does not compile).
     """
     __tracebackhide__ = True
-    archs = _arch_list(arch, pc)
+    archs = _arch_list(arch, ctx)
     if min_blocks is None:
-        floor = pc.config.min_blocks
+        floor = ctx.config.min_blocks
     else:
         import operator
 
@@ -132,7 +132,7 @@ def check_occupancy(
     if floor < 1:
         raise PipecheckError(f"check_occupancy(min_blocks={floor}) must be >= 1 (a floor of 0 would pass a kernel "
                              "that cannot launch)")
-    name = kernel or pc.config.kernel
+    name = kernel or ctx.config.kernel
     rows: list[Occupancy] = []
     resources: dict[str, Any] = {}
     if target is None:
@@ -160,10 +160,10 @@ def check_occupancy(
             resources[a] = res.to_json()
     if name is None and _is_triton_kernel(target):
         name = getattr(getattr(target, "fn", None), "__name__", None)
-    return _verdict(pc, rows, floor, name, resources)
+    return _verdict(ctx, rows, floor, name, resources)
 
 
-def _verdict(pc: Pipecheck, rows: list[Occupancy], floor: int, name: str | None,
+def _verdict(ctx: CheckContext, rows: list[Occupancy], floor: int, name: str | None,
              resources: dict[str, Any], extra: dict[str, Any] | None = None) -> CheckResult:
     __tracebackhide__ = True
     # 0 blocks/SM is a launch failure whatever the floor says
@@ -181,7 +181,7 @@ def _verdict(pc: Pipecheck, rows: list[Occupancy], floor: int, name: str | None,
     if extra:
         details.update(extra)
     verdict = Verdict.FAIL if below else Verdict.PASS
-    result = pc.record(CheckResult("occupancy", verdict, summary, kernel=name, details=details))
+    result = ctx.record(CheckResult("occupancy", verdict, summary, kernel=name, details=details))
     if below:
         who = f"kernel {name!r}" if name else "kernel"
         dead = [o.arch for o in below if not o.launchable]
@@ -192,7 +192,7 @@ def _verdict(pc: Pipecheck, rows: list[Occupancy], floor: int, name: str | None,
     return result
 
 
-def launch_or_occupancy_failure(pc: Pipecheck, launch: Callable[..., Any], *args: Any,
+def launch_or_occupancy_failure(ctx: CheckContext, launch: Callable[..., Any], *args: Any,
                                 kernel: str | None = None, **kwargs: Any) -> Any:
     """Run ``launch(*args, **kwargs)``; a Triton "out of resource: shared memory" becomes the verdict.
 
@@ -210,15 +210,15 @@ def launch_or_occupancy_failure(pc: Pipecheck, launch: Callable[..., Any], *args
         required = getattr(exc, "required", None)
         limit = getattr(exc, "limit", None)
         resource = getattr(exc, "name", "shared memory")
-        device = pc.tier.device
+        device = ctx.tier.device
         arch = device.arch if device is not None else "unknown"
-        floor = max(pc.config.min_blocks, 1)
-        name = kernel or pc.config.kernel or getattr(getattr(launch, "fn", None), "__name__", None)
+        floor = max(ctx.config.min_blocks, 1)
+        name = kernel or ctx.config.kernel or getattr(getattr(launch, "fn", None), "__name__", None)
         detail = {"floor": floor, "archs": {arch: {"blocks_per_sm": 0, "required": required,
                                                    "limit": limit, "resource": resource}},
                   "below_floor": [arch], "triton_error": str(exc)}
         summary = f"{arch} 0 blocks/SM (floor {floor}): out of {resource}"
-        result = pc.record(CheckResult("occupancy", Verdict.FAIL, summary, kernel=name, details=detail))
+        result = ctx.record(CheckResult("occupancy", Verdict.FAIL, summary, kernel=name, details=detail))
         need = f"needs {format_bytes(int(required))}" if isinstance(required, int) else "needs more"
         have = f"a block may have {format_bytes(int(limit))}" if isinstance(limit, int) else ""
         raise PipecheckFailure(

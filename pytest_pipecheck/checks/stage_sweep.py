@@ -39,14 +39,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..contract import deselection
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..fixture import Pipecheck
     from ..perf.stats import Samples
+    from .context import CheckContext
 
-__all__ = ["CHECK", "TIMING_KEYWORDS", "check_stage_sweep", "does_not_fit", "sweep_table"]
+__all__ = ["CHECK", "TIMING_KEYWORDS", "check_stage_sweep", "does_not_fit", "skip", "sweep_table"]
 
 CHECK = "perf:stage_sweep"
 # keywords passed on to perf.timing.measure (n_inputs is not: run takes the stage count only)
@@ -66,8 +65,8 @@ _NO_FIT = re.compile(
 # ----------------------------------------------------------------------------- small helpers
 
 
-def _where(pc: Pipecheck) -> str:
-    return f" in {pc.nodeid}" if pc.nodeid else ""
+def _where(ctx: CheckContext) -> str:
+    return f" in {ctx.nodeid}" if ctx.nodeid else ""
 
 
 def _format_us(us: float) -> str:
@@ -157,15 +156,15 @@ def _variant(name: str, value: Any, stage_list: list[int], where: str) -> Callab
                          "a time in us, or a mapping {stages: us}")
 
 
-def _arch(pc: Pipecheck, arch: Any, where: str) -> str:
+def _arch(ctx: CheckContext, arch: Any, where: str) -> str:
     from ..arch import base_arch
 
     if arch is None:
-        device = pc.tier.device
+        device = ctx.tier.device
         if device is not None:
             arch = device.arch
-        elif pc.config.arch:
-            arch = pc.config.arch[0]
+        elif ctx.config.arch:
+            arch = ctx.config.arch[0]
         else:
             raise PipecheckError(f"check_stage_sweep(resources=...){where}: give arch= (no GPU, no configured arch)")
     if not isinstance(arch, str):
@@ -259,7 +258,7 @@ def sweep_table(rows: list[dict[str, Any]], chosen: int | None, best: int | None
 
 
 def check_stage_sweep(
-    pc: Pipecheck,
+    ctx: CheckContext,
     run: Callable[[int], Any],
     stages: Iterable[int],
     *,
@@ -305,7 +304,7 @@ def check_stage_sweep(
     """
     __tracebackhide__ = True
     try:
-        return _check_stage_sweep(pc, run, stages, kernel=kernel, flops=flops, chosen=chosen, max_loss=max_loss,
+        return _check_stage_sweep(ctx, run, stages, kernel=kernel, flops=flops, chosen=chosen, max_loss=max_loss,
                                   load_only=load_only, compute_only=compute_only, tiles=tiles,
                                   resources=resources, arch=arch, timer=timer, timing_kw=timing_kw)
     except PipecheckFailure as exc:
@@ -315,11 +314,11 @@ def check_stage_sweep(
         raise type(exc)(str(exc)) from None
 
 
-def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | None, flops: Any, chosen: Any,
+def _check_stage_sweep(ctx: CheckContext, run: Any, stages: Any, *, kernel: str | None, flops: Any, chosen: Any,
                        max_loss: Any, load_only: Any, compute_only: Any, tiles: Any, resources: Any, arch: Any,
                        timer: Timer | None, timing_kw: dict[str, Any]) -> CheckResult:
     __tracebackhide__ = True
-    where = _where(pc)
+    where = _where(ctx)
     if not callable(run):
         raise PipecheckError(f"check_stage_sweep(run={run!r}){where}: run must be a callable taking the stage count")
     stage_list = _stage_list(stages, where)
@@ -354,7 +353,7 @@ def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | No
         elif not callable(resources):
             raise PipecheckError(f"check_stage_sweep(resources={resources!r}){where}: give a mapping "
                                  "{stages: resources} or a callable taking the stage count")
-    occ_arch = _arch(pc, arch, where) if resources is not None else None
+    occ_arch = _arch(ctx, arch, where) if resources is not None else None
     unknown = sorted(set(timing_kw) - set(TIMING_KEYWORDS))
     if unknown:
         raise PipecheckError(f"check_stage_sweep{where}: unknown keyword {unknown[0]!r} (timing keywords: "
@@ -363,27 +362,17 @@ def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | No
         raise PipecheckError(f"check_stage_sweep(timer={timer!r}){where}: must be a callable like perf.timing.measure")
     if kernel is not None and not isinstance(kernel, str):
         raise PipecheckError(f"check_stage_sweep(kernel={kernel!r}){where}: must be a string")
-    name = kernel or pc.config.kernel
+    name = kernel or ctx.config.kernel
 
     def skip(reason: str) -> CheckResult:
-        return pc.record(CheckResult(CHECK, Verdict.SKIP, reason, kernel=name,
+        return ctx.record(CheckResult(CHECK, Verdict.SKIP, reason, kernel=name,
                                      details={"reason": reason, "stages": stage_list, "chosen": chosen}))
 
-    deselected = deselection(CHECK, pc.config)
-    if deselected is not None:
-        return skip(deselected)
-    from ..perf.timing import sanitizer_child_tool
-
-    child = sanitizer_child_tool()
-    if child is not None and timer is None:
-        # every stage count and variant timed at full size under the sanitizer would take minutes
-        # and measure the sanitizer; the kernels' hazards are the correctness tests' business
-        return skip(f"not timed under compute-sanitizer {child}: a stage sweep is timed in the normal run")
     if timer is None:
-        if not pc.tier.has_gpu:
-            return skip(f"stage sweep needs a CUDA GPU: {pc.tier.reason}")
-        if pc.tier.timing_blocked:
-            return skip(f"stage sweep not timed: {pc.tier.timing_blocked}")
+        if not ctx.tier.has_gpu:
+            return skip(f"stage sweep needs a CUDA GPU: {ctx.tier.reason}")
+        if ctx.tier.timing_blocked:
+            return skip(f"stage sweep not timed: {ctx.tier.timing_blocked}")
         from ..perf import timing
 
         timing_kw.setdefault("settle_s", timing.DEFAULT_SETTLE_S)
@@ -405,7 +394,7 @@ def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | No
             if reason is not None:
                 return reason
             summary = f"{what}stages={s}: {type(exc).__name__}: {_first_line(exc)}"
-            pc.record(CheckResult(CHECK, Verdict.ERROR, summary, kernel=name,
+            ctx.record(CheckResult(CHECK, Verdict.ERROR, summary, kernel=name,
                                   details={**base, "stage_sweep": rows, "error": summary}))
             raise
         return _samples(got, s, what, where)
@@ -460,13 +449,13 @@ def _check_stage_sweep(pc: Pipecheck, run: Any, stages: Any, *, kernel: str | No
         row["note"] = "; ".join(notes)
         rows.append(row)
 
-    return _verdict(pc, rows, name, chosen, loss_limit, base, meta, flops_f)
+    return _verdict(ctx, rows, name, chosen, loss_limit, base, meta, flops_f)
 
 
-def _verdict(pc: Pipecheck, rows: list[dict[str, Any]], name: str | None, chosen: int | None, max_loss: float,
+def _verdict(ctx: CheckContext, rows: list[dict[str, Any]], name: str | None, chosen: int | None, max_loss: float,
              base: dict[str, Any], meta: dict[str, Any], flops: float | None) -> CheckResult:
     __tracebackhide__ = True
-    who = f"kernel {name!r}" if name else f"the kernel{_where(pc)}"
+    who = f"kernel {name!r}" if name else f"the kernel{_where(ctx)}"
     measured = [r for r in rows if r["measured_us"] is not None]
     no_fit = [r["stages"] for r in rows if r["measured_us"] is None]
     best = min(measured, key=lambda r: r["measured_us"]) if measured else None
@@ -485,7 +474,7 @@ def _verdict(pc: Pipecheck, rows: list[dict[str, Any]], name: str | None, chosen
         fit_text = f"; stages {', '.join(map(str, no_fit))} {'does' if len(no_fit) == 1 else 'do'} not fit"
 
     def failure(summary: str, message: str) -> PipecheckFailure:
-        result = pc.record(CheckResult(CHECK, Verdict.FAIL, summary, kernel=name, details=details))
+        result = ctx.record(CheckResult(CHECK, Verdict.FAIL, summary, kernel=name, details=details))
         return PipecheckFailure(f"pipecheck stage sweep of {who}: {message}\n{table}", result)
 
     if best is None:
@@ -506,4 +495,16 @@ def _verdict(pc: Pipecheck, rows: list[dict[str, Any]], name: str | None, chosen
     summary = best_text
     if chosen is not None:
         summary += f", chosen {chosen}" + (f" (+{_percent(loss)}, max {_percent(max_loss)})" if loss else "")
-    return pc.record(CheckResult(CHECK, Verdict.PASS, summary + fit_text, kernel=name, details=details))
+    return ctx.record(CheckResult(CHECK, Verdict.PASS, summary + fit_text, kernel=name, details=details))
+
+
+def skip(ctx: CheckContext, check: str, reason: str, run: Any = None, stages: Any = (), *, chosen: Any = None,
+         kernel: str | None = None, **_ignored: Any) -> CheckResult:
+    """Record that the sweep did not run (deselected, or in a sanitizer child: every stage count timed at
+    full size under the tool would take minutes and time the tool), with its stage list."""
+    try:
+        stage_list = [int(s) for s in stages]
+    except (TypeError, ValueError):
+        stage_list = []
+    return ctx.record(CheckResult(check, Verdict.SKIP, reason, kernel=kernel or ctx.config.kernel,
+                                  details={"reason": reason, "stages": stage_list, "chosen": chosen}))

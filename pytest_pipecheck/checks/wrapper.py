@@ -62,11 +62,12 @@ from dataclasses import dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ..model import layouts as _layouts
 from ..model.spec import KernelSpec, Shape, normalize_dtype
 from . import arrays as _arr
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..fixture import Pipecheck
+    from .context import CheckContext
 
 __all__ = ["EMPTY_OPS", "INIT_OPS", "Allocation", "PoisonAllocations", "launch"]
 
@@ -301,8 +302,8 @@ class PoisonAllocations:
             if st < 0:
                 return self._pass("negative strides", out)
             span += (n - 1) * st
-        before = _arr._GUARD_MIN
-        after = _arr._round(_arr._GUARD_MIN + min(span, self.guard_tile * max(strides, default=1)))
+        before = _layouts.GUARD_MIN
+        after = _layouts.aligned(_layouts.GUARD_MIN + min(span, self.guard_tile * max(strides, default=1)))
         name, poisoned = op
         initial = None
         if poisoned:
@@ -421,7 +422,7 @@ def _contiguous_strides(shape: Any) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
+def launch(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
            extra: Mapping[str, Any], what: str, check: str, poison: int = 0,
            pattern: Any = None) -> dict[str, _arr.GuardedArray]:
     """Call ``spec.call`` on the inputs under :class:`PoisonAllocations`; return its outputs as GuardedArrays.
@@ -435,7 +436,7 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
     ``check``; writes outside a returned output are left to the coverage check, as in the spec form.
     """
     __tracebackhide__ = True
-    device = pc.device
+    device = ctx.device
     # guard bands as wide as the largest extent one program reaches (every tile size, blocks per program)
     mode = PoisonAllocations(poison, max(spec.guard_tiles.values(), default=1))
     args = [inputs[t.name].array for t in spec.inputs]
@@ -446,9 +447,9 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
         _arr.synchronize(spec.backend, device)
         values = _returned(spec, shape, got, {t.name: inputs[t.name].array for t in spec.inputs if t.is_inout})
     except Exception as exc:
-        from .coverage import _raised
+        from .failures import raised as _raised
 
-        _raised(pc, spec, shape, exc, what, check, who="the call", pattern=pattern)
+        _raised(ctx, spec, shape, exc, what, check, who="the call", pattern=pattern)
     outputs = {t.name: _output(t.name, values[t.name], t.dtype, mode, inputs) for t in spec.outputs}
     returned = {_storage(g.buffer) for g in outputs.values()}
     lines: list[str] = []
@@ -463,10 +464,11 @@ def launch(pc: Pipecheck, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _
         if report:
             lines.append(f"{report} (a store past the end of a buffer the wrapper allocated)")
     if lines:
-        from .coverage import _fail, _where
+        from .failures import fail as _fail
+        from .failures import where as _where
 
         details = {"shape": str(shape), "allocations": [a.describe() for a in mode.allocations]}
-        _fail(pc, check, spec, f"write outside a wrapper allocation at {shape}",
+        _fail(ctx, check, spec, f"write outside a wrapper allocation at {shape}",
               [f"{_where(spec, shape, pattern)}: during {what}, the kernel wrote outside an allocation the call made", *lines],
               details)
     return outputs

@@ -59,6 +59,10 @@ __all__ = ["KINDS", "LEVEL_COUNTS", "PER_LAYOUT", "STRIDED", "Layout", "as_layou
 KINDS = ("contiguous", "padded", "transposed", "sliced", "offset")
 STRIDED = ("padded", "transposed", "sliced", "offset")
 VARIANTS = ("transposed", "sliced", "offset")
+#: every element of a guarded allocation is aligned to this many elements (rows, guards)
+_ALIGN_ELEMS = 16
+#: elements of guard before a view and, at least, after its last tile
+GUARD_MIN = 1024
 LEVEL_COUNTS = {"small": 4, "medium": 8, "large": 16}
 # how many shapes each variant layout is paired with, per shape level (see :func:`pair`)
 PER_LAYOUT = {"small": 2, "medium": 3, "large": 4}
@@ -234,3 +238,63 @@ def slot(spec: KernelSpec, name: str) -> int:
 def describe(layout: Layout, spec: KernelSpec) -> str:
     """`` (layout a-transposed)`` for a variant, empty for the base (for messages)."""
     return "" if layout == base(spec) else f" (layout {layout})"
+
+
+def aligned(n: int) -> int:
+    """``n`` rounded up to a multiple of the alignment (16 elements)."""
+    return -(-n // _ALIGN_ELEMS) * _ALIGN_ELEMS
+
+
+def _row_major(shape: Sequence[int], row: int) -> tuple[tuple[int, ...], int]:
+    """Strides of ``shape`` stored row-major with rows ``row`` elements apart, and the elements spanned."""
+    strides_rev = [1]
+    extent = row
+    for n in reversed(shape[:-1]):
+        strides_rev.append(extent)
+        extent *= n
+    return tuple(reversed(strides_rev)), extent
+
+
+def placement(shape: tuple[int, ...], tiles: Sequence[int] | None, kind: str = "padded",
+            slot: int = 0) -> tuple[tuple[int, ...], int, int]:
+    """(strides of the view, elements before it, elements of the whole allocation) for ``shape``.
+
+    ``kind`` is one of :data:`KINDS`; ``slot`` (the tensor's
+    position in its spec) widens the row padding by 16 elements per slot, so that tensors of one shape
+    get different row strides.
+    """
+    ndim = len(shape)
+    tiles = tuple(tiles) if tiles is not None else (1,) * ndim
+    if kind not in KINDS:
+        raise ValueError(f"layout {kind!r} is not one of {', '.join(KINDS)}")
+    pad = max(_ALIGN_ELEMS, int(tiles[-1]) if ndim else 1) + _ALIGN_ELEMS * max(0, slot)
+    before = GUARD_MIN
+    if ndim == 0:
+        strides: tuple[int, ...] = ()
+        span = 1
+    elif kind == "padded" and ndim >= 2:
+        strides, span = _row_major(shape, aligned(shape[-1] + pad))
+    elif kind == "transposed" and ndim >= 2:
+        # the last two dims stored swapped (column-major), with padded "rows" of the stored order
+        stored = (*shape[:-2], shape[-1], shape[-2])
+        st, span = _row_major(stored, aligned(shape[-2] + pad))
+        strides = (*st[:-2], st[-1], st[-2])
+    elif kind == "sliced":
+        row = aligned(2 * shape[-1] + (pad if ndim >= 2 else 0))
+        st, span = _row_major(shape, row)
+        strides = (*st[:-1], 2)
+        span = span if ndim >= 2 else 2 * shape[-1]
+    else:  # contiguous, offset, and padded/transposed of a 1-D array (nothing to pad)
+        strides, span = _row_major(shape, shape[-1])
+        if kind == "offset":
+            before += 1  # one element past an aligned address
+    overrun = sum(int(t) * s for t, s in zip(tiles, strides))
+    after = aligned(overrun + GUARD_MIN)
+    return strides, before, before + span + after
+
+
+def allocation_elements(shape: Sequence[int], tiles: Sequence[int] | None = None, layout: str = "padded",
+                        slot: int = 0) -> int:
+    """Elements :func:`pytest_pipecheck.checks.arrays.alloc_guarded` allocates for ``shape`` (view, row padding and guards), without
+    allocating anything: what a shape will cost before it is tried."""
+    return placement(tuple(int(n) for n in shape), tiles, layout, slot)[2]

@@ -151,8 +151,7 @@ def shape_bytes(spec: KernelSpec, shape: Mapping[str, int]) -> int:
     Counts what the coverage checks allocate on the device (row padding and guard bands included);
     their host-side analysis needs a few times the outputs on top.
     """
-    from ..checks.arrays import allocation_elements
-    from .layouts import kinds_of, slot
+    from .layouts import allocation_elements, kinds_of, slot
 
     total = 0
     guard = spec.guard_tiles

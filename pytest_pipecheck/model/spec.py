@@ -95,6 +95,32 @@ __all__ = [
     "Tensor",
 ]
 
+@dataclass
+class _Model:
+    """What a spec's validation needs from the rest of the kernel model. Those modules import this one,
+    so this one imports none of them: :mod:`pytest_pipecheck.model` (its ``__init__``, which runs before
+    any of its modules) hands them in through :func:`wire`."""
+
+    value_names: Callable[[Any, str], tuple[str, ...]]  # values.validate_names
+    autotune_configs: Callable[[Any, Any], Sequence[Any]]  # autotune.configs
+    layouts: Callable[[KernelSpec], None]  # layouts.validate_spec
+    tolerance_problem: Callable[[Any], str | None]  # tolerance.problem
+
+
+_WIRED: list[_Model] = []
+
+
+def wire(model: _Model) -> None:
+    """Give the spec the rest of the kernel model (called once, by the model package)."""
+    _WIRED[:] = [model]
+
+
+def _model() -> _Model:
+    if not _WIRED:  # pragma: no cover - the package __init__ always runs first
+        raise RuntimeError("pytest_pipecheck.model was imported without its __init__")
+    return _WIRED[0]
+
+
 BACKENDS = ("torch", "cupy")
 # dtype names pipecheck understands; the values are (kind, bits)
 DTYPES: dict[str, tuple[str, int]] = {
@@ -442,9 +468,7 @@ class KernelSpec:
         object.__setattr__(self, "tiles", smallest)
         object.__setattr__(self, "blocks_per_program", dict(self.blocks_per_program or {}))
         if self.values is not None:
-            from .values import validate_names
-
-            object.__setattr__(self, "values", validate_names(self.values, self.name))
+            object.__setattr__(self, "values", _model().value_names(self.values, self.name))
         object.__setattr__(self, "preconditions", tuple(self.preconditions))
         self.validate()
 
@@ -462,12 +486,10 @@ class KernelSpec:
                 raise self._error(f"tile size {dim}={key!r} names a config keyword, but the spec has no autotune= "
                                   "kernel to take it from")
             return tiles
-        from . import autotune
-
         if isinstance(self.configs, (str, int)):
             object.__setattr__(self, "configs", (self.configs,))
         try:
-            chosen = tuple(autotune.configs(self.autotune, self.configs))
+            chosen = tuple(_model().autotune_configs(self.autotune, self.configs))
         except PipecheckError as exc:
             raise self._error(str(exc)) from None
         object.__setattr__(self, "autotune_configs", chosen)
@@ -536,9 +558,7 @@ class KernelSpec:
             self._validate_call()
         elif self.returns is not None:
             raise self._error("returns= names the return values of call=; a launch() spec returns nothing")
-        from .layouts import validate_spec
-
-        validate_spec(self)
+        _model().layouts(self)
         if not self.inputs:
             raise self._error("no tensor has role='input' or 'inout'")
         input_dims = {d for t in self.inputs for d in t.dims}
@@ -569,8 +589,7 @@ class KernelSpec:
                     raise self._error(f"precondition {pre} is empty (lo > hi)")
             elif not callable(pre):
                 raise self._error(f"precondition {pre!r} must be Divisible, Range or a callable")
-        from .tolerance import problem
-
+        problem = _model().tolerance_problem
         for tol_name in ("rtol", "atol"):
             tol = getattr(self, tol_name)
             if tol is None or callable(tol):  # a callable of the shape is checked where it is called
@@ -645,8 +664,7 @@ class KernelSpec:
 
         Raises PipecheckError naming the spec, the shape and the bad value.
         """
-        from .tolerance import problem
-
+        problem = _model().tolerance_problem
         out = []
         for tol_name in ("rtol", "atol"):
             tol = getattr(self, tol_name)

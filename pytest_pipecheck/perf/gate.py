@@ -44,9 +44,9 @@ from .baseline import BaselineError, BaselineStore, EnvKey, Lookup
 from .stats import Samples, StatsError, anchor_label, compare
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..fixture import Pipecheck
+    from ..checks.context import CheckContext
 
-__all__ = ["check_perf", "environment_key"]
+__all__ = ["check_perf", "environment_key", "in_sanitizer_child", "skip"]
 
 _TIMING_KEYWORDS = ("n_samples", "warmup_s", "max_time_s", "n_inputs", "reps", "settle_s")
 _ANCHOR_CHOICES = ("auto", "matmul", "copy", None)
@@ -65,14 +65,14 @@ def _positive(name: str, value: Any, nodeid: str) -> float | None:
     return float(value)
 
 
-def environment_key(pc: Pipecheck) -> EnvKey:
+def environment_key(ctx: CheckContext) -> EnvKey:
     """The key that decides which baselines this run may compare with (see :mod:`.baseline`).
 
     On the GPU tier the SM count and CUDA runtime come from torch (the GPU is already in use for
     timing); the rest from the tier detected at start-up.
     """
-    device = pc.tier.device
-    backends = pc.tier.backends
+    device = ctx.tier.device
+    backends = ctx.tier.backends
     values: dict[str, Any] = {
         "gpu": device.name if device else None,
         "compute_capability": device.compute_capability if device else None,
@@ -83,7 +83,7 @@ def environment_key(pc: Pipecheck) -> EnvKey:
         "cupy": backends.get("cupy"),
         "cuda": None,
     }
-    if pc.tier.has_gpu:
+    if ctx.tier.has_gpu:
         try:
             import torch
 
@@ -97,14 +97,14 @@ def environment_key(pc: Pipecheck) -> EnvKey:
     return EnvKey(values)
 
 
-def _baseline_dir(pc: Pipecheck) -> tuple[str | None, str]:
-    directory = pc.config.baseline_dir
-    source = pc.config.sources.get("baseline_dir", "default")
+def _baseline_dir(ctx: CheckContext) -> tuple[str | None, str]:
+    directory = ctx.config.baseline_dir
+    source = ctx.config.sources.get("baseline_dir", "default")
     where = f"baseline_dir from the {source}" if source != "default" else "the default baseline_dir"
     if directory is None:
         return None, where
     if not os.path.isabs(directory):
-        root = getattr(pc, "rootdir", None) or os.getcwd()
+        root = getattr(ctx, "rootdir", None) or os.getcwd()
         directory = os.path.join(str(root), directory)
     return directory, where
 
@@ -134,7 +134,7 @@ def _feed_benchmark(benchmark: Any, samples: Samples, extra: Mapping[str, Any]) 
     benchmark.extra_info.update(extra)
 
 
-def _skip(pc: Pipecheck, reason: str, benchmark: Any, kernel: str | None, case: str,
+def _skip(ctx: CheckContext, reason: str, benchmark: Any, kernel: str | None, case: str,
           summary: str | None = None, details: Mapping[str, Any] | None = None) -> CheckResult:
     if benchmark is not None and getattr(benchmark, "stats", None) is None:
         # Nothing was timed: disable the fixture and use it once, so pytest-benchmark neither stores a
@@ -145,11 +145,11 @@ def _skip(pc: Pipecheck, reason: str, benchmark: Any, kernel: str | None, case: 
         except Exception:  # already used by the test: then it has its own numbers
             pass
     info = {"reason": reason, "case": case, **(details or {})}
-    return pc.record(CheckResult("perf", Verdict.SKIP, summary or reason, kernel=kernel, details=info))
+    return ctx.record(CheckResult("perf", Verdict.SKIP, summary or reason, kernel=kernel, details=info))
 
 
 def check_perf(
-    pc: Pipecheck,
+    ctx: CheckContext,
     fn: Callable[..., Any] | None = None,
     *,
     flops: float | None = None,
@@ -181,7 +181,7 @@ def check_perf(
     """
     __tracebackhide__ = True
     try:
-        return _check_perf(pc, fn, flops=flops, nbytes=bytes, case=case, samples=samples, hot_cache=hot_cache,
+        return _check_perf(ctx, fn, flops=flops, nbytes=bytes, case=case, samples=samples, hot_cache=hot_cache,
                            graph=graph, dtype=dtype, kernel=kernel, benchmark=benchmark, env=env,
                            anchor=anchor, timing_kw=timing_kw)
     except PipecheckFailure as exc:
@@ -191,12 +191,12 @@ def check_perf(
         raise type(exc)(str(exc)) from None
 
 
-def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nbytes: Any, case: str | None,
+def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any, nbytes: Any, case: str | None,
                 samples: Samples | Sequence[float] | None, hot_cache: bool, graph: bool, dtype: str,
                 kernel: str | None, benchmark: Any, env: EnvKey | Mapping[str, Any] | None,
                 anchor: str | None, timing_kw: dict[str, Any]) -> CheckResult:
     __tracebackhide__ = True
-    nodeid = pc.nodeid
+    nodeid = ctx.nodeid
     flops_f = _positive("flops", flops, nodeid)
     bytes_f = _positive("bytes", nbytes, nodeid)
     unknown = sorted(set(timing_kw) - set(_TIMING_KEYWORDS))
@@ -211,7 +211,7 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     if case is not None and not isinstance(case, str):
         raise PipecheckError(f"check_perf(case={case!r}) in {nodeid}: case must be a string")
     case_id = case or "default"
-    for r in pc.results:
+    for r in ctx.results:
         if r.check == "perf" and r.details.get("case") == case_id:
             raise PipecheckError(
                 f"check_perf called twice with case={case_id!r} in {nodeid}: give each call its own case= "
@@ -222,17 +222,6 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
     if fn is not None and not callable(fn):
         raise PipecheckError(f"check_perf in {nodeid}: {fn!r} is not callable")
 
-    if not pc.config.wants("perf"):
-        return _skip(pc, "perf is not among the selected checks (--pipecheck-checks)", benchmark, kernel, case_id)
-    from .timing import run_once_for_sanitizer, sanitizer_child_tool
-
-    child = sanitizer_child_tool()
-    if child is not None and samples is None:
-        assert fn is not None
-        run_once_for_sanitizer(fn)  # the sanitizer still checks the kernel, at the size the test times
-        return _skip(pc, f"not timed under compute-sanitizer {child}: the kernel ran once for the sanitizer; "
-                     "it is timed in the normal run", benchmark, kernel, case_id)
-
     measured: Samples | None = None
     to_save: Samples | None = None  # what --pipecheck-baseline-save stores: the measured run, or several pooled
     if samples is not None:
@@ -240,31 +229,31 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
             measured = samples if isinstance(samples, Samples) else Samples.of(samples, "samples=")
         except StatsError as exc:
             raise PipecheckError(f"check_perf({exc}) in {nodeid}") from None
-    elif not pc.tier.has_gpu:
-        return _skip(pc, f"perf needs a CUDA GPU: {pc.tier.reason}", benchmark, kernel, case_id)
-    elif pc.tier.timing_blocked:
-        return _skip(pc, f"perf not timed: {pc.tier.timing_blocked}", benchmark, kernel, case_id)
+    elif not ctx.tier.has_gpu:
+        return _skip(ctx, f"perf needs a CUDA GPU: {ctx.tier.reason}", benchmark, kernel, case_id)
+    elif ctx.tier.timing_blocked:
+        return _skip(ctx, f"perf not timed: {ctx.tier.timing_blocked}", benchmark, kernel, case_id)
 
-    key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(pc)
-    directory, where = _baseline_dir(pc)
-    save = pc.config.baseline_save
+    key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(ctx)
+    directory, where = _baseline_dir(ctx)
+    save = ctx.config.baseline_save
     store = BaselineStore(directory, where) if directory is not None else None
     found: Lookup | None = None
     if store is not None:
         try:
             found = store.lookup(key, nodeid, case_id)
         except BaselineError as exc:
-            pc.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel,
+            ctx.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel,
                                   details={"case": case_id, "env": dict(key.values)}))
             raise
-        if found.missing_dir and pc.tier.has_gpu and not (save and not os.path.exists(directory or "")):
+        if found.missing_dir and ctx.tier.has_gpu and not (save and not os.path.exists(directory or "")):
             # On the GPU tier the gate is meant to run: a directory that is not there (a typo, a
             # checkout without it, CI in another working directory) must not turn every perf check
             # into a skip and the run green. Saving creates a missing directory, so that is allowed.
             message = (f"perf gate cannot run: {found.reason.removeprefix('no baseline: ')}. On the GPU tier a "
                        "missing baseline directory is an error, not a skip: fix the path, record baselines "
                        "with --pipecheck-baseline-save, or turn the gate off with baseline_dir = none")
-            pc.record(CheckResult("perf", Verdict.ERROR, message, kernel=kernel,
+            ctx.record(CheckResult("perf", Verdict.ERROR, message, kernel=kernel,
                                   details={"case": case_id, "baseline_dir": directory, "source": where}))
             raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {message}")
     base_samples = found.samples if found is not None else None
@@ -296,12 +285,12 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         anchor_dtype = dtype if dtype in ("bf16", "fp16") else "bf16"
         measured = timing.measure(fn, hot_cache=hot_cache, graph=graph, anchor=use, ceilings=ceilings,
                                   anchor_dtype=anchor_dtype, **timing_kw)
-        if save and pc.config.perf_baseline_runs > 1:
+        if save and ctx.config.perf_baseline_runs > 1:
             # A baseline pools several runs (the first is also this check's candidate), each timed like
             # the first and against the very anchor it got, so that all of them share one definition.
             same = timing.Anchor.from_definition(dict(measured.anchor or {})) if measured.anchored else None
             runs = [measured]
-            for _ in range(pc.config.perf_baseline_runs - 1):
+            for _ in range(ctx.config.perf_baseline_runs - 1):
                 runs.append(timing.measure(fn, hot_cache=hot_cache, graph=graph, anchor=same, ceilings=ceilings,
                                            anchor_dtype=anchor_dtype, **timing_kw))
             try:
@@ -322,8 +311,8 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         "n": measured.n,
         "timing": dict(measured.meta),
         "env": dict(key.values),
-        "threshold": pc.config.perf_threshold,
-        "alpha": pc.config.perf_alpha,
+        "threshold": ctx.config.perf_threshold,
+        "alpha": ctx.config.perf_alpha,
         "anchor": anchor_info,
     }
     if to_save is not None and to_save.runs > 1:
@@ -356,7 +345,7 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
                                               **{k: v for k, v in details.items() if k in ("tflops", "gbps")}})
 
     if store is None or found is None:
-        return _skip(pc, "baselines are off (baseline_dir is none)", benchmark, kernel, case_id,
+        return _skip(ctx, "baselines are off (baseline_dir is none)", benchmark, kernel, case_id,
                      summary=f"{measured.median:.1f} us{roof}; baselines are off (baseline_dir is none)",
                      details=details)
 
@@ -373,15 +362,15 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         if measured.anchored:
             anchored = f" (anchor {anchor_label(measured.anchor)}: {measured.anchor_median:.1f} us)"
         if save:
-            return pc.record(CheckResult("perf", Verdict.PASS, f"{measured.median:.1f} us{anchored}{roof}{saved}",
+            return ctx.record(CheckResult("perf", Verdict.PASS, f"{measured.median:.1f} us{anchored}{roof}{saved}",
                                          kernel=kernel, details=details))
-        return _skip(pc, found.reason, benchmark, kernel, case_id,
+        return _skip(ctx, found.reason, benchmark, kernel, case_id,
                      summary=f"{measured.median:.1f} us{anchored}{roof}; {found.reason}", details=details)
 
     try:
-        result = compare(found.samples, measured, threshold=pc.config.perf_threshold, alpha=pc.config.perf_alpha,
-                         ci=True, seed=pc.seed, anchor_mode=pc.config.perf_anchor_mode,
-                         clock_tolerance=pc.config.perf_clock_tolerance)
+        result = compare(found.samples, measured, threshold=ctx.config.perf_threshold, alpha=ctx.config.perf_alpha,
+                         ci=True, seed=ctx.seed, anchor_mode=ctx.config.perf_anchor_mode,
+                         clock_tolerance=ctx.config.perf_clock_tolerance)
     except StatsError as exc:
         raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {exc}") from None
     details.update(result.to_json())
@@ -396,20 +385,44 @@ def _check_perf(pc: Pipecheck, fn: Callable[..., Any] | None, *, flops: Any, nby
         reason = anchor_info.get("reason") or ""
         unanchored = f"; {reason}" if reason.startswith("not anchored") else "; not anchored"
     fewer = ""
-    if found.samples.runs < pc.config.perf_baseline_runs and not save:
+    if found.samples.runs < ctx.config.perf_baseline_runs and not save:
         fewer = (f"; the baseline pools {found.samples.runs} run(s), fewer than perf_baseline_runs="
-                 f"{pc.config.perf_baseline_runs}: re-save it for the gate's measured false-alarm rate")
+                 f"{ctx.config.perf_baseline_runs}: re-save it for the gate's measured false-alarm rate")
     summary = f"{result.describe()}{unanchored}{fewer}{roof}{saved}"
     if result.regressed and not save:
         what = ("median of the per-sample kernel/anchor ratios (anchor timed interleaved)" if result.anchored
                 else "median of the raw times")
-        record = pc.record(CheckResult("perf", Verdict.FAIL, "regression: " + summary, kernel=kernel, details=details))
+        record = ctx.record(CheckResult("perf", Verdict.FAIL, "regression: " + summary, kernel=kernel, details=details))
         raise PipecheckFailure(
             f"perf regression in {nodeid} [case {case_id}]: {summary}\n"
-            f"  gate: {what} slower by more than {pc.config.perf_threshold * 100:g}% and one-sided Mann-Whitney "
-            f"p < {pc.config.perf_alpha:g} ({result.n_candidate} samples vs {result.n_baseline})\n"
+            f"  gate: {what} slower by more than {ctx.config.perf_threshold * 100:g}% and one-sided Mann-Whitney "
+            f"p < {ctx.config.perf_alpha:g} ({result.n_candidate} samples vs {result.n_baseline})\n"
             f"  baseline: {found.path}\n"
             f"  if the slowdown is intended, accept it with --pipecheck-baseline-save",
             record,
         )
-    return pc.record(CheckResult("perf", Verdict.PASS, summary, kernel=kernel, details=details))
+    return ctx.record(CheckResult("perf", Verdict.PASS, summary, kernel=kernel, details=details))
+
+
+def skip(ctx: CheckContext, check: str, reason: str, fn: Any = None, *, benchmark: Any = None,
+         kernel: str | None = None, case: str | None = None, **_ignored: Any) -> CheckResult:
+    """Record that the perf check did not run (deselected), freeing pytest-benchmark's fixture."""
+    return _skip(ctx, reason, benchmark, kernel, case or "default")
+
+
+def in_sanitizer_child(ctx: CheckContext, check: str, fn: Any = None, *, samples: Any = None, **kwargs: Any
+                       ) -> CheckResult:
+    """In a sanitizer child: launch ``fn`` once, untimed, so the tool sees the kernel at the size the test
+    times, and record a skip (a time taken under the tool is the tool's). Injected ``samples`` time
+    nothing and are compared as in the normal run."""
+    __tracebackhide__ = True
+    if samples is not None:
+        return check_perf(ctx, fn, samples=samples, **kwargs)
+    if fn is None or not callable(fn):
+        raise PipecheckError(f"check_perf in {ctx.nodeid}: pass the callable to time (or samples=)")
+    from .timing import run_once_for_sanitizer
+
+    run_once_for_sanitizer(fn)
+    return _skip(ctx, f"not timed under compute-sanitizer {ctx.role.tool}: the kernel ran once for the sanitizer; "
+                 "it is timed in the normal run", kwargs.get("benchmark"), kwargs.get("kernel"),
+                 kwargs.get("case") or "default")

@@ -77,17 +77,6 @@ def _torch_cuda() -> Any:
     return torch
 
 
-def sanitizer_child_tool() -> str | None:
-    """The compute-sanitizer tool this process runs under when it is a sanitizer child, else None.
-
-    A sanitizer child re-runs the tests for hazards only; a time taken there would be the
-    sanitizer's (racecheck slows a kernel by orders of magnitude), so the timing checks do not time.
-    """
-    from ..sanitizer.runner import child_tool
-
-    return child_tool()
-
-
 def run_once_for_sanitizer(fn: Callable[..., Any]) -> None:
     """Launch ``fn`` once (index 0 if it takes an input index) and wait for the device, so that the
     sanitizer sees the kernel and its findings land inside this test's markers."""

@@ -126,3 +126,32 @@ def write_summary(terminalreporter: Any, results: Iterable[CheckResult], tier: T
     for text, colour in format_summary(results, tier, verbosity):
         kwargs = {colour: True} if colour else {}
         terminalreporter.write_line(text, **kwargs)
+
+
+def header_line(config: Any) -> str:
+    """The run's header line: the tier and its device, the seed, the backends and the sanitizer in use."""
+    from ..device import arch_table_note
+    from ..state import RUN_CONFIG, RUN_SEED, TIER
+
+    tier = config.stash[TIER]
+    seed = config.stash[RUN_SEED]
+    run_config = config.stash[RUN_CONFIG]
+    if tier.device is not None:
+        d = tier.device
+        where = f"gpu ({d.name}, {d.arch}, driver {d.driver})"
+    else:
+        where = f"cpu (no GPU: {tier.reason})"
+    parts = [f"pipecheck: tier {where}", f"seed {seed}"]
+    if tier.device is not None:
+        parts.append(arch_table_note(tier))
+    for name, version in tier.backends.items():
+        parts.append(f"{name} {version or 'not installed'}")
+    if run_config.enabled and run_config.wants("sanitizer") and set(run_config.sanitizer) - {"consan"}:
+        from ..sanitizer.locate import find_compute_sanitizer, not_found
+
+        found = find_compute_sanitizer()
+        parts.append(f"compute-sanitizer {found.version or 'unknown version'}" if found else not_found())
+    if run_config.enabled and run_config.wants("sanitizer") and "consan" in run_config.sanitizer:
+        parts.append("Triton ConSan selected")
+    parts.append("checks on" if run_config.enabled else "checks off (use --pipecheck)")
+    return ", ".join(parts)

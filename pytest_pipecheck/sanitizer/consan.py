@@ -54,9 +54,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import children
 from ..results import Verdict
 from .parse import Segment, split_markers
-from .runner import SCOPE_ENV, BatchSpec, ChildRun, TestOutcome, budget_exhausted, no_progress, run_child
+from .runner import BatchSpec, ChildRun, TestOutcome, budget_exhausted, no_progress, run_child
 
 __all__ = [
     "KNOB_ENV",
@@ -349,13 +350,11 @@ def verdict_from_record(record: dict[str, Any] | None) -> tuple[Verdict, str, st
     return Verdict.PASS, f"no violation; instrumented: {names}{extra}", ""
 
 
-def consan_env(base: Mapping[str, str], cache_dir: str, scope: str) -> dict[str, str]:
-    """The environment of a ConSan child: the knob, a cache of its own, the scope."""
+def consan_env(base: Mapping[str, str], cache_dir: str) -> dict[str, str]:
+    """The environment of a ConSan child: the knob and a cache of its own."""
     env = dict(base)
     env[KNOB_ENV] = MODE
     env["TRITON_CACHE_DIR"] = cache_dir
-    env[SCOPE_ENV] = scope
-    env.pop("PIPECHECK_CANARY", None)
     return env
 
 
@@ -383,13 +382,13 @@ class ConsanRunner:
         self.children = 0
         self.cache_dir: str | None = None
 
-    def command(self, nodeids: Sequence[str]) -> list[str]:
-        return [*self.child_args, f"--pipecheck-child={MODE}", *nodeids]
+    def command(self, nodeids: Sequence[str], scope: str = "test") -> list[str]:
+        return [*self.child_args, *children.sanitizer(MODE, scope).args(), *nodeids]
 
     def reproduce_command(self, spec: BatchSpec, nodeid: str) -> str:
         """The command that replays one test under ConSan, as the runner ran it."""
         return (f"(cd {shlex.quote(self.cwd)} && env {KNOB_ENV}={MODE} TRITON_CACHE_DIR=\"$(mktemp -d)\" "
-                f"{SCOPE_ENV}={spec.scope} {shlex.join(self.command([nodeid]))})")
+                f"{shlex.join(self.command([nodeid], spec.scope))})")
 
     def run(self, spec: BatchSpec) -> dict[str, TestOutcome]:
         """ConSan verdicts for every test of ``spec``; the cache directory is removed afterwards."""
@@ -418,10 +417,10 @@ class ConsanRunner:
             self.children += 1
             on_begin = self._progress_hook(total - len(pending), total)
             assert self.cache_dir is not None
-            env = consan_env(self.env, self.cache_dir, spec.scope)
+            env = consan_env(self.env, self.cache_dir)
             timeouts = dict(self.timeouts)
             idle = max(300.0, 2 * max([self.default_timeout, *timeouts.values()]))
-            run = run_child(self.command(pending), cwd=self.cwd, env=env, timeouts=timeouts,
+            run = run_child(self.command(pending, spec.scope), cwd=self.cwd, env=env, timeouts=timeouts,
                             default_timeout=self.default_timeout, idle_limit=idle, on_begin=on_begin,
                             clock=self.clock)
             decided, rerun, failed_alone = self._decide(spec, pending, run)

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from .. import state
+from .. import cuda_probe, state
+from ..children import CHILD_ENV, Role
 from ..config import CONSAN
-from ..containment import cupy_context
+from ..cuda_probe import cupy_context
 from ..results import CheckResult, PipecheckFailure, Verdict
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
@@ -32,7 +33,6 @@ from .costs import assign_shares, costs_for_balance, record_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer, not_found
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
-    CHILD_ENV,
     BatchSpec,
     SanitizerRunner,
     TestOutcome,
@@ -46,7 +46,7 @@ __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
 
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
 BODY_FAILED = pytest.StashKey[bool]()
-SHARE = pytest.StashKey[int]()
+SHARE = state.SHARE
 
 
 def shares_for(config: pytest.Config, nodeids: list[str], workers: int) -> list[int]:
@@ -79,19 +79,11 @@ def expected_tools(item: pytest.Item) -> tuple[str, ...]:
 
 
 def child_args(config: pytest.Config) -> list[str]:
-    """The command line of a child pytest that runs some of this session's tests under the sanitizer."""
-    args = [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
-            f"--pipecheck-seed={config.stash[state.RUN_SEED]}"]
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        # the entry point is not loaded in the child; load pipecheck's plugin explicitly
-        args += ["-p", "pytest_pipecheck.plugin"]
-    inipath = getattr(config, "inipath", None)
-    if inipath:
-        args += ["-c", str(inipath)]
-    args += [f"--rootdir={config.rootpath}"]
-    if config.pluginmanager.has_plugin("xdist"):
-        args += ["-n", "0"]  # markers need one process printing in order
-    return args
+    """The command line of a child pytest that runs some of this session's tests under the sanitizer (its
+    role and node ids follow)."""
+    from .. import children
+
+    return children.base_command(config, config.stash[state.RUN_SEED], quiet_output=False)
 
 
 def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str, TestOutcome]) -> list[CheckResult]:
@@ -119,14 +111,11 @@ def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str
 
 
 class SanitizerPlugin:
-    """Parent side: batches, runs and reports. Inert inside a sanitizer child."""
+    """Parent side: batches, runs and reports (registered only where this process is no child)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.active = not config.getoption("pipecheck_child", default=None)
         self.runner: SanitizerRunner | ConsanRunner | None = None
-        if not self.active:
-            return
         run_config = config.stash[state.RUN_CONFIG]
         tier = config.stash[state.TIER]
         if (run_config.tier == "gpu" and tier.has_gpu and set(run_config.sanitizer) - {CONSAN}
@@ -161,7 +150,7 @@ class SanitizerPlugin:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """Under pytest-xdist, send every test of a share to one worker, which sanitizes that share
         on its own GPU. ``--dist each`` (every worker runs everything) is left to xdist."""
-        if not self.active or config.getvalue("dist") == "each":
+        if config.getvalue("dist") == "each":
             return None
         from .xdist_shares import ShareScheduling
 
@@ -171,15 +160,13 @@ class SanitizerPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """On the controller (or a run without xdist): remember each test's sanitizer seconds in pytest's
         cache, so that the next run's shares are balanced by cost (costs.py)."""
-        if self.active and getattr(session.config, "workerinput", None) is None:
+        if getattr(session.config, "workerinput", None) is None:
             results: list[CheckResult] = session.config.stash.get(state.SESSION_RESULTS, [])
             record_costs(session.config, results)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Give each test its share (``xdist_shares`` per xdist worker, or a single share without xdist)."""
-        if not self.active:
-            return
         for item, share in zip(items, shares_for(config, [i.nodeid for i in items], self.worker_count)):
             item.stash[SHARE] = share
 
@@ -187,7 +174,7 @@ class SanitizerPlugin:
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         # Without xdist, every batch runs before the first test. In an xdist worker the tests it
         # will run are not known yet: each share is sanitized when its first test arrives.
-        if self.active and not self.worker_count and session.items and not session.config.option.collectonly:
+        if not self.worker_count and session.items and not session.config.option.collectonly:
             try:
                 first = next((i for i in session.items if expected_tools(i)), None)
                 if first is not None:
@@ -213,7 +200,7 @@ class SanitizerPlugin:
     def ensure_share(self, item: pytest.Item) -> None:
         """Sanitize the share ``item`` belongs to, unless that already happened in this process."""
         share = item.stash.get(SHARE, None)
-        if not self.active or share is None or share in self.done or not expected_tools(item):
+        if share is None or share in self.done or not expected_tools(item):
             return  # a test that wants no tool neither waits for its share nor fails with it
         self.done.add(share)
         try:
@@ -396,8 +383,6 @@ class SanitizerPlugin:
         never sanitized, or a plugin changed the collection after pipecheck cut the shares) is an error,
         never a silent pass."""
         outcomes = item.stash.setdefault(OUTCOMES, {})
-        if not self.active:
-            return outcomes
         share = item.stash.get(SHARE, None)
         for tool in expected_tools(item):
             if tool not in outcomes:
@@ -491,7 +476,7 @@ def _flush_c_stdio() -> None:
 
 def _synchronize() -> str | None:
     """Wait for the device (only through modules the test already imported, and only where a CUDA
-    context exists: see :func:`~pytest_pipecheck.containment.cupy_context`); the error text, if any."""
+    context exists: see :func:`~pytest_pipecheck.cuda_probe.cupy_context`); the error text, if any."""
     try:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
@@ -507,9 +492,10 @@ def _synchronize() -> str | None:
 class ChildPlugin:
     """Child side: BEGIN/END lines per test, pools off, canary last."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, role: Role) -> None:
         self.config = config
-        self.tool = str(config.getoption("pipecheck_child"))
+        self.role = role
+        self.tool = str(role.tool)
         self.reports: dict[str, list[pytest.TestReport]] = {}
         # lets a test (or pipecheck's own tests) know it runs under a sanitizer; taken back at the end
         state.set_session_env(config, CHILD_ENV, self.tool)
@@ -555,9 +541,7 @@ class ChildPlugin:
     def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
         reports = self.reports.pop(nodeid, [])
         sync_error = _synchronize()
-        from ..containment import probe_context
-
-        dead = probe_context()
+        dead = cuda_probe.probe_context()
         outcome = "passed"
         text = ""
         for r in reports:
@@ -589,7 +573,7 @@ class ChildPlugin:
         try:
             return (yield)
         finally:
-            if os.environ.get("PIPECHECK_CANARY") == "1" and not session.shouldstop:
+            if self.role.canary and not session.shouldstop:
                 from .canary import run_canary
 
                 nodeid = canary_nodeid(self.tool)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import children
 from ..results import Verdict
 from .known import filter_findings, option_args
 from .parse import (
@@ -80,17 +81,6 @@ CANARY_EXPECTS = {"racecheck": "race", "synccheck": "barrier", "memcheck": "inva
 _CONSISTENT_RC = (0, 1, ERROR_EXITCODE)
 _INTERRUPTED_RC = 2  # pytest's exit status after session.shouldstop
 _OUTPUT_KEEP = 6000  # characters of a test's output kept in a result's details
-
-
-#: tells a sanitizer child what to run of each test: "launch" (the kernel launches only) or "test"
-SCOPE_ENV = "PIPECHECK_SANITIZER_SCOPE"
-#: set in a sanitizer child to the tool it runs under
-CHILD_ENV = "PIPECHECK_CHILD"
-
-
-def child_tool() -> str | None:
-    """The compute-sanitizer tool this process runs under when it is a sanitizer child, else None."""
-    return os.environ.get(CHILD_ENV) or None
 
 
 def canary_nodeid(tool: str) -> str:
@@ -179,9 +169,11 @@ class ChildRun:
 
 
 def build_command(sanitizer: str, spec: BatchSpec, child_args: Sequence[str], nodeids: Sequence[str],
-                  xml_path: str | None = None, version: tuple[int, ...] | None = None) -> list[str]:
+                  xml_path: str | None = None, version: tuple[int, ...] | None = None,
+                  canary: bool = False) -> list[str]:
     """The full child command line: compute-sanitizer, its options (those gated on ``version`` only
-    when the tool has them: :data:`.known.OPTIONS`), then the child pytest."""
+    when the tool has them: :data:`.known.OPTIONS`), then the child pytest (``child_args``:
+    :func:`pytest_pipecheck.children.base_command`) with its role and node ids."""
     cmd = [sanitizer, "--tool", spec.tool, "--error-exitcode", str(ERROR_EXITCODE),
            "--print-limit", str(spec.print_limit), *option_args(spec.tool, version)]
     if xml_path:
@@ -201,7 +193,8 @@ def build_command(sanitizer: str, spec: BatchSpec, child_args: Sequence[str], no
         cmd += ["--kernel-name", f"kns={spec.kernel_filter}"]
     if spec.kernel_exclude:
         cmd += ["--kernel-name-exclude", f"kns={spec.kernel_exclude}"]
-    return cmd + list(child_args) + [f"--pipecheck-child={spec.tool}"] + list(nodeids)
+    role = children.sanitizer(spec.tool, spec.scope, canary)
+    return cmd + list(child_args) + role.args() + list(nodeids)
 
 
 # --------------------------------------------------------------------------- one child
@@ -444,17 +437,13 @@ class SanitizerRunner:
     # ------------------------------------------------------------------ internals
     def _child(self, spec: BatchSpec, nodeids: list[str], canary: bool, total: int, done: int) -> ChildRun:
         env = dict(self.env)
-        env[SCOPE_ENV] = spec.scope
-        if canary:
-            env["PIPECHECK_CANARY"] = "1"
-        else:
-            env.pop("PIPECHECK_CANARY", None)
         xml_path = None
         tmpdir = None
         if self.use_xml:
             tmpdir = tempfile.mkdtemp(prefix="pipecheck-san-")
             xml_path = os.path.join(tmpdir, f"{spec.tool}.xml")
-        cmd = build_command(self.sanitizer, spec, self.child_args, nodeids, xml_path, version=self.version_tuple)
+        cmd = build_command(self.sanitizer, spec, self.child_args, nodeids, xml_path, version=self.version_tuple,
+                            canary=canary)
         started = self.clock()
         seen = [done]
 

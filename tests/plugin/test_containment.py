@@ -15,14 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_pipecheck.containment import relay_args
-
 from .test_sanitizer_runner import GPU_CONFTEST, _fake, _results
 
 FAKE_CUDA = '''
 import os
 import pytest
-import pytest_pipecheck.containment as _containment
+import pytest_pipecheck.cuda_probe as _cuda_probe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FLAG = os.path.join(HERE, f"dead-context-{os.getpid()}")
@@ -33,7 +31,7 @@ def _probe():
     return f"torch: RuntimeError: {STICKY}" if os.path.exists(FLAG) else None
 
 
-_containment.probe_context = _probe
+_cuda_probe.probe_context = _probe
 
 
 def pytest_configure(config):
@@ -213,12 +211,25 @@ def test_a_sanitizer_child_whose_context_dies_hands_the_rest_to_a_fresh_child(
     assert len(racecheck_children) >= 2  # the first stopped at the fault, a fresh one ran the rest
 
 
-def test_relay_args_keep_what_changes_how_tests_run() -> None:
+def test_children_get_the_runs_own_options(pytester: pytest.Pytester) -> None:
+    """Every child's command carries what changes how a test runs (pipecheck's settings, -p, -o, -W,
+    --runxfail, options a conftest added, with their values) and nothing the parent keeps doing itself
+    (reports, selection, stopping, worker processes, the seed and role it gives the child)."""
+    from pytest_pipecheck import children
+
+    pytester.makeconftest("def pytest_addoption(parser):\n"
+                          "    parser.addoption('--run-slow', action='store_true')\n"
+                          "    parser.addoption('--gpu-arch', action='store')\n")
     args = ["--pipecheck", "tests/x.py", "--pipecheck-json", "r.json", "--pipecheck-html=r.html",
-            "--pipecheck-arch", "sm_90", "-p", "myplugin", "-o", "k=v", "-Werror", "-x",
-            "--pipecheck-sanitizer=memcheck", "tests/y.py::t", "--import-mode=importlib", "-k", "expr"]
-    assert relay_args(args) == ["--pipecheck", "--pipecheck-arch", "sm_90", "-p", "myplugin", "-o", "k=v",
-                                "-Werror", "--pipecheck-sanitizer=memcheck", "--import-mode=importlib"]
+            "--pipecheck-arch", "sm_90", "-p", "no:randomly", "-o", "k=v", "-Werror", "-x", "-rA",
+            "--pipecheck-sanitizer=memcheck", "tests/y.py::t", "--import-mode=importlib", "-k", "expr",
+            "--runxfail", "--run-slow", "--gpu-arch", "sm_90a", "--junitxml", "j.xml", "-vx",
+            "--pipecheck-seed", "7", "--pipecheck-child=racecheck", "--maxfail=2", "--basetemp", "bt"]
+    config = pytester.parseconfig(*args)
+    assert children.own_options(config, args) == [
+        "--pipecheck", "--pipecheck-arch", "sm_90", "-p", "no:randomly", "-o", "k=v", "-Werror",
+        "--pipecheck-sanitizer=memcheck", "--import-mode=importlib", "--runxfail", "--run-slow",
+        "--gpu-arch", "sm_90a"]
 
 
 def test_probe_never_creates_a_context() -> None:
@@ -227,7 +238,7 @@ def test_probe_never_creates_a_context() -> None:
     import subprocess
 
     code = ("import torch\n"
-            "from pytest_pipecheck.containment import probe_context\n"
+            "from pytest_pipecheck.cuda_probe import probe_context\n"
             "assert not torch.cuda.is_initialized()\n"
             "assert probe_context() is None\n"
             "print('initialized after the probe:', torch.cuda.is_initialized())\n")
@@ -242,7 +253,7 @@ def test_probe_ignores_stand_ins_and_errors_cuda_did_not_raise(monkeypatch: pyte
     raised from a real module has."""
     import types
 
-    from pytest_pipecheck import containment
+    from pytest_pipecheck import cuda_probe as containment
 
     fake = types.ModuleType("torch")  # no __file__: not an installed framework
     fake.cuda = types.SimpleNamespace()  # type: ignore[attr-defined]
@@ -271,7 +282,7 @@ def test_cupy_imported_but_cuda_never_initialized_is_no_context(monkeypatch: pyt
     read as "CUDA context unusable" and made a test that launched nothing inconclusive, 2026-11-25)."""
     import types
 
-    from pytest_pipecheck import containment
+    from pytest_pipecheck import cuda_probe as containment
 
     class CUDADriverError(RuntimeError):
         pass

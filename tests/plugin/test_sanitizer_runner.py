@@ -74,7 +74,8 @@ def test_attribution_child_failure_and_suppressions(pytester: pytest.Pytester, t
     assert "sanitizing them whole" in text
     argv = calls[0]
     assert argv[argv.index("--suppressions") + 1] == str(supp)
-    assert "--pipecheck" not in argv and "--pipecheck-child=racecheck" in argv
+    # the child runs the test under the run's own options, with its role
+    assert "--pipecheck" in argv and "--pipecheck-child=racecheck" in argv
     assert sum(a.endswith("::test_not_selected") for a in argv) == 0
     assert "racecheck: test 4 of 4" in text
 

@@ -20,6 +20,13 @@ pytest.importorskip("torch")
 CPU_DEVICE = '''
 from pytest_pipecheck.fixture import Pipecheck
 Pipecheck.device = property(lambda self: "cpu")  # a fake GPU tier whose kernels run on the CPU
+
+
+def pytest_configure(config):
+    # what the child was told to run of each test, for the launcher's log
+    if config.getoption("pipecheck_child", default=None):
+        import os
+        os.environ["LOGGED_SCOPE"] = config.getoption("pipecheck_child_scope")
 '''
 
 SUITE = '''
@@ -32,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _launch(arrays, dims):
     with open(os.path.join(HERE, "launches.log"), "a") as fh:
-        fh.write(f"{os.environ.get('PIPECHECK_CHILD', 'parent')} {os.environ.get('PIPECHECK_SANITIZER_SCOPE', '-')}\\n")
+        fh.write(f"{os.environ.get('PIPECHECK_CHILD', 'parent')} {os.environ.get('LOGGED_SCOPE', '-')}\\n")
     arrays["y"].copy_(arrays["x"] * 2)
 
 

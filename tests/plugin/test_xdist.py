@@ -147,7 +147,7 @@ def test_timing_is_skipped_where_workers_share_a_gpu(pytester: pytest.Pytester, 
 
 
 def test_who_shares_a_gpu_follows_the_round_robin_pinning(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_pipecheck.plugin import _workers_on_my_gpu
+    from pytest_pipecheck.xdist_hooks import workers_on_my_gpu as _workers_on_my_gpu
 
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "5")
     assert _workers_on_my_gpu({"workerid": "gw3", "pipecheck_gpu_count": 2}) == ("gw1", "gw3")

@@ -260,6 +260,8 @@ def test_sanitizer_child_launches_each_config_once_instead_of_timing(monkeypatch
 
 def test_plugin_switches_autotuning_to_one_launch_per_config_only_in_a_sanitizer_child(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the child's real entry (``--pipecheck-child``, as the sanitizer runner starts it): the
+    policy must be in force before the first test runs, in a child and only there."""
     pytest.importorskip("triton.runtime.autotuner")
     pytester.makepyfile(test_probe="""
         import inspect
@@ -268,11 +270,9 @@ def test_plugin_switches_autotuning_to_one_launch_per_config_only_in_a_sanitizer
         def test_probe():
             print("DO_BENCH", type(inspect.getattr_static(Autotuner, "do_bench")).__name__)
     """)
-    for child in ("", "racecheck"):
-        if child:
-            monkeypatch.setenv("PIPECHECK_CHILD", child)
-        else:
-            monkeypatch.delenv("PIPECHECK_CHILD", raising=False)
-        result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    monkeypatch.delenv("PIPECHECK_CHILD", raising=False)
+    for child in ((), ("--pipecheck-child=racecheck",), ("--pipecheck-child=racecheck", "--pipecheck-child-scope=launch"),
+                  ("--pipecheck", "--pipecheck-relay=relay.jsonl")):
+        result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", *child)
         out = result.stdout.str()
-        assert ("DO_BENCH property" in out) is bool(child), out
+        assert ("DO_BENCH property" in out) is any("child" in a for a in child), (child, out)

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from _toy_gemm import SHAPE, _spec, good  # noqa: E402
 
-from pytest_pipecheck.checks import coverage  # noqa: E402
+from pytest_pipecheck.checks import coverage, failures  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
 
@@ -155,12 +155,12 @@ def test_long_kernel_error_is_bounded_keeping_head_and_tail(pipecheck):
         coverage.check_coverage(pipecheck, _spec(verbose, "chatty"), SHAPE)
     error = info.value.result.details["error"]
     lines = error.splitlines()
-    assert len(lines) == coverage.MAX_ERROR_LINES
+    assert len(lines) == failures.MAX_ERROR_LINES
     assert "RuntimeError: line 0" in lines[0] and lines[1].strip() == "line 1"
     assert any("lines left out" in ln for ln in lines)
     assert lines[-2].strip().startswith("xxx") and lines[-2].endswith("...")
     assert lines[-1].strip() == "caused by ValueError: the underlying reason"
-    assert max(len(ln) for ln in lines[1:]) <= coverage.MAX_ERROR_LINE_CHARS + 4
+    assert max(len(ln) for ln in lines[1:]) <= failures.MAX_ERROR_LINE_CHARS + 4
     assert len(str(info.value)) < 5000
 
 

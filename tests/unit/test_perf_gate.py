@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from _perf_rates import NoiseModel
 
+from pytest_pipecheck import children
+from pytest_pipecheck.children import Role
 from pytest_pipecheck.config import PipecheckConfig
 from pytest_pipecheck.device import DeviceInfo, TierInfo
 from pytest_pipecheck.fixture import Pipecheck
@@ -28,9 +30,9 @@ ENV = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "compute_capability": "9
        "cuda": "13.0", "torch": "2.11.0", "triton": "3.6.0"}
 
 
-def _pc(tmp_path, tier: TierInfo = CPU, **cfg: object) -> Pipecheck:
+def _pc(tmp_path, tier: TierInfo = CPU, role: Role = children.NONE, **cfg: object) -> Pipecheck:
     config = PipecheckConfig(baseline_dir=str(tmp_path / "baselines"), **cfg)  # type: ignore[arg-type]
-    return Pipecheck(NODE, config, tier, run_seed=1)
+    return Pipecheck(NODE, config, tier, run_seed=1, role=role)
 
 
 def _run(seed: int, slowdown: float = 0.0) -> list[float]:
@@ -64,8 +66,9 @@ def test_a_gpu_shared_by_xdist_workers_is_not_timed_but_given_samples_are_gated(
 
 
 def test_not_selected_skips(tmp_path) -> None:
-    r = check_perf(_pc(tmp_path, checks=("coverage",)), samples=_run(1), env=ENV)
-    assert r.verdict is Verdict.SKIP and "not among the selected checks" in r.summary
+    r = _pc(tmp_path, checks=("coverage",)).check_perf(samples=_run(1), env=ENV)
+    assert r.verdict is Verdict.SKIP and r.summary == ("not selected: checks=coverage from the configuration does "
+                                                       "not include perf")
 
 
 @pytest.mark.parametrize("flops", [0, -1, float("nan"), float("inf"), "many", True])
@@ -487,14 +490,16 @@ def test_baseline_runs_setting_is_validated() -> None:
 
 def test_sanitizer_child_runs_the_kernel_once_and_does_not_time(tmp_path, monkeypatch) -> None:
     fake = _FakeTiming(monkeypatch)
-    monkeypatch.setenv("PIPECHECK_CHILD", "racecheck")
+    child = children.sanitizer("racecheck")
     calls: list[object] = []
-    r = check_perf(_pc(tmp_path, tier=GPU, baseline_save=True), lambda: calls.append(None), flops=1e9, env=ENV)
+    pc = _pc(tmp_path, tier=GPU, role=child, baseline_save=True)
+    r = pc.check_perf(lambda: calls.append(None), flops=1e9, env=ENV)
     assert fake.calls == [] and len(calls) == 1  # launched once for the sanitizer, never timed
     assert r.verdict is Verdict.SKIP and r.summary.startswith("not timed under compute-sanitizer racecheck")
     assert not os.path.exists(tmp_path / "baselines")  # nothing saved from a child
     # a callable that takes an input index gets index 0
-    check_perf(_pc(tmp_path, tier=GPU), lambda i: calls.append(i), flops=1e9, env=ENV, case="rotated", n_inputs=4)
+    _pc(tmp_path, tier=GPU, role=child).check_perf(lambda i: calls.append(i), flops=1e9, env=ENV, case="rotated",
+                                                   n_inputs=4)
     assert calls[-1] == 0 and fake.calls == []
 
 

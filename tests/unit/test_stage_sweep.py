@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from pytest_pipecheck import children
 from pytest_pipecheck.checks.stage_sweep import CHECK, check_stage_sweep, does_not_fit
+from pytest_pipecheck.children import Role
 from pytest_pipecheck.config import PipecheckConfig
 from pytest_pipecheck.device import DeviceInfo, TierInfo
 from pytest_pipecheck.fixture import Pipecheck
@@ -29,8 +31,8 @@ TIMES = {1: 383.0, 2: 300.0, 3: 222.0, 4: 262.0, 5: 280.0}
 FLOPS = 2.0 * 4096**3
 
 
-def _pc(tier: TierInfo = CPU, **cfg: Any) -> Pipecheck:
-    return Pipecheck(NODE, PipecheckConfig(**cfg), tier, run_seed=1)
+def _pc(tier: TierInfo = CPU, role: Role = children.NONE, **cfg: Any) -> Pipecheck:
+    return Pipecheck(NODE, PipecheckConfig(**cfg), tier, run_seed=1, role=role)
 
 
 class OutOfResources(Exception):
@@ -333,7 +335,9 @@ def test_cpu_tier_skips_with_the_reason() -> None:
 
 
 def test_not_selected_skips() -> None:
-    r = _sweep(_pc(checks=("coverage",)), chosen=3)
+    k = Kernel()
+    r = _pc(checks=("coverage",)).check_stage_sweep(k.run, (1, 2, 3, 4, 5), timer=k.timer, kernel="triton_gemm",
+                                                    chosen=3)
     assert r.verdict is Verdict.SKIP and r.summary == "not selected: checks=coverage from the configuration does not include perf"
 
 
@@ -465,13 +469,15 @@ def test_json_report_carries_the_rows() -> None:
     assert all(not isinstance(v, float) or math.isfinite(v) for row in rows for v in row.values())
 
 
-def test_not_timed_in_a_sanitizer_child(monkeypatch) -> None:
-    # a sanitizer child re-runs the test for hazards only: the sweep must not time (or launch) there
-    monkeypatch.setenv("PIPECHECK_CHILD", "racecheck")
+def test_not_timed_in_a_sanitizer_child() -> None:
+    # a sanitizer child re-runs the test for hazards only: the sweep must not time (or launch) there,
+    # even with a timer of its own
     launched: list[int] = []
-    r = check_stage_sweep(_pc(GPU), launched.append, (1, 2, 3), kernel="k3", chosen=2)
+    pc = _pc(GPU, role=children.sanitizer("racecheck"))
+    r = pc.check_stage_sweep(launched.append, (1, 2, 3), kernel="k3", chosen=2, timer=lambda fn, **_: fn())
     assert r.verdict is Verdict.SKIP and launched == []
-    assert r.summary == "not timed under compute-sanitizer racecheck: a stage sweep is timed in the normal run"
+    assert r.summary == ("not run under compute-sanitizer racecheck: perf:stage_sweep is judged in the normal run")
+    assert r.details["stages"] == [1, 2, 3] and r.details["chosen"] == 2
 
 
 def test_sweep_table_shows_each_optional_column_that_has_a_value() -> None:

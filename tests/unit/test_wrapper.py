@@ -417,11 +417,12 @@ def test_wrapper_form_masked_max_bug_is_caught_by_the_negative_pattern_in_a_vari
         coverage.check_coverage(pipecheck, spec, ROWS, values="negative", layout="x-sliced")
 
 
-def test_sanitizer_launch_scope_calls_the_wrapper_once_under_the_pattern_and_layout(pipecheck, monkeypatch):
-    from pytest_pipecheck.sanitizer.runner import SCOPE_ENV
+def test_sanitizer_launch_scope_calls_the_wrapper_once_under_the_pattern_and_layout(pipecheck):
+    from pytest_pipecheck import children
+    from pytest_pipecheck.fixture import Pipecheck
 
-    monkeypatch.setenv("PIPECHECK_CHILD", "1")
-    monkeypatch.setenv(SCOPE_ENV, "launch")
+    pipecheck = Pipecheck(pipecheck.nodeid, pipecheck.config, pipecheck.tier, pipecheck.run_seed,
+                          role=children.sanitizer("racecheck", "launch"))
     seen = []
 
     def spy(x):

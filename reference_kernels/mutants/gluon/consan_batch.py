@@ -77,9 +77,7 @@ def run_case(mutant: str, pipecheck: Any, *, control: bool, dry_run: bool = Fals
     A mutant runs only in a sanitizer child; a control runs everywhere and must be exact (inputs in
     {-1, 0, 1}: every fp32 sum is an integer of at most K, exact in fp16 for K <= 2048).
     """
-    from pytest_pipecheck.sanitizer.runner import child_tool
-
-    if dry_run or (not control and child_tool() is None):
+    if dry_run or (not control and not pipecheck.role.sanitizer):
         return
     import torch
     import triton

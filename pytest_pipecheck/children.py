@@ -1,0 +1,225 @@
+"""Child pytest processes: this process's role, decoded once, and the one builder of every child's command.
+
+pipecheck starts pytest processes of its own. Each has one role (:class:`Role`), given by internal options
+on its command line and read once, at the top of ``pytest_configure`` (:func:`decode`); nothing else reads
+those options or the environment to find out:
+
+* ``none``: a run the user started, or a pytest-xdist worker of one;
+* ``sanitizer``: a child under compute-sanitizer ``tool`` (or Triton's ConSan), started by
+  :mod:`.sanitizer.runner`. ``scope`` says what it runs of each test (``launch``: the kernel launches only;
+  ``test``: the whole test); with ``canary`` it runs the tool's canary kernel after its tests;
+* ``relay``: a fresh process that runs tests for a parent that cannot (:mod:`.containment`): after the
+  parent's CUDA context died (``after="fault"``), or in place of a parent that a crashing test must not
+  take down (``after="crash"``). Its reports go to ``relay_file``, which the parent replays.
+
+:func:`command` makes every child's command line. Each carries the run's own options (:func:`own_options`:
+what the user and the suite's conftest files asked for, ``-p``, ``-o``, ``-W``, ``--runxfail``, the ini file
+and the rootdir), so that a test runs in a child under the options it runs under here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+__all__ = ["Role", "add_child_options", "command", "decode", "own_options"]
+
+#: set for the test code of a sanitizer child (to the tool): a test may launch a kernel that must only run
+#: under the tool (a deliberate hang). pipecheck itself reads the decoded :class:`Role`, never this.
+CHILD_ENV = "PIPECHECK_CHILD"
+
+_CHILD = "--pipecheck-child"
+_SCOPE = "--pipecheck-child-scope"
+_CANARY = "--pipecheck-child-canary"
+_RELAY = "--pipecheck-relay"
+_RELAY_AFTER = "--pipecheck-relay-after"
+SCOPES = ("launch", "test")
+RELAY_REASONS = ("fault", "crash")
+
+
+@dataclass(frozen=True)
+class Role:
+    """What this pytest process is for (see the module's docstring)."""
+
+    kind: str = "none"  # "none", "sanitizer" or "relay"
+    tool: str | None = None
+    scope: str = "test"
+    canary: bool = False
+    relay_file: str | None = None
+    after: str = "fault"
+
+    @property
+    def sanitizer(self) -> bool:
+        return self.kind == "sanitizer"
+
+    @property
+    def relay(self) -> bool:
+        return self.kind == "relay"
+
+    @property
+    def child(self) -> bool:
+        """Started by pipecheck (a sanitizer or relay child): its parent writes the reports."""
+        return self.kind != "none"
+
+    @property
+    def launch_only(self) -> bool:
+        """A sanitizer child of scope ``launch``: correctness checks launch their kernel once and judge nothing."""
+        return self.kind == "sanitizer" and self.scope == "launch"
+
+    def args(self) -> list[str]:
+        """The internal options that give a child this role."""
+        if self.kind == "sanitizer":
+            out = [f"{_CHILD}={self.tool}", f"{_SCOPE}={self.scope}"]
+            return [*out, _CANARY] if self.canary else out
+        if self.kind == "relay":
+            return [f"{_RELAY}={self.relay_file}", f"{_RELAY_AFTER}={self.after}"]
+        return []
+
+
+NONE = Role()
+
+
+def sanitizer(tool: str, scope: str = "test", canary: bool = False) -> Role:
+    return Role("sanitizer", tool=tool, scope=scope, canary=canary)
+
+
+def relay(relay_file: str, after: str = "fault") -> Role:
+    return Role("relay", relay_file=relay_file, after=after)
+
+
+def add_child_options(group: pytest.OptionGroup) -> None:
+    """The internal options of :class:`Role` (pipecheck passes them to the children it starts)."""
+    group.addoption(_CHILD, action="store", default=None, dest="pipecheck_child", metavar="TOOL",
+                    help="(internal) this pytest is a sanitizer child running under TOOL")
+    group.addoption(_SCOPE, action="store", default="test", dest="pipecheck_child_scope", choices=SCOPES,
+                    help="(internal) what a sanitizer child runs of each test")
+    group.addoption(_CANARY, action="store_true", default=False, dest="pipecheck_child_canary",
+                    help="(internal) a sanitizer child runs the tool's canary kernel after its tests")
+    group.addoption(_RELAY, action="store", default=None, dest="pipecheck_relay", metavar="FILE",
+                    help="(internal) this pytest runs tests for a parent that cannot; its reports go to FILE")
+    group.addoption(_RELAY_AFTER, action="store", default="fault", dest="pipecheck_relay_after",
+                    choices=RELAY_REASONS, help="(internal) why a relay child runs: a kernel fault or a crash")
+
+
+def decode(config: pytest.Config) -> Role:
+    """This process's role, from its internal options (once per process, at the top of configure)."""
+    tool = config.getoption("pipecheck_child", default=None)
+    relay_file = config.getoption("pipecheck_relay", default=None)
+    if tool and relay_file:
+        raise pytest.UsageError(f"pipecheck: {_CHILD} and {_RELAY} are internal options of two different "
+                                "children; a process is one or the other")
+    if tool:
+        return sanitizer(str(tool), str(config.getoption("pipecheck_child_scope", default="test") or "test"),
+                         bool(config.getoption("pipecheck_child_canary", default=False)))
+    if relay_file:
+        return relay(str(relay_file), str(config.getoption("pipecheck_relay_after", default="fault") or "fault"))
+    return NONE
+
+
+# --------------------------------------------------------------------------- the run's own options
+
+#: options of this run that no child takes, because the parent keeps doing what they ask: reports and
+#: output it writes (a child's would overwrite them), the selection it made (a child gets node ids), the
+#: processes it runs (a child runs its tests in order, in one process), and pipecheck's roles and seed
+#: (each child gets its own role and the parent's seed)
+_NOT_PASSED = frozenset({
+    # reports and output
+    "--pipecheck-json", "--pipecheck-html", "--junitxml", "--junit-xml", "--junit-prefix", "--resultlog",
+    "--html", "--self-contained-html", "--json-report", "--json-report-file", "--report-log", "--log-file",
+    "--durations", "--durations-min", "--store-durations", "--durations-path", "--splits", "--group",
+    "--splitting-algorithm", "--clean-durations", "-v", "--verbose", "-q", "--quiet", "--verbosity", "-r",
+    "--tb", "--color", "--code-highlight", "-s", "--capture", "--show-capture", "-l", "--showlocals",
+    "--benchmark-json", "--benchmark-save", "--benchmark-autosave", "--benchmark-histogram",
+    "--benchmark-save-data", "--benchmark-cprofile", "--debug", "--pastebin",
+    # what runs: selection, stopping, caching, collection-only modes
+    "-k", "-m", "--deselect", "--ignore", "--ignore-glob", "--lf", "--last-failed", "--ff", "--failed-first",
+    "--nf", "--new-first", "--lfnf", "--last-failed-no-failures", "--sw", "--stepwise", "--sw-skip",
+    "--stepwise-skip", "--sw-reset", "--stepwise-reset", "-x", "--exitfirst", "--maxfail", "--cache-clear",
+    "--cache-show", "--co", "--collect-only", "--collectonly", "--setup-only", "--setup-plan", "--setup-show",
+    "--fixtures", "--funcargs", "--fixtures-per-test", "--markers", "-h", "--help", "-V", "--version",
+    "--pdb", "--pdbcls", "--trace", "--basetemp", "--keep-duplicates", "--doctest-modules",
+    # processes
+    "-n", "--numprocesses", "--dist", "--maxprocesses", "--max-worker-restart", "--tx", "--rsyncdir",
+    "--rsyncignore", "--looponfail", "-f", "-d", "--distload", "--boxed", "--forked",
+    "--pipecheck-xdist-shares", "--pipecheck-xdist-order",
+    # pipecheck's roles and seed
+    _CHILD, _SCOPE, _CANARY, _RELAY, _RELAY_AFTER, "--pipecheck-seed",
+})
+
+
+def _option_table(config: pytest.Config) -> dict[str, argparse.Action]:
+    """Every option string this run's parser knows (pytest's, every plugin's, every conftest's), with its
+    argparse action: whether it takes a value is the action's ``nargs``."""
+    parser = getattr(config, "_parser", None)
+    argparser = getattr(parser, "optparser", None)  # pytest 9
+    if argparser is None and parser is not None and hasattr(parser, "_getparser"):
+        argparser = parser._getparser()  # pytest 7 and 8
+    return dict(getattr(argparser, "_option_string_actions", {}) or {})
+
+
+def _takes_value(action: argparse.Action | None) -> bool:
+    return action is not None and action.nargs != 0
+
+
+def own_options(config: pytest.Config, args: Sequence[str] | None = None) -> list[str]:
+    """The options of this run that a child passes on: every option on its command line except those of
+    :data:`_NOT_PASSED`, with their values; positional arguments (paths, node ids) are left out, as the
+    child gets the node ids it runs. Options from the ini file's ``addopts`` and ``PYTEST_ADDOPTS`` reach
+    the child the same way they reached this process (it reads the same ini file and environment)."""
+    table = _option_table(config)
+    args = [str(a) for a in (config.invocation_params.args if args is None else args)]
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break  # what follows is positional
+        if not arg.startswith("-") or arg == "-":
+            i += 1  # a path or a node id
+            continue
+        if arg.startswith("--"):
+            name = arg.split("=", 1)[0]
+            names = [name]
+            attached = "=" in arg
+        else:
+            name = arg[:2]
+            attached = len(arg) > 2
+            # a cluster of flags (-vx) names each of them; -pNAME and -oKEY=VALUE carry their value
+            flags = not _takes_value(table.get(name)) and attached
+            names = [f"-{c}" for c in arg[1:]] if flags else [name]
+        takes_next = not attached and _takes_value(table.get(name))
+        chunk = args[i:i + 2] if takes_next else [arg]
+        if not any(n in _NOT_PASSED for n in names):
+            out += chunk
+        i += len(chunk)
+    return out
+
+
+def base_command(config: pytest.Config, seed: int, *, quiet_output: bool = True) -> list[str]:
+    """``python -m pytest`` with what every child needs before its role and node ids: the parent's seed,
+    its ini file and rootdir, pipecheck's plugin where plugins are not autoloaded, one process, and the
+    run's own options. ``quiet_output=False`` keeps the child's output uncaptured (``-s``), as a sanitizer
+    child needs: its marker lines and the tool's reports share one stream."""
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    if not quiet_output:
+        args.append("-s")
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        args += ["-p", "pytest_pipecheck.plugin"]  # the entry point is not loaded in the child
+    inipath = getattr(config, "inipath", None)
+    if inipath:
+        args += ["-c", str(inipath)]
+    args += [f"--rootdir={config.rootpath}"]
+    if config.pluginmanager.has_plugin("xdist"):
+        args += ["-n", "0"]  # markers and relayed reports need one process running tests in order
+    return [*args, *own_options(config), f"--pipecheck-seed={seed}"]
+
+
+def command(config: pytest.Config, seed: int, role: Role, nodeids: Sequence[str]) -> list[str]:
+    """The command line of a child with ``role`` that runs ``nodeids``."""
+    base = base_command(config, seed, quiet_output=not role.sanitizer)
+    return [*base, *role.args(), *nodeids]

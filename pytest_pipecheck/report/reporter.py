@@ -1,0 +1,147 @@
+"""The run's reports: every test's outcome and check results gathered, the terminal summary, and the
+JSON and HTML files, written by the one process that has every result (the controller under
+pytest-xdist; never a worker or a child pipecheck started).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from ..config import PipecheckConfig
+from ..results import CheckResult
+from ..state import RUN_CONFIG, RUN_SEED, SESSION_OUTCOMES, SESSION_RESULTS, TIER
+from .outcomes import TestOutcomes
+
+__all__ = ["REPORT_WRITE_FAILED", "ReportPlugin", "check_report_paths", "report_option"]
+
+#: the exit status of a run whose report (--pipecheck-json / --pipecheck-html) could not be written at
+#: the end, when it would otherwise have been 0: pytest's "usage error", as for a bad report path
+#: caught at start-up. A run that already failed keeps its own status.
+REPORT_WRITE_FAILED = int(pytest.ExitCode.USAGE_ERROR)
+
+
+def report_option(run_config: PipecheckConfig, name: str, value: str | None = None) -> str:
+    """Where a report path came from (``--pipecheck-json`` or the ini key), with its value if given."""
+    if run_config.sources.get(name, "") == "ini":
+        return f"pipecheck_{name} = {value} in the ini file" if value is not None else f"pipecheck_{name} (ini file)"
+    return f"--pipecheck-{name}={value}" if value is not None else f"--pipecheck-{name}"
+
+
+def check_report_paths(run_config: PipecheckConfig) -> None:
+    """A report path that cannot be written is a usage error now, not a line after the results.
+
+    The path must not be a directory, a symlink, a FIFO or a device (reports are written as regular
+    files only), and its nearest existing parent must be a writable directory.
+    """
+    from .._atomic import describe_non_regular
+
+    for name in ("json", "html"):
+        path = getattr(run_config, name)
+        if not path:
+            continue
+        option = report_option(run_config, name, path)
+        target = os.path.abspath(path)
+        found = describe_non_regular(target)
+        problem = f"the path is {found}; reports are written as regular files only" if found else None
+        if problem is None:
+            parent = os.path.dirname(target)
+            while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
+                parent = os.path.dirname(parent)
+            if not os.path.isdir(parent):
+                problem = f"{parent!r} is not a directory"
+            elif not os.access(parent, os.W_OK | os.X_OK):
+                problem = f"the directory {parent!r} is not writable"
+        if problem is not None:
+            raise pytest.UsageError(f"pipecheck: {option}: the report cannot be written there: {problem}")
+
+
+class ReportPlugin:
+    """Gathers every test's outcome and check results on this process; on the report writer (``writes``),
+    prints the summary and writes the report files."""
+
+    def __init__(self, config: pytest.Config, *, writes: bool) -> None:
+        self.config = config
+        self.writes = writes
+        config.stash[SESSION_RESULTS] = []
+        config.stash[SESSION_OUTCOMES] = TestOutcomes()
+        if writes:
+            check_report_paths(config.stash[RUN_CONFIG])
+
+    # ------------------------------------------------------------------ gathering
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.config.stash[SESSION_OUTCOMES].add(report)
+        data = getattr(report, "pipecheck_results", None)
+        if data:
+            self.config.stash[SESSION_RESULTS].extend(CheckResult.from_json(d) for d in data)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.config.stash[SESSION_OUTCOMES].add(report)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not session.config.option.collectonly:
+            self.config.stash[SESSION_OUTCOMES].expect(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # the controller of pytest-xdist collects nothing itself: each worker sends its node ids
+        if not self.config.option.collectonly:
+            self.config.stash[SESSION_OUTCOMES].expect(ids)
+
+    # ------------------------------------------------------------------ the summary and the files
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if not self.writes:
+            return
+        results = config.stash.get(SESSION_RESULTS, [])
+        run_config = config.stash[RUN_CONFIG]
+        if not results and not run_config.enabled:
+            return
+        from . import terminal
+
+        terminal.write_summary(terminalreporter, results, config.stash[TIER], run_config)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.writes:
+            return
+        config = session.config
+        run_config = config.stash[RUN_CONFIG]
+        results = config.stash.get(SESSION_RESULTS, [])
+        outcomes = config.stash.get(SESSION_OUTCOMES, None) or TestOutcomes()
+        status = int(exitstatus)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        failed: list[str] = []
+        if run_config.json:
+            from . import json_report
+
+            try:
+                json_report.write(run_config.json, results, config.stash[TIER], config.stash[RUN_SEED], outcomes,
+                                  status)
+            except Exception as exc:  # a bug in the report must not hide the results: it fails the run instead
+                reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+                failed.append(f"pipecheck: could not write the JSON report to {run_config.json!r} "
+                              f"({report_option(run_config, 'json')}): {reason}")
+        if run_config.html:
+            from . import html as html_report
+
+            # never raises: a bad path or a plotting bug becomes a red line and a failed run
+            written, line = html_report.write_html_for_run(run_config.html, results, config.stash[TIER],
+                                                           config.stash[RUN_SEED], run_config, outcomes=outcomes,
+                                                           exitstatus=status, source_roots=[str(config.rootpath)])
+            if written:
+                if tr is not None:
+                    tr.write_line(line)
+            else:
+                failed.append(f"{line} ({report_option(run_config, 'html')})")
+        if failed:
+            for line in failed:
+                if tr is not None:
+                    tr.write_line(line, red=True)
+            if session.exitstatus == 0:
+                # a report that CI relies on is missing: the run must not read as a success
+                session.exitstatus = REPORT_WRITE_FAILED
+                if tr is not None:
+                    tr.write_line(f"pipecheck: exit status {REPORT_WRITE_FAILED}: a requested report could not be "
+                                  "written", red=True)
