@@ -25,7 +25,7 @@ def test_attribution_child_failure_and_suppressions(pytester: pytest.Pytester, t
     supp = pytester.path / "known.supp"
     supp.write_text(
         "<?xml version='1.0'?>\n<ComputeSanitizerOutput>\n"
-        "  <!-- Triton shuffle reported as a race, see FACTS.md 3 -->\n"
+        "  <!-- Triton shuffle reported as a race (a known racecheck false positive) -->\n"
         "  <record><kind>Analysis</kind><what><text>Race condition</text></what></record>\n"
         "</ComputeSanitizerOutput>\n")
     pytester.makepyfile(test_k="""

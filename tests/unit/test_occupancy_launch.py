@@ -20,8 +20,8 @@ from pytest_pipecheck.fixture import Pipecheck
 from pytest_pipecheck.occupancy import occupancy
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict
 
-# FACTS.md section 5: 256 threads x 64 registers with 50 KB of dynamic shared memory and no opt-in
-# cannot launch on sm_86 (over the 48 KB per-block limit): 0 blocks/SM
+# 256 threads x 64 registers with 50 KB of dynamic shared memory and no opt-in cannot launch on sm_86
+# (over the 48 KB per-block limit): 0 blocks/SM, as cuda_occupancy.h computes
 DEAD = {"threads": 256, "registers": 64, "dynamic_smem": 51200, "opt_in": False}
 
 
