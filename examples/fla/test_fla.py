@@ -111,7 +111,8 @@ def test_chunk_local_cumsum(pipecheck, shape, values):
 
 
 # Autotuned kernels (chunk_global_cumsum has 48 configs): the first test of a sanitizer child compiles and loads every
-# config under the tool, which took longer than the default 120 s watchdog on the H100 (2026-11-25).
+# config under the tool, which takes longer than the default 120 s watchdog on an H100
+# (docs/validation/2026-11-25-h100/examples-gpu.txt).
 @pytest.mark.pipecheck(spec=GLOBAL_CUMSUM, sanitizer_timeout=600)
 def test_chunk_global_cumsum(pipecheck, shape, values):
     pipecheck.check_kernel(GLOBAL_CUMSUM, shape, values=values)

@@ -1,4 +1,4 @@
-"""Issue 17 item 9: a kernel that cannot launch (0 blocks/SM) never passes, and a floor is at least 1.
+"""docs/verdicts.md item 9: a kernel that cannot launch (0 blocks/SM) never passes, and a floor is at least 1.
 
 Before, ``min_blocks=0`` (marker, ini, option, ``check_occupancy`` or the CLI's ``--min-blocks``) passed
 a configuration with 0 blocks/SM on every architecture: a kernel that cannot launch anywhere.
