@@ -48,7 +48,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.lo
   || { echo "install failed"; cat "$out/install.log"; exit 1; }
 
 # Wheels carried in .whl/ (for a GPU machine without network access): NVIDIA's compute-sanitizer package goes
-# into the interpreter's own site-packages, as `pip install pytest-pipecheck[sanitizer]` puts it (so
+# into the interpreter's own site-packages, as the `[sanitizer]` extra puts it (so
 # discovery is exercised as a user meets it); the third-party kernel libraries of examples/ go to
 # /tmp/site on PYTHONPATH.
 if ls .whl/*.whl > /dev/null 2>&1; then
