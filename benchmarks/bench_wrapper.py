@@ -27,16 +27,18 @@ Run (prints, per kind, the median time of each form and the ratios; no timing is
     python -m pytest benchmarks/bench_wrapper.py -p no:cacheprovider --benchmark-only
 
 Measured on the CPU tier (2 cores shared with other jobs; python 3.11, torch 2.13, triton 3.9;
-``--rounds 300``, three runs each; the ratios are medians of per-round ratios):
+``--rounds 300``; the ratios are medians of per-round ratios, the ranges those of repeated runs):
 
-* ``torch``: wrapper/spec 1.52-1.53x before this module's dispatch path was trimmed, 1.36-1.40x after;
-  floor/spec 1.24-1.27x. Per launch (16 per check_kernel, the spec form about 300 us each): the call
-  under a do-nothing mode +76-85 us, pipecheck's interception +85-86 us before, +39-45 us after. The
-  goal of 1.2x is below the floor here: a pass-through dispatch mode around this wrapper's call
-  (three ops: empty_like, unsqueeze, mul.out) already costs more than a fifth of a check whose kernel
-  is one torch.mul on 33x200 elements.
+* ``torch``: wrapper/spec 1.36-1.40x, floor/spec 1.24-1.27x. Per launch (16 per check_kernel, the spec
+  form about 300 us each): the call under a do-nothing mode +76-85 us, pipecheck's interception
+  +39-45 us. The goal of 1.2x is below the floor here: a pass-through dispatch mode around this
+  wrapper's call (three ops: empty_like, unsqueeze, mul.out) already costs more than a fifth of a
+  check whose kernel is one torch.mul on 33x200 elements.
 * ``triton`` (the interpreter, about 120 ms per launch): 0.99-1.00x, floor 0.99-1.03x (within the
   noise).
+
+On CUDA (H100): Triton 1.140-1.170x, pure torch 1.188-1.217x
+(docs/validation/2026-11-25-h100-0723/bench-wrapper-gpu.txt).
 """
 
 from __future__ import annotations

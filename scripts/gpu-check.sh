@@ -47,8 +47,8 @@ toolkit_sanitizer=$(command -v compute-sanitizer || true)
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1 \
   || { echo "install failed"; cat "$out/install.log"; exit 1; }
 
-# Wheels carried in .whl/ (the GPU machine has no network): NVIDIA's compute-sanitizer package goes
-# into the interpreter's own site-packages, as `pip install pytest-pipecheck[sanitizer]` puts it (so
+# Wheels carried in .whl/ (for a GPU machine without network access): NVIDIA's compute-sanitizer package goes
+# into the interpreter's own site-packages, as the `[sanitizer]` extra puts it (so
 # discovery is exercised as a user meets it); the third-party kernel libraries of examples/ go to
 # /tmp/site on PYTHONPATH.
 if ls .whl/*.whl > /dev/null 2>&1; then
@@ -195,7 +195,7 @@ run_part() {
       fi
       ;;
     plugin-profile)
-      # where pipecheck's own CPU-only tests spend their time on the GPU machine: one inner pytest session
+      # where pipecheck's own CPU-only tests spend their time on a GPU machine: one inner pytest session
       # (what each tests/plugin test starts) with the GPU visible and hidden, the plugin's import, then
       # tests/plugin and tests/unit on 6 workers each, with their durations
       step inner-session bash -c 'TIMEFORMAT="%R s"; for v in visible hidden; do for i in 1 2 3; do

@@ -39,8 +39,9 @@ Usage::
         [--select s2,s3] [--holdout s4] [--pool-sizes 1,2,3] [--pool-thresholds 0.025,0.0275,0.03]
         [--pool-gap 0]
 
-Without recordings it reads the four H200 recordings of 2026-11-22 (s1..s4, in time order; s1 has raw runs
-only, so it informs the raw gate only). Without ``--out`` the report goes to stdout. About 40 s on one core
+Without recordings it reads the H200 recordings s1..s4 (in time order; docs/validation/README.md names
+each; s1 has raw runs only, so it informs the raw gate only). Without ``--out`` the report goes to
+stdout. About 40 s on one core
 (the pooled section about 25 s of it); exit status 2 if validation fails or the pooled path
 disagrees with its checks.
 """
@@ -75,8 +76,8 @@ from pytest_pipecheck.config import PipecheckConfig  # noqa: E402
 from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE, Samples, compare  # noqa: E402
 
 RESULTS = ROOT / "docs" / "validation"
-#: The H200 recordings of 2026-11-22, labelled s1..s4 in time order (02:32, 03:18, 04:55 and 07:55 UTC;
-#: docs/validation/README.md); the one of 2026-11-23 11:22 UTC is s5 where it is passed.
+#: The H200 recordings labelled s1..s4, in time order (docs/validation/README.md names each);
+#: s5 (2026-11-23-h200-1121/perf_gate_rates) is read where it is passed.
 DEFAULT_RECORDINGS = (
     f"s1={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0232.json.gz'}",
     f"s2={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0318.json.gz'}",

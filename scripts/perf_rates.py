@@ -105,8 +105,8 @@ class NoiseModel:
     per-sample factor that hit the kernel *and* its anchor alike (the SM clock under a different
     power or thermal state). The anchor's own noise is lognormal ``anchor_sigma`` per sample around
     ``anchor_median_us`` and, with ``anchor_drift`` > 0, a log run-level factor of that sd that the
-    kernel does not share (measured on the H200: the anchor's run medians moved about 0.55% run to
-    run while the clock held).
+    kernel does not share (on an H200 the anchor's run medians move about 0.55% run to run while the
+    clock holds: recording s2, docs/validation/2026-11-22-h200-0223/perf_gate_rates-0318.md).
     """
 
     median_us: float = 60.0

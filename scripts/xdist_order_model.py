@@ -2,7 +2,7 @@
 
 pipecheck's scheduler (pytest_pipecheck/sanitizer/xdist_shares.py) is driven with fake workers on a
 simulated clock. Each test takes its cost from a durations file (pytest-split's format, as
-``scripts/gpu-check.sh OUT durations`` stores it on the GPU machine), and the workers keep xdist's rule:
+``scripts/gpu-check.sh OUT durations`` stores it on a GPU machine), and the workers keep xdist's rule:
 a worker starts a test only once it knows its next one (or was told to shut down). The shares are cut
 by a plan of the costs, which may differ from the true costs (``--noise``: each planned cost is the true
 one times a log-normal factor), as stored durations differ from the next run's.

@@ -79,8 +79,8 @@ def _not_an_xdist_worker_inside(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
     # The pytest sessions a test starts (pytester runs, the fake sanitizer's children) load every installed
-    # pytest plugin; hypothesis's alone took 0.6 of a nested session's 1.0 s on the CPU machine, and no
-    # nested session uses it. (Set per test, so the run's own xdist workers keep it.)
+    # pytest plugin; hypothesis's alone takes 0.6 s of a nested session's 1.0 s on a CPU-only machine, and
+    # no nested session uses it. (Set per test, so the run's own xdist workers keep it.)
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if NESTED_ADDOPTS not in addopts:
         monkeypatch.setenv("PYTEST_ADDOPTS", f"{addopts} {NESTED_ADDOPTS}".strip())

@@ -3,9 +3,10 @@
 ``call=`` is the function the library's models call (``chunk_local_cumsum``, ``chunk_global_cumsum``,
 ``logsumexp_fwd``, ``l2norm``): each checks its input, allocates its output with ``torch.empty_like``
 / ``new_empty`` (intercepted, poisoned, guard-banded by pipecheck) and launches an autotuned kernel.
-Nothing of fla is copied here; install it with ``pip install "pytest-pipecheck[examples]"`` (fla-core
-also needs ``einops``). On a machine without a GPU the kernels run in Triton's interpreter; the
-examples' conftest runs every autotune config once there instead of timing it.
+Nothing of fla is copied here; install it in a clone of this repository with
+``pip install -e ".[examples]"`` (fla-core also needs ``einops``). On a machine without a GPU the
+kernels run in Triton's interpreter; the examples' conftest runs every autotune config once there
+instead of timing it.
 
 Run: ``pytest examples/fla --pipecheck``
 """
@@ -20,7 +21,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("einops", reason="fla-core needs einops (pip install einops)")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # "Triton is not supported on current platform, roll back to CPU"
-    pytest.importorskip("fla.ops", reason="fla-core is not installed (pip install 'pytest-pipecheck[examples]')")
+    pytest.importorskip("fla.ops",
+                        reason="fla-core is not installed (in a clone of pytest-pipecheck: pip install -e '.[examples]')")
     from fla.modules.norm.l2norm import l2norm
     from fla.ops.utils.cumsum import chunk_global_cumsum, chunk_local_cumsum
     from fla.ops.utils.logsumexp import logsumexp_fwd
@@ -111,7 +113,8 @@ def test_chunk_local_cumsum(pipecheck, shape, values):
 
 
 # Autotuned kernels (chunk_global_cumsum has 48 configs): the first test of a sanitizer child compiles and loads every
-# config under the tool, which took longer than the default 120 s watchdog on the H100 (2026-11-25).
+# config under the tool, which takes longer than the default 120 s watchdog on an H100
+# (docs/validation/2026-11-25-h100/examples-gpu.txt).
 @pytest.mark.pipecheck(spec=GLOBAL_CUMSUM, sanitizer_timeout=600)
 def test_chunk_global_cumsum(pipecheck, shape, values):
     pipecheck.check_kernel(GLOBAL_CUMSUM, shape, values=values)

@@ -3,7 +3,8 @@
 GPU only. Importing ``flag_gems`` queries the device (``torch.cuda.get_device_name``) and its
 ``libentry`` wrapper needs a compiled ``JITFunction`` (it reads ``fn.fn``), so it neither imports nor
 runs under Triton's interpreter: on a machine without a CUDA GPU this module is skipped with that
-reason. Install with ``pip install "pytest-pipecheck[examples]"`` (FlagGems also needs ``sqlalchemy``).
+reason. Install it in a clone of this repository with ``pip install -e ".[examples]"`` (FlagGems also
+needs ``sqlalchemy``).
 
 Run: ``pytest examples/flag_gems --pipecheck`` on a GPU machine.
 """
@@ -17,7 +18,8 @@ if not torch.cuda.is_available():
     pytest.skip("flag_gems needs a CUDA device: it queries the device when imported and its libentry wrapper does "
                 "not run under Triton's interpreter (the CPU tier)", allow_module_level=True)
 pytest.importorskip("sqlalchemy", reason="flag_gems needs sqlalchemy (pip install sqlalchemy)")
-pytest.importorskip("flag_gems.ops", reason="flag-gems is not installed (pip install 'pytest-pipecheck[examples]')")
+pytest.importorskip("flag_gems.ops",
+                    reason="flag-gems is not installed (in a clone of pytest-pipecheck: pip install -e '.[examples]')")
 
 from flag_gems.ops.rms_norm import rms_norm as gems_rms_norm  # noqa: E402
 from flag_gems.ops.softmax import softmax as gems_softmax  # noqa: E402

@@ -3,8 +3,8 @@
 Each spec's ``call=`` is the library's ``torch.autograd.Function.apply`` (what ``LigerRMSNorm`` and
 friends call): the wrapper validates, makes inputs contiguous, allocates its outputs with
 ``torch.empty``/``torch.zeros`` (intercepted, poisoned, guard-banded by pipecheck) and launches the
-kernel. Nothing of liger-kernel is copied here; install it with ``pip install
-"pytest-pipecheck[examples]"``. On a machine without a GPU the kernels run in Triton's interpreter.
+kernel. Nothing of liger-kernel is copied here; install it in a clone of this repository with
+``pip install -e ".[examples]"``. On a machine without a GPU the kernels run in Triton's interpreter.
 
 Run: ``pytest examples/liger_kernel --pipecheck``
 """
@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("liger_kernel.ops", reason="liger-kernel is not installed (pip install 'pytest-pipecheck[examples]')")
+pytest.importorskip("liger_kernel.ops",
+                    reason="liger-kernel is not installed (in a clone of pytest-pipecheck: pip install -e '.[examples]')")
 
 from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction  # noqa: E402
 from liger_kernel.ops.layer_norm import LigerLayerNormFunction  # noqa: E402

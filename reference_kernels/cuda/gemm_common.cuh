@@ -23,7 +23,7 @@
 // build, 256 x 128 with 8 compute warps (4 x 2) in k6. Per k16 step a warp issues 4 + 4 ldmatrix.x4
 // for 32 mma: two thirds of the shared-memory bytes per FMA of a 64 x 32 warp tile (6 ldmatrix per
 // 16 mma). On sm_90 mma.sync is fed from shared memory at 128 B/clk per SM, and with 64 x 32 warp
-// tiles that, not the tensor cores, was the ceiling.
+// tiles that, not the tensor cores, is the ceiling.
 #pragma once
 
 #include <cuda_fp16.h>

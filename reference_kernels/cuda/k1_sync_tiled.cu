@@ -11,7 +11,7 @@
 // Preconditions (checked by the launcher): sm_80+; A (M,K) fp16, B (K,N) fp16, C (M,N) fp32, all
 // row-major with unit column stride; M, N, K >= 1 (ragged sizes are fine, see gemm_common.cuh).
 // Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), no dynamic shared memory.
-// Numbers reached (2026-11-22, docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 218 TFLOP/s
+// Numbers reached (docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 218 TFLOP/s
 // at 4096^3 fp16 -> fp32 on an H200 (29% of torch.matmul's 742 in the same run).
 #include "gemm_common.cuh"
 

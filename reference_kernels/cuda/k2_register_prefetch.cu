@@ -14,7 +14,7 @@
 // Preconditions (checked by the launcher): sm_80+; A (M,K) fp16, B (K,N) fp16, C (M,N) fp32,
 // row-major, unit column stride; M, N, K >= 1.
 // Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), no dynamic shared memory (37888 B static).
-// Numbers reached (2026-11-22, docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 275 TFLOP/s
+// Numbers reached (docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 275 TFLOP/s
 // at 4096^3 on an H200 (37% of torch.matmul; k1, the synchronous baseline: 218).
 #include "gemm_common.cuh"
 

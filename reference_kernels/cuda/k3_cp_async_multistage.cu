@@ -30,7 +30,7 @@
 // with 128 + 128: 25% fewer global->smem bytes per FLOP (the default build is bound by those loads:
 // load-only 0.398 ms vs compute-only 0.261 ms at 3 stages).
 // With one block per SM nothing hides a barrier: the classic loop above stalls all 8 warps at every
-// __syncthreads, and the wide build ran at 283 TFLOP/s (0.491 ms against the cost model's 0.303). So
+// __syncthreads, and the wide build with it reaches 283 TFLOP/s (0.491 ms against the cost model's 0.303). So
 // the wide build runs the cross-tile loop (xtile_mainloop, -DPIPECHECK_XTILE, below): the barrier of
 // tile k+1 sits inside tile k, after the last fragments of tile k are loaded and before its last mma,
 // and every stage holds a tile from the prologue on. With -DPIPECHECK_XTILE_SPLIT (also on in the wide
@@ -39,8 +39,8 @@
 // Numbers (H200, 4096^3, torch.matmul 763-765 TFLOP/s, docs/validation/2026-11-22-h200-0754/):
 // classic loop 283 TFLOP/s; cross-tile 368 / 376 / 367 / 366 with 3 / 4 / 5 / 6 stages; cross-tile with
 // split issue 399 / 392 / 392 with 4 / 5 / 6 stages: 399 TFLOP/s is 52% of cuBLAS, the ladder's best.
-// A later run (H200, 2026-11-23, benchmarks/results/2026-11-23-h200-session5/cuda_ladder_bench.md, the
-// README's number) measured the same build at 400 TFLOP/s against a cuBLAS at 696: 0.58 of cuBLAS.
+// Against a cuBLAS at 696 TFLOP/s the same build reaches 400 TFLOP/s, 0.58 of cuBLAS
+// (docs/validation/2026-11-23-h200-1121/cuda_ladder_bench.md, the number the README quotes).
 // In the default 128 x 128 build (two blocks per SM) the cross-tile loop gains little (332 vs 325 at 4
 // stages; 335 with split issue): the other block already fills the barrier bubbles there.
 // Compile-time knobs: PIPECHECK_STAGES (1..4; the wide build 2..6); PIPECHECK_K3_WIDE (the wide build above);
@@ -48,10 +48,10 @@
 // PIPECHECK_SUBTILES (1 or 2: BK-deep K tiles per stage, i.e. per barrier; smem per stage scales with it);
 // PIPECHECK_LOAD_ONLY / PIPECHECK_COMPUTE_ONLY build the load-only and compute-only variants the cost
 // model is fed with (results are then meaningless).
-// Numbers reached by the default build (2026-11-22,
-// docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 272 / 325 / 328 TFLOP/s at 4096^3 with
-// 2 / 3 / 4 stages on an H200 (37% / 44% / 44% of torch.matmul's 742); 1 stage 231. The cost model predicts 0.400 ms at 3 stages from load-only 0.398 ms and compute-only 0.261 ms;
-// measured 0.423 ms.
+// Numbers reached by the default build (docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md):
+// 272 / 325 / 328 TFLOP/s at 4096^3 with 2 / 3 / 4 stages on an H200 (37% / 44% / 44% of
+// torch.matmul's 742); 1 stage 231. The cost model predicts 0.400 ms at 3 stages from load-only
+// 0.398 ms and compute-only 0.261 ms; measured 0.423 ms.
 #include <cuda_pipeline.h>
 
 #include "gemm_common.cuh"

@@ -18,7 +18,7 @@
 // Launch: grid (ceil(N/128), ceil(M/128)), 128 threads (4 warps of 64 x 64), dynamic smem
 // STAGES * 18944 bytes (56832 for the default STAGES=3: two blocks per SM on sm_80 and sm_90, one on
 // sm_86/sm_89).
-// Numbers reached (2026-11-22, docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 316 TFLOP/s
+// Numbers reached (docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 316 TFLOP/s
 // at 4096^3 on an H200 (43% of torch.matmul's 742).
 #include <cooperative_groups.h>
 #include <cuda/pipeline>

@@ -19,7 +19,7 @@
 // Launch: grid (ceil(N/128), ceil(M/128)), 160 threads (1 producer + 4 consumer warps), dynamic smem
 // STAGES * 18944 bytes (56832 for the default STAGES=3); built for 2 blocks/SM on sm_80 and sm_90
 // (PIPECHECK_K5_BLOCKS_PER_SM=1 lifts the register cap from 204 to 255 for the benchmark's comparison).
-// Numbers reached (2026-11-22, docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 290 TFLOP/s
+// Numbers reached (docs/validation/2026-11-22-h200-0223/cuda_ladder_bench.md): 290 TFLOP/s
 // at 4096^3 on an H200 (39% of torch.matmul's 742).
 #include <cooperative_groups.h>
 #include <cuda/pipeline>

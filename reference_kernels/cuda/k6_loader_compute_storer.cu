@@ -27,13 +27,13 @@
 //             (skipped after the block's very last pass)
 //   A block with T tiles completes c_full 2T times and c_empty 2T - 1 times (0 and 0 for T = 0) on both
 //   sides, so every phase is completed by all 9 warps and nothing is left waiting.
-//   Why mbarriers and not named barriers (bar.sync id, 288): the previous k6 signalled with bar.arrive
-//   and racecheck reported 20 WAR hazards between the storer's reads and the compute warps' next writes;
-//   with bar.sync on both sides it still reported the same pair (2 hazards in one of two H200 runs,
-//   compute-sanitizer 2025.3.1): racecheck does not order shared-memory accesses across a named barrier
-//   that only part of the block takes part in. It does follow mbarrier arrive/wait, as the k4 and k5
-//   rings show (0 hazards). The storer loses nothing: at c_empty it waits for the compute warps, as it
-//   would at the next c_full anyway.
+//   Why mbarriers and not named barriers (bar.sync id, 288): with a bar.arrive hand-off racecheck
+//   reports 20 WAR hazards between the storer's reads and the compute warps' next writes, and with
+//   bar.sync on both sides it still reports the same pair at times (compute-sanitizer 2025.3.1;
+//   docs/validation/2026-11-22-h200-0453.md): racecheck does not order shared-memory accesses across a
+//   named barrier that only part of the block takes part in. It does follow mbarrier arrive/wait, as
+//   the k4 and k5 rings show (0 hazards). The storer loses nothing: at c_empty it waits for the compute
+//   warps, as it would at the next c_full anyway.
 //   The compute warps wait for pass 0 to be stored before writing pass 1; pass 1 is stored while they
 //   run the next tile's main loop.
 //
@@ -49,9 +49,9 @@
 // without spilling for sm_86, sm_89 and sm_90 (166 registers on sm_90); sm_80's ptxas reloads a few
 // loop-invariant scalars (ldmatrix offsets, ring position) from local memory once per K tile (74 B
 // stored, 88 B loaded).
-// Numbers reached (2026-11-22, docs/validation/2026-11-22-h200-0453/cuda_ladder_bench.md, H200): 265 TFLOP/s at 4096^3 with 3 stages
-// (35% of torch.matmul's 750), 262 with 4, 243 with 2: faster than the synchronous k1 (219). With
-// named-barrier hand-offs the same kernel reached 289 (an earlier run that day) but racecheck flagged them.
+// Numbers reached (docs/validation/2026-11-22-h200-0453/cuda_ladder_bench.md): 265 TFLOP/s at 4096^3
+// on an H200 with 3 stages (35% of torch.matmul's 750), 262 with 4, 243 with 2: faster than the
+// synchronous k1 (219). Named-barrier hand-offs reach 289, but racecheck flags them (above).
 #include <cuda/pipeline>
 
 #include "gemm_common.cuh"

@@ -136,7 +136,7 @@ _EXCLUSIONS_BEFORE_2026_4: dict[str, dict[str, str]] = {
 def sanitizer_exclusions(version: tuple[int, ...] | str | None = "discover") -> dict[str, dict[str, str]]:
     """The reviewed exclusions for the compute-sanitizer of ``version`` (by default the one pipecheck
     finds): none from 2026.4.0 on, the version the cuda::pipeline kernels were measured clean with under
-    every tool (H100, 2026-11-25); older and unknown versions keep the exclusions."""
+    every tool (docs/validation/2026-11-25-h100.md); older and unknown versions keep the exclusions."""
     from pytest_pipecheck.sanitizer.known import PINNED_VERSION
 
     label = "of unknown version"

@@ -23,11 +23,11 @@ from reference_kernels.hopper.spec import spec
 SPEC = spec()  # bf16, 128x128x64 tiles, 4 stages, 2 consumer warpgroups
 ROOT = Path(__file__).resolve().parents[2]
 
-# Sanitizer tools for these tests: synccheck only. Reviewed exclusion: in the batched run on an H200
-# (2026-11-22, compute-sanitizer 2025.3.1) the Hopper tests under racecheck outran the 120 s per-test
-# watchdog twice, forcing the whole racecheck batch to restart. Racecheck on this kernel is run
-# directly, with its own timeout, by tests/gpu/test_hopper_gpu.py (0 hazards on the reference at
-# 128x128x1024 on the H200 on 2026-11-22; see docs/validation/2026-11-22-h200-0223.md).
+# Sanitizer tools for these tests: synccheck only. Reviewed exclusion: in the batched run the Hopper
+# tests under racecheck (compute-sanitizer 2025.3.1) outrun the 120 s per-test watchdog and force the
+# whole racecheck batch to restart. Racecheck on this kernel is run directly, with its own timeout, by
+# tests/gpu/test_hopper_gpu.py (0 hazards on the reference at 128x128x1024;
+# docs/validation/2026-11-22-h200-0223.md).
 pytestmark = pytest.mark.pipecheck(sanitizer="synccheck")
 
 

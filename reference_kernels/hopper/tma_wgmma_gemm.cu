@@ -46,7 +46,7 @@
 // Launch: grid (ceil(N / BN), ceil(M / BM)), block 128 * (CONSUMERS + 1) threads.
 // Compile-time knobs: PIPECHECK_STAGES (2..6, default 4), PIPECHECK_CONSUMERS (1 or 2, default 2;
 // BM = 64 * CONSUMERS), PIPECHECK_BN (128 or 256, default 128), PIPECHECK_FP16 (fp16 instead of bf16).
-// Numbers reached (2026-11-22, H200, docs/validation/2026-11-22-h200-0223/hopper_gemm_bench.md): 2 consumers,
+// Numbers reached on an H200 (docs/validation/2026-11-22-h200-0223/hopper_gemm_bench.md): 2 consumers,
 // 128x256 tiles, 4 stages: 707 TFLOP/s at 4096^3 (93% of torch.matmul's 763) and 627 at 8192^3 (83% of
 // 759); 128x128 tiles, 4 stages: 607 / 548; 1 consumer, 64x128, 4 stages: 422 / 293.
 //

@@ -52,26 +52,28 @@ Preconditions
 Spec tiles (see :func:`gemm_spec`)
     CPU / Triton interpreter: BLOCK 16 x 16 x 16, 3 stages (small, so the interpreter is fast and
     generated shapes have many tiles). GPU: per compute capability (:data:`GPU_CONFIGS`): sm_90 runs
-    BLOCK 128 x 256 x 64, 3 stages, 8 warps, GROUP_M 8 (the best ``persistent`` config measured
-    below; 4 stages and the TMA store's staging tile do not fit in sm_90's shared memory); every other architecture BLOCK 128 x 128 x 64, 3 stages, 4 warps (:data:`GPU_CONFIG`,
-    FACTS.md section 4: the fastest stage count on sm_90 at that tile).
+    BLOCK 128 x 256 x 64, 3 stages, 8 warps, GROUP_M 8 (the fastest ``persistent`` config below;
+    4 stages and the TMA store's staging tile do not fit in sm_90's shared memory); every other
+    architecture BLOCK 128 x 128 x 64, 3 stages, 4 warps (:data:`GPU_CONFIG`; 3 stages is the fastest
+    of 1 to 5 at that tile on sm_90: docs/validation/2026-11-22-h200-0223/stage_sweep.md).
 
 Numbers reached
-    on an H200 (2026-11-22, Triton 3.6, docs/validation/2026-11-22-h200-0223/triton_gemm_perf.md) at 4096^3 fp16,
-    masked pointer path (before the ``tma`` / ``even_k`` paths existed): 571 TFLOP/s with
-    128x128x64 / 3 stages / 4 warps (76% of torch.matmul's 756), best 653 (86%) with 128x256x64 /
-    4 stages / 8 warps; 605 with 256x128x64 / 4 stages / 8 warps; 128x256x64 with 4 warps collapses to
-    88 (register spills). With the load paths (H200, Triton 3.6, torch.matmul 761 TFLOP/s,
-    docs/validation/2026-11-22-h200-0453/triton_gemm_perf.md): the sm_90 default (128x256x64 / 4 stages / 8 warps / GROUP_M 8, ``tma``
-    path) 659 TFLOP/s (86.5%); best 672 (88.3%, ``tma``, 3 stages); ``even_k`` 668, ``masked`` 667 at
-    the same tile. The ``persistent`` path (2026-11-22 07:55 UTC, H200, torch.matmul 752 TFLOP/s,
-    docs/validation/2026-11-22-h200-0754/triton_gemm_perf.md): 677 TFLOP/s (90.0%) at 128x256x64
-    / 3 stages / 8 warps with the flattened loop and a TMA store (676 with masked stores, 661 without
-    flattening), against 638-661 for the non-persistent paths in the same run. Those runs timed
-    torch.matmul first and cold, which flatters it: timed alternately with torch.matmul under the same
-    conditions (H200, 2026-11-23, ``scripts/gpu/gluon_gemm_tune.py``, docs/validation/2026-11-23-session6.md),
-    the launcher default (``persistent``, 128x256x64, 3 stages) reaches 97.2% and 97.9% of torch.matmul
-    (671-679 TFLOP/s), above the 95% goal.
+    At 4096^3 fp16 on an H200 with Triton 3.6, each ratio against torch.matmul timed in the same run:
+
+    - masked pointer path: 571 TFLOP/s at 128x128x64 / 3 stages / 4 warps (76% of 756), 653 (86%) at
+      128x256x64 / 4 stages / 8 warps, 605 at 256x128x64 / 4 stages / 8 warps; 128x256x64 with 4 warps
+      falls to 88 (register spills) (docs/validation/2026-11-22-h200-0223/triton_gemm_perf.md);
+    - the load paths at 128x256x64 / 4 stages / 8 warps / GROUP_M 8: ``tma`` 659 (86.5% of 761),
+      best 672 (88.3%, ``tma``, 3 stages); ``even_k`` 668, ``masked`` 667 at the same tile
+      (docs/validation/2026-11-22-h200-0453/triton_gemm_perf.md);
+    - ``persistent``: 677 (90.0% of 752) at 128x256x64 / 3 stages / 8 warps with the flattened loop and a
+      TMA store, 676 with masked stores, 661 without flattening; the non-persistent paths 638-661
+      (docs/validation/2026-11-22-h200-0754/triton_gemm_perf.md).
+
+    Those sweeps time torch.matmul first, on a cool GPU, which flatters it. Timed alternately with
+    torch.matmul under the same conditions (``scripts/gpu/gluon_gemm_tune.py``), the launcher default
+    (``persistent``, 128x256x64, 3 stages) reaches 97.2% and 97.9% of torch.matmul (671-679 TFLOP/s),
+    above the 95% goal (docs/validation/2026-11-23-h200-1257/run-d/ and run-f/gluon_gemm_tune.md).
     Triton 3.6 (and 3.9) does not warp-specialize this loop for sm_90 (``warp_specialize=True`` on the
     flattened loop leaves no ``ttg.warp_specialize`` region in the TTGIR), so the producer/consumer
     split that cuBLAS's Hopper kernels use is out of reach of ``tl.range`` here.
@@ -97,8 +99,8 @@ __all__ = ["CPU_CONFIG", "GPU_CONFIG", "GPU_CONFIGS", "PATHS", "PATH_SWITCHES", 
 CPU_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "stages": 3, "warps": 4, "GROUP_M": 2}
 # the GPU default of every architecture without an entry in GPU_CONFIGS
 GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3, "warps": 4, "GROUP_M": 8}
-# per compute capability (major, minor): sm_90 gets the best config of the H200 sweep (653 TFLOP/s on
-# the masked pointer path, 2026-11-22; 659 on the tma path in the sweep of 2026-11-22 04:55 UTC)
+# per compute capability (major, minor): sm_90 gets the fastest ``persistent`` config measured on an H200
+# (677 TFLOP/s at 4096^3 fp16; the module docstring has the numbers and their evidence)
 GPU_CONFIGS: dict[tuple[int, int], dict[str, int]] = {
     (9, 0): {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "stages": 3, "warps": 8, "GROUP_M": 8},
 }
@@ -525,9 +527,10 @@ def make_spec(name: str, kernel: Any, device: str = "cpu", dtype: str = "float16
 def k_scaled_atol(dtype: str, k0: int = 256) -> Any:
     """The GEMMs' absolute tolerance at a shape: the dtype's default up to K = ``k0``, then growing as
     sqrt(K / k0). An fp32 accumulator's rounding error grows with the length of the dot product: on an
-    H100 (2026-11-25) the correct masked GEMM was off by up to 3.7e-3 at K = 16384 with unit-normal fp16
-    inputs, over the flat fp16 default of 2e-3 (here 1.6e-2 at that K). A dropped K tile moves a value
-    by about sqrt(BLOCK_K) = 8, and an fp16 accumulator by more than 0.1 at that K: both still fail."""
+    H100 the correct masked GEMM is off by up to 3.7e-3 at K = 16384 with unit-normal fp16 inputs, over
+    the flat fp16 default of 2e-3 (here 1.6e-2 at that K; docs/validation/2026-11-25-h100-0723.md).
+    A dropped K tile moves a value by about sqrt(BLOCK_K) = 8, and an fp16 accumulator by more than 0.1
+    at that K: both still fail."""
     from pytest_pipecheck.model.tolerance import default_tolerance
 
     base = default_tolerance(dtype).atol

@@ -50,7 +50,7 @@ Preconditions (checked by :func:`launch_gluon_gemm`, which raises ValueError nam
     it ahead of time without a GPU (tests/unit/test_gluon_gemm.py).
 
 Triton versions
-    Written against Triton 3.6 (the GPU machine) and 3.9 (CI). Two spellings differ and are bound
+    Written against Triton 3.6 and 3.9. Two spellings differ and are bound
     once at import (see ``_tma_load`` below): the TMA copies (``async_copy_global_to_shared`` /
     ``async_copy_shared_to_global`` in 3.6, ``async_load`` / ``async_store`` in 3.9, where the old
     names raise) and the CTA barrier (``thread_barrier`` in 3.6, ``barrier`` in 3.9).
@@ -59,10 +59,10 @@ Numbers (H200, Triton 3.6, fp16 4096^3; docs/validation/2026-11-23-h200-1257/)
     Correct at every generated shape under pipecheck's coverage, tile probe and determinism checks
     (fp16 and bf16), synccheck clean; racecheck's only hazards are on Triton's warp-specialize
     dispatch state, none on this kernel's ring or staging buffers, and Triton's ConSan finds no race
-    (gluon_race_probe.md). Against torch.matmul, timed alternately with 1 s idle before each timing
-    (scripts/gpu/gluon_gemm_tune.py, median of 7 and 9 rounds in two runs): this default
-    (128x256x64, 4 stages, 8 consumer warps, GROUP_M 8, two-chunk TMA epilogue) 98.6% and 99.3%;
-    3 stages with GROUP_M 16 and the whole-tile TMA epilogue 100.5% in both runs (686-701 TFLOP/s);
+    (run-e/gluon_race_probe.md). Against torch.matmul, timed alternately with 1 s idle before each
+    timing (scripts/gpu/gluon_gemm_tune.py, the median over 7 and over 9 rounds: run-d/ and run-f/):
+    this default (128x256x64, 4 stages, 8 consumer warps, GROUP_M 8, two-chunk TMA epilogue) 98.6% and
+    99.3%; 3 stages with GROUP_M 16 and the whole-tile TMA epilogue 100.5% in both (686-701 TFLOP/s);
     the reference Triton GEMM's launcher default 97.2% and 97.9% in the same rounds.
 """
 

@@ -13,23 +13,24 @@ Pipeline scheme
     "slot full"; consumer: wait "slot full", MMA, release the slot. Load edges are handled by TMA
     itself: out-of-bounds rows/columns load as zero. The epilogue stores C through its descriptor
     only when a row of C ends on a 16-byte boundary (``N * itemsize % 16 == 0``): a TMA store writes
-    whole 16-byte chunks, so at N = 65 (fp16) it wrote columns 65..71 of every row on the H200 (run 1)
-    although the descriptor's shape was (M, 65). Otherwise it uses masked pointer stores.
+    whole 16-byte chunks, so at N = 65 (fp16) it writes columns 65..71 of every row although the
+    descriptor's shape is (M, 65) (:func:`tma_store_is_exact`). Otherwise it uses masked pointer stores.
 
 Preconditions
     Hopper or newer (sm_90+), a Triton with ``tl.range(warp_specialize=...)`` and
-    ``triton.tools.tensor_descriptor`` (3.4 or later; the GPU machine has 3.6); base pointers 16-byte
+    ``triton.tools.tensor_descriptor`` (3.4 or later; validated with 3.6); base pointers 16-byte
     aligned and row strides multiples of 16 bytes (pipecheck's padded allocations are); fp16/bf16.
     Elsewhere :func:`unavailable_reason` says why and the tests skip with that reason. The Triton
     interpreter (CPU tier) does not model warp specialization, so it is skipped there too.
 
 Spec tiles
-    GPU: BLOCK 128 x 128 x 64, 3 stages, 8 warps (FACTS.md section 4 measured 683 TFLOP/s for a
-    stages-3 warp-specialized GEMM on the H200). This kernel on the H200 with Triton 3.6
-    (docs/validation/2026-11-22-h200-0453/ws_partition_probe.md): 496 TFLOP/s at 4096^3 with 8 warps (65% of torch.matmul), 508 with
-    the outer-loop form at 4 warps; Triton 3.6 partitions neither the inner K loop nor the flattened
-    outer loop of this persistent kernel for sm_90 (no ttg.warp_specialize region in the TTGIR), so
-    the warp-specialization check is a skip with that reason there.
+    GPU: BLOCK 128 x 128 x 64, 3 stages, 8 warps (a non-persistent Triton GEMM at this tile with
+    ``warp_specialize=True`` reaches about 683 TFLOP/s at 4096^3 fp16 on an H200). This kernel on an
+    H200 with Triton 3.6: 496 TFLOP/s at 4096^3 with 8 warps (65% of torch.matmul), 508 with the
+    outer-loop form at 4 warps (docs/validation/2026-11-22-h200-0453/ws_partition_probe.md). Triton 3.6
+    partitions neither the inner K loop nor the flattened outer loop of this persistent kernel for
+    sm_90 (no ttg.warp_specialize region in the TTGIR), so the warp-specialization check is a skip with
+    that reason there.
 """
 
 from __future__ import annotations
@@ -84,9 +85,10 @@ def tma_store_is_exact(c: Any) -> bool:
 
     A TMA store writes whole 16-byte chunks of a row: where a row of the view ends inside a chunk
     (``N * itemsize`` not a multiple of 16) it also writes the rest of that chunk, past column N, into
-    the row padding or the next tensor's columns. The H200 run showed it: at M65-K33-N65 (fp16, 130-byte
-    rows) the descriptor store wrote columns 65..71 of all 65 rows (455 elements) although the
-    descriptor's shape was (65, 65). Loads are not affected (out-of-bounds elements arrive as zeros).
+    the row padding or the next tensor's columns. On an H200 at M65-K33-N65 (fp16, 130-byte rows) the
+    descriptor store writes columns 65..71 of all 65 rows (455 elements) although the descriptor's
+    shape is (65, 65) (docs/validation/2026-11-22-h200-0223.md). Loads are not affected (out-of-bounds
+    elements arrive as zeros).
     """
     return (int(c.shape[-1]) * int(c.element_size())) % 16 == 0
 

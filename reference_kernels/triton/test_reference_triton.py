@@ -110,8 +110,9 @@ def _launch_ws_512(ws, sms):  # type: ignore[no-untyped-def]
 def test_persistent_ws_gemm_is_warp_specialized(pipecheck):
     """The kernel asks for warp_specialize=True; the compiled IR says whether this Triton, on this GPU,
     really split the loop into producer/consumer partitions. Where it did not, the check is a skip with
-    the compiler's own answer as the reason (measured on the H200 with Triton 3.6: neither the inner-loop
-    nor the flattened outer-loop form is partitioned, scripts/gpu/ws_partition_probe.py), never a pass."""
+    the compiler's own answer as the reason (Triton 3.6 on sm_90 partitions neither the inner-loop nor
+    the flattened outer-loop form: docs/validation/2026-11-22-h200-0453/ws_partition_probe.md), never a
+    pass."""
     from pytest_pipecheck.inspect.triton_ir import analyze_triton
     from reference_kernels.triton import persistent_ws_gemm as ws
 

@@ -1,6 +1,6 @@
 """Tune the Gluon warp-specialized GEMM (reference_kernels/triton/gluon_gemm.py) against torch.matmul.
 
-Usage (on the GPU machine, from the repository root):
+Usage (on a GPU, from the repository root):
 
     python3 scripts/gpu/gluon_gemm_tune.py OUT_DIR [--size 4096] [--dtype float16] [--rep 200] [--rounds 7]
         [--budget 150] [--top 3] [--cooldown 1.0] [--quick]
@@ -66,7 +66,8 @@ def grid() -> list[dict[str, Any]]:
 
 
 def quick_grid() -> list[dict[str, Any]]:
-    """The finalists of the first full tuning run (H200, 2026-11-23), for ``--quick``."""
+    """The finalists of the full tuning grid on an H200, for ``--quick``
+    (docs/validation/2026-11-23-h200-1257/run-c/gluon_gemm_tune.md)."""
     wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "consumer_warps": 8}
     return [{**wide, "stages": 3, "GROUP_M": 16, "epilogue": None},
             {**wide, "stages": 3, "GROUP_M": 16, "epilogue": None, "num_programs": 128},

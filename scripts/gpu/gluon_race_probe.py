@@ -1,6 +1,6 @@
 """Where compute-sanitizer racecheck's hazards in the Gluon GEMM come from, and what Triton's ConSan says.
 
-Usage (on the GPU machine, from the repository root):
+Usage (on a GPU, from the repository root):
 
     python3 scripts/gpu/gluon_race_probe.py OUT_DIR
 

@@ -10,8 +10,9 @@ Writes OUTDIR/perf_gate_rates.json (everything, raw samples included) and OUTDIR
 work: about two minutes on an H200; each phase is guarded, so one failure leaves the others.
 
 ``--offline`` measures nothing: it re-analyses recorded files on the CPU (raw, always-anchored and
-adaptive gates, the adaptive one at each clock tolerance, and the synthetic noise models of the 2026-11-22 02:32 drift)
-into OUTDIR/perf_gate_offline.{md,json}.
+adaptive gates, the adaptive one at each clock tolerance, and the synthetic noise models of the drift
+in recording s1, docs/validation/2026-11-22-h200-0223/perf_gate_rates-0232.md) into
+OUTDIR/perf_gate_offline.{md,json}.
 
 Method (docs/perf-gate.md):
 
@@ -717,10 +718,11 @@ def render_markdown(r: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- offline re-analysis
 
-# The synthetic model of the compute-bound drift recorded on 2026-11-22 at 02:32 UTC (tests/unit/test_perf_stats.py:
-# COMPUTE): a shared clock factor of sd 0.0138 per run, 0.3% per sample, 0.0009 of the kernel's own.
-# The second variant adds the anchor's own run-to-run drift measured at 03:18 UTC (sd of
-# the log anchor run medians of the bf16 matmul anchor while the clock held: 0.0056).
+# The synthetic model of the compute-bound drift of recording s1 (perf_gate_rates-0232 in
+# docs/validation/2026-11-22-h200-0223/; tests/unit/test_perf_stats.py: COMPUTE): a shared clock factor
+# of sd 0.0138 per run, 0.3% per sample, 0.0009 of the kernel's own. The second variant adds the
+# anchor's own run-to-run drift of recording s2 (perf_gate_rates-0318; sd of the log anchor run medians
+# of the bf16 matmul anchor while the clock held: 0.0056).
 DRIFT_0232_MODELS = {
     "02:32 drift (clock sd 0.0138)": {"drift": 0.0009, "clock_drift": 0.0138, "clock_jitter": 0.003},
     "02:32 drift + anchor's own drift 0.0056": {"drift": 0.0009, "clock_drift": 0.0138, "clock_jitter": 0.003,

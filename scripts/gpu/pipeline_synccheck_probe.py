@@ -2,7 +2,7 @@
 
     python3 scripts/gpu/pipeline_synccheck_probe.py OUTDIR
 
-compute-sanitizer 2025.3.1's synccheck reported "Barrier error detected. Missing wait." at the mbarrier
+compute-sanitizer 2025.3.1's synccheck reports "Barrier error detected. Missing wait." at the mbarrier
 arrive inside cuda::pipeline::producer_commit for k4, k5 and k6. One child process per row launches a
 kernel once under ``compute-sanitizer --tool synccheck`` (racecheck for the last rows) and checks the
 result against float64, built three ways: through the launcher (CuPy's bundled libcu++), with the CUDA
@@ -10,7 +10,7 @@ toolkit's libcu++, and as compute_80 PTX (libcu++'s sm_80 code path, JIT-compile
 textbook block-scoped pipeline (acquire, memcpy_async, commit, wait, release) built the same three
 ways; plus compute-sanitizer's own suppression workflow (save k4's records with --xml --save, run again
 with them as --suppressions). The raw output of every child is kept. Writes OUTDIR.md and OUTDIR.json.
-(An earlier version also built k4..k6 with and without a closing __syncthreads: no difference,
+(A closing __syncthreads in k4..k6 makes no difference:
 docs/validation/2026-11-22-h200-0453/pipeline_synccheck_probe-0453-closing-barrier.md.)
 """
 

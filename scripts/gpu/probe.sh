@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Records what the GPU machine offers (versions, tools, APIs) so pipecheck's code can target it.
+# Records what a GPU machine offers (versions, tools, APIs) so pipecheck's code can target it.
 out=${1:-/tmp/probe}; mkdir -p "$out"
 {
   date -u; nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version,uuid --format=csv,noheader,nounits

@@ -1,4 +1,4 @@
-"""FACTS.md section 4 on a GPU: the Triton fp16 GEMM stage sweep with the occupancy check on.
+"""The Triton fp16 GEMM stage sweep on a GPU, with the occupancy check on.
 
 Usage: python scripts/gpu/stage_sweep.py OUTDIR
 

@@ -1,6 +1,6 @@
 """The reference Triton GEMM against torch.matmul at 4096^3 fp16 (goal: >= 95% of torch.matmul).
 
-Usage (on the GPU machine, from the repository root):
+Usage (on a GPU, from the repository root):
 
     python3 scripts/gpu/triton_gemm_perf.py OUT_DIR [--size 4096] [--dtype float16] [--rep 200] [--budget 150]
         [--only KERNEL,...]
@@ -23,12 +23,13 @@ flushes L2 between repetitions). A case that fails to compile, runs out of resou
 wrong result is recorded as a row with its error and the sweep goes on (an error that breaks the
 CUDA context, such as an illegal address, makes the following rows fail too; their errors say so).
 When the sweep has run for ``--budget`` seconds the remaining cases are recorded as skipped, which
-keeps a run (about 30 compiles) under ~3 minutes on an H200. ``--only`` limits the sweep to some
+keeps a run (about 30 compiles) under ~3 minutes on an H100 or H200. ``--only`` limits the sweep to some
 kernels (torch.matmul and the launcher default are always timed).
 
 torch.matmul is timed once, first, while the GPU is still cool; the kernels after it run on a GPU the
-sweep keeps busy, so the ratios here lean against the kernels (on the H200, 90-93% for kernels that
-reach 97-101% when timed alternately with it: scripts/gpu/gluon_gemm_tune.py, stage 2). Use this
+sweep keeps busy, so the ratios here lean against the kernels (on an H200, 90-93% for kernels that
+reach 97-101% when timed alternately with it: scripts/gpu/gluon_gemm_tune.py, stage 2;
+docs/validation/2026-11-23-h200-1257.md). Use this
 sweep to rank configurations, and gluon_gemm_tune.py's stage 2 for the ratio to torch.matmul.
 
 Writes OUT_DIR/triton_gemm_perf.json and .md with the GPU name, date, command and versions at the

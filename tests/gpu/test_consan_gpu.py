@@ -7,7 +7,7 @@ cubin), a cp.async ordering bug is caught with ConSan's own message, its twin wi
 and a test that launches only PyTorch kernels is a skip. Skipped with the reason without a GPU, on an
 older one, or where this Triton has no ConSan.
 
-Run on the GPU machine: ``python3 -m pytest tests/gpu/test_consan_gpu.py -v -s -p no:cacheprovider``.
+Run on a GPU machine: ``python3 -m pytest tests/gpu/test_consan_gpu.py -v -s -p no:cacheprovider``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Gluon warp-specialized GEMM (reference_kernels/triton/gluon_gemm.py) on a real sm_90 GPU.
 
-Run on the GPU machine: ``python3 -m pytest tests/gpu/test_gluon_gemm_gpu.py -v -p no:cacheprovider``.
+Run on a GPU machine: ``python3 -m pytest tests/gpu/test_gluon_gemm_gpu.py -v -p no:cacheprovider``.
 
 A mistake in the kernel's barrier phases shows up as a hang, not an exception. So every case runs in
 a child Python process with a time limit, and a child that does not finish is this test's failure
@@ -8,7 +8,7 @@ a child Python process with a time limit, and a child that does not finish is th
 at ragged and aligned shapes, for each tile shape and epilogue plan the perf scripts time (whole-tile,
 two-chunk and four-chunk double-buffered TMA stores, masked stores). pipecheck's own checks of the
 default configuration at its generated shapes are in reference_kernels/triton/test_reference_triton.py.
-First run: H200, 2026-11-23, 7 passed (docs/validation/2026-11-23-h200-1257/run-a).
+Evidence on an H200: docs/validation/2026-11-23-h200-1257/run-a.
 """
 
 from __future__ import annotations

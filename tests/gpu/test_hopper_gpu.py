@@ -174,11 +174,11 @@ def test_racecheck_on_the_early_release_mutant(tmp_path: Path) -> None:
     """Racecheck on the reference and on the early-release mutant, at its first config, one CTA.
 
     Recorded, not relied on: the mutant's declared check is coverage and racecheck is only may_also,
-    because in run 1 (H200, compute-sanitizer 2025.3.1) racecheck reported 0 hazards on both the
-    reference and the milder earlier form of this mutant: it did not model the WGMMA reads of shared
-    memory there. A hazard on the mutant with a clean reference passes; no hazard xfails with the
-    numbers; hazards on the reference too xfail (false positives on TMA + mbarrier code, FACTS.md 3);
-    an inconclusive run (no summary line) fails.
+    because compute-sanitizer 2025.3.1's racecheck does not model the WGMMA reads of shared memory
+    (0 hazards on the reference and on a milder form of this mutant:
+    docs/validation/2026-11-22-h200-0223.md). A hazard on the mutant with a clean reference passes; no
+    hazard xfails with the numbers; hazards on the reference too xfail (racecheck reports false
+    positives on raw TMA + mbarrier loops); an inconclusive run (no summary line) fails.
     """
     _hopper_or_skip()
     if not _REFERENCE_OK.get("s4_c2_n128", False):

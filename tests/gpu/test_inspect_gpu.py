@@ -1,7 +1,7 @@
 """GPU tier of the inspect check: the Hopper Triton TMA GEMM, compiled live by the JIT, shows TMA
 copies (UTMALDG) and warpgroup MMA (HGMMA), and computes the right product.
 
-Written to run blind on the H100/H200 machine (Triton 3.6, CUDA 13.0): every optional piece
+Written to run blind on an H100 or H200 (Triton 3.6, CUDA 13.0): every optional piece
 (triton, torch, a disassembler, an sm_90 device) is checked first and its absence is a skip with
 the reason, never a pass.
 """
@@ -61,8 +61,8 @@ def _ws_synccheck_stopped() -> str | None:
 
     compute-sanitizer 2026.4.0's synccheck reports Triton 3.6's warp-specialize barrier re-initialization
     (a real Triton bug, triton-lang/triton#9592) and the report ends the kernel: pipecheck filters the records
-    (rule triton-ws-barrier-reinit) but the child dies, an error verdict by design (H100, 2026-11-25,
-    docs/validation/2026-11-25-h100-0950.md). The test records that check as skipped with this reason, as
+    (rule triton-ws-barrier-reinit) but the child dies, an error verdict by design
+    (docs/validation/2026-11-25-h100-0950.md). The test records that check as skipped with this reason, as
     the reference kernels do for their reviewed exclusions; racecheck still runs."""
     from pytest_pipecheck.sanitizer.known import RULES
     from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
@@ -79,8 +79,8 @@ def _ws_synccheck_stopped() -> str | None:
 def _ws_racecheck_unsound() -> str | None:
     """Why racecheck cannot judge the warp-specialized build here, or None: Triton before 3.7 re-initializes
     the partitions' barriers (triton-lang/triton#9592), and with racecheck serializing the warps the
-    kernel computed a wrong product in the child (H200, 2026-11-26, docs/validation/2026-11-26-h100.md, the H200 call of 12:01),
-    so the test failed there on its own and the verdict was an error, not a hazard report."""
+    kernel can compute a wrong product in the child (docs/validation/2026-11-26-h100.md), so the test
+    fails there on its own and the verdict is an error, not a hazard report."""
     from pytest_pipecheck.sanitizer.known import _triton_before_3_7
 
     if not _triton_before_3_7():
@@ -149,5 +149,5 @@ def test_live_jit_pointer_gemm_pipelines_on_sm90(pipecheck):
     torch.cuda.synchronize()
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=2e-1)
     r = pipecheck.check_sass(compiled, expect={"pipelined": True, "mma": "HGMMA", "overlap": True})
-    # the JIT-derived specialization must agree with the AOT helper's (FACTS.md 2: 98304 B at 3 stages)
+    # the JIT-derived specialization must agree with the AOT helper's (98304 B at 3 stages on sm_90)
     assert r.details["kernels"][0]["triton"]["shared"] == 98304

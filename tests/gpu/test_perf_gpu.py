@@ -1,14 +1,15 @@
 """Perf timing and the gate on a real GPU (skipped with the reason without one).
 
-Run on the GPU machine: ``python3 -m pytest tests/gpu/test_perf_gpu.py -v -p no:cacheprovider``
+Run on a GPU machine: ``python3 -m pytest tests/gpu/test_perf_gpu.py -v -p no:cacheprovider``
 (about a minute, most of it Triton compiles and the ceiling measurement).
 
 The GEMM gate test is anchored (``anchor="auto"`` picks a bf16/fp16 matmul for a kernel declared by
-its FLOPs): on 2026-11-22 the unanchored gate measured the num_stages=3 baseline at 221.5 us (the
-clock boosted after idle) and its immediate rerun at 265.7 us, a +20% false alarm; both the kernel
-and the anchor see that clock, so their ratio does not move. The default anchor mode ("per-kind") gates
-on that ratio for a matmul anchor, and the saved baseline pools two runs (perf_baseline_runs); the
-rerun must pass and the serialized pipeline fail.
+its FLOPs): unanchored, the gate can measure the num_stages=3 baseline at 221.5 us (the clock boosted
+after idle) and its immediate rerun at 265.7 us, a +20% false alarm
+(docs/validation/2026-11-22-h200-0223.md); both the kernel and the anchor see that clock, so their
+ratio does not move. The default anchor mode ("per-kind") gates on that ratio for a matmul anchor, and
+the saved baseline pools two runs (perf_baseline_runs); the rerun must pass and the serialized
+pipeline fail.
 """
 
 from __future__ import annotations

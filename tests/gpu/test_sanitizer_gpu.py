@@ -56,7 +56,7 @@ def test_seeded_bugs_caught_by_the_right_tool(pytester: pytest.Pytester) -> None
         expect("test_cpasync_clean", tool, "pass", "0 hazards")
     expect("test_missing_syncthreads", "racecheck", "fail", "race", "racy_tile")
     # racecheck names the function the racing access sits in: here the inlined cp.async helper of
-    # cuda_pipeline.h (H200, 2025.3.1), with the kernel's own line as the other side of the pair
+    # cuda_pipeline.h (compute-sanitizer 2025.3.1), with the kernel's own line as the other side of the pair
     expect("test_missing_pipeline_wait", "racecheck", "fail", "RAW race", f".cu:{lines['CPASYNC']}")
     expect("test_divergent_barrier", "synccheck", "fail", "barrier error", "divergent_barrier")
     expect("test_oob_tail", "memcheck", "fail", "invalid __global__", "tail_oob", f":{lines['TAIL']}")

@@ -1,6 +1,6 @@
 """The stage sweep on a real GPU: the reference Triton GEMM at 4096^3 fp16, num_stages 1 to 5.
 
-Run on the GPU machine: ``python3 -m pytest tests/gpu/test_stage_sweep_gpu.py -v -p no:cacheprovider``
+Run on a GPU machine: ``python3 -m pytest tests/gpu/test_stage_sweep_gpu.py -v -p no:cacheprovider``
 (about 20 s: five Triton compiles, then 60 cold samples per stage count after warm-up and settle).
 
 The kernel is ``reference_kernels/triton/gemm.py``'s ``gemm_kernel``, launched here directly with

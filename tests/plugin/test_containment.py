@@ -3,7 +3,7 @@
 No GPU here, so a fake stands in for the CUDA context: a test "faults" by creating a flag file named
 after its process, after which every "CUDA call" in that process raises as a sticky error does, and the
 context probe reports the process's context as dead. A fresh process has a live context again, which
-is what the relay children rely on. The real thing ran on an H100 (docs/validation/).
+is what the relay children rely on. On a GPU: docs/validation/2026-11-24-h100.md.
 """
 
 from __future__ import annotations
@@ -278,8 +278,8 @@ def test_probe_ignores_stand_ins_and_errors_cuda_did_not_raise(monkeypatch: pyte
 
 def test_cupy_imported_but_cuda_never_initialized_is_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sanitizer child imports CuPy itself; in a test that never touched the GPU, asking for the current
-    context raises CUDA_ERROR_NOT_INITIALIZED. That is no context, not a dead one (on the GPU machine it
-    read as "CUDA context unusable" and made a test that launched nothing inconclusive, 2026-11-25)."""
+    context raises CUDA_ERROR_NOT_INITIALIZED. That is no context, not a dead one (read as "CUDA context
+    unusable", it would make a test that launched nothing inconclusive)."""
     import types
 
     from pytest_pipecheck import cuda_probe as containment

@@ -3,14 +3,13 @@
 The example folders are named like the libraries (``examples/liger_kernel``, ``examples/fla``,
 ``examples/flag_gems``); under pytest's rootdir imports such a folder is a namespace package of that
 name, so ``importorskip("liger_kernel")`` found the folder, passed, and the next import failed
-collection with ModuleNotFoundError. The examples ask for a module only the real package has.
+collection with ModuleNotFoundError. So the examples ask for a module only the real package has.
 
 The inner run cannot import the libraries even where they are installed (a finder passes over every
 path entry that installs them, so the example folders still shadow their names as they would on a
-machine without them), so the test means the same wherever it runs: on a machine that has them
-installed the inner run used to run every example on the GPU instead (300 s on an H100, 2026-11-26) and
-tested nothing about missing libraries. The examples with the libraries installed are the GPU check's
-``examples`` part."""
+machine without them), so the test means the same wherever it runs: otherwise, on a machine that has
+them installed, the inner run would run every example on the GPU (300 s or more) and test nothing about
+missing libraries. The examples with the libraries installed are the GPU check's ``examples`` part."""
 
 from __future__ import annotations
 

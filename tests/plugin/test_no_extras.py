@@ -28,7 +28,7 @@ BLOCKER = textwrap.dedent(
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """pytest with the extras blocked and only pipecheck and its core dependency loaded: other plugins
-    of the machine (jaxtyping on the GPU machine imports NumPy when it loads) are not what is tested."""
+    of the machine (jaxtyping, for one, imports NumPy when it loads) are not what is tested."""
     runner = tmp_path / "run_blocked.py"
     runner.write_text(BLOCKER)
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}

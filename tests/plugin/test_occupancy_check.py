@@ -11,7 +11,7 @@ def test_floor_failure_shows_the_table(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         def test_gemm(pipecheck):
-            # FACTS.md section 4: stage 4 of the Triton GEMM on sm_90
+            # stage 4 of the Triton fp16 GEMM 128x128x64 on sm_90: 131072 B, 1 block/SM
             pipecheck.check_occupancy(threads=128, registers=196, dynamic_smem=131072,
                                       arch="sm_80,sm_90", min_blocks=2, kernel="gemm_s4")
         """

@@ -52,7 +52,7 @@ def test_html_report_path_from_ini(pytester: pytest.Pytester) -> None:
     assert "gemm_cpasync" in (pytester.path / "from_ini.html").read_text(encoding="utf-8")
 
 
-# issue 17, item 17: a report path that cannot be written is a usage error at start-up, naming the option
+# docs/verdicts.md item 17: a report path that cannot be written is a usage error at start-up, naming the option
 def test_a_directory_as_report_path_is_a_usage_error_naming_the_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     (pytester.path / "outdir").mkdir()

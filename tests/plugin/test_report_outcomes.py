@@ -1,4 +1,5 @@
-"""Reports carry the tests' own outcomes and fail the run when they cannot be written (issue 17, items 16-18)."""
+"""Reports carry the tests' own outcomes and fail the run when they cannot be written
+(docs/verdicts.md, items 16-18)."""
 
 from __future__ import annotations
 

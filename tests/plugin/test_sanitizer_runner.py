@@ -25,7 +25,7 @@ def test_attribution_child_failure_and_suppressions(pytester: pytest.Pytester, t
     supp = pytester.path / "known.supp"
     supp.write_text(
         "<?xml version='1.0'?>\n<ComputeSanitizerOutput>\n"
-        "  <!-- Triton shuffle reported as a race, see FACTS.md 3 -->\n"
+        "  <!-- Triton shuffle reported as a race (a known racecheck false positive) -->\n"
         "  <record><kind>Analysis</kind><what><text>Race condition</text></what></record>\n"
         "</ComputeSanitizerOutput>\n")
     pytester.makepyfile(test_k="""
@@ -140,7 +140,7 @@ def test_a_child_that_dies_after_a_finding_gives_the_other_tests_their_own_verdi
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """synccheck reports a test's barrier errors and the process then fails at exit (its CUDA context is
     dead): the finding is that test's; the clean tests of the same child are run again without it and
-    pass, rather than all reading "inconclusive" (the GPU tier on an H100, 2026-11-25)."""
+    pass, rather than all reading "inconclusive"."""
     log = _fake(tmp_path, monkeypatch, {"synccheck": {"inject": {"test_bad": "synccheck_divergent_hostbt.txt"},
                                                       "dies_after": "test_bad"}})
     _setup(pytester)

@@ -192,8 +192,8 @@ def test_under_xdist_a_shares_children_are_not_charged_to_its_first_test(
     """Under xdist a worker sanitizes a share when its first test arrives. The children's wall time (each
     test sleeps half a second in the child only) must not be that test's stored duration: every test
     stores its own time plus its own sanitizer seconds, less than the child's wall time. (Numbers of one
-    run against each other; measured wrong on an H100, 2026-11-25: a compile test first in its share
-    was stored at 191 s.)"""
+    run against each other. Charged the whole share, a compile test first in its share would be stored
+    at minutes instead of seconds.)"""
     import json
 
     pytest.importorskip("pytest_split")

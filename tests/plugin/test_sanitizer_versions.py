@@ -76,7 +76,7 @@ def test_an_old_version_gets_no_option_it_lacks_and_says_what_it_cannot_see(
     for tool in ("memcheck", "racecheck", "synccheck", "initcheck"):
         opts = _options(calls, tool)
         assert not {"--initcheck-address-space", "--check-bulk-copy"} & set(opts), tool
-        # 2025.3.1 has --check-warpgroup-mma (measured on an H100): given where it applies
+        # 2025.3.1 has --check-warpgroup-mma (docs/validation/2026-11-25-h100-0950.md): given where it applies
         assert ("--check-warpgroup-mma" in opts) == (tool in ("memcheck", "synccheck")), tool
     said = [ln for ln in text.splitlines() if "compute-sanitizer 2025.3.1.0" in ln]
     assert any("cannot check shared memory in initcheck" in ln for ln in said)

@@ -185,8 +185,9 @@ CRASHING_SHARE = """
 
 def test_a_test_that_kills_its_worker_fails_once_and_the_rest_of_its_share_still_runs(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The share scheduler used to send the crashing test again to every new worker, until xdist's
-    "maximum crashed workers reached"; the tests after it in its share never ran and were never reported."""
+    """The share scheduler must not send the crashing test again to every new worker: that goes on until
+    xdist's "maximum crashed workers reached", and the tests after it in its share never run and are never
+    reported."""
     _fake_gpu_run(tmp_path, monkeypatch, {})
     pytester.makepyfile(test_m=CRASHING_SHARE)
     result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck",
@@ -220,7 +221,7 @@ def test_a_share_that_cannot_be_sanitized_is_its_tests_error_not_the_sessions(
     """A share is sanitized outside any test phase (without xdist: before the first test; under xdist: before
     the first test of the share): an unexpected error there is raised again in the setup of each test that
     wants a sanitizer tool, an error of that test, and the run goes on; a test that wants none still passes.
-    (Without xdist the error used to end the session with an INTERNALERROR and no test reported.)"""
+    (Without xdist the error must not end the session with an INTERNALERROR and no test reported.)"""
     _fake_gpu_run(tmp_path, monkeypatch, {})
     pytester.makeconftest("""
         from pytest_pipecheck.sanitizer.pytest_hooks import SanitizerPlugin

@@ -1,4 +1,4 @@
-"""Issue 17 item 24 through pytest: a parametrized shape over the memory budget is a skip naming why."""
+"""docs/verdicts.md item 24 through pytest: a parametrized shape over the memory budget is a skip naming why."""
 
 from __future__ import annotations
 

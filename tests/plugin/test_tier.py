@@ -78,7 +78,8 @@ def test_an_in_process_session_takes_back_what_it_put_into_the_environment(pytes
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU tier sets TRITON_INTERPRET=1 and a sanitizer child PIPECHECK_CHILD for the session; left
     behind in a process that goes on (an xdist worker on a GPU machine running pipecheck's own tests),
-    they sent the worker's later compiled launches and sanitizer children down the interpreter's paths."""
+    they would send the worker's later compiled launches and sanitizer children down the interpreter's
+    paths."""
     from pytest_pipecheck.children import CHILD_ENV
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)

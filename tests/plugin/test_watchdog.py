@@ -1,4 +1,4 @@
-"""The per-test timeout on every tier (issue 17, item 25), through real pytest runs.
+"""The per-test timeout on every tier (docs/verdicts.md item 25), through real pytest runs.
 
 Nothing here waits on the wall clock: the watchdog's clock is injected (a conftest hands the plugin a
 clock the tests move), so a test "runs for 10 s" by moving it. The tests that hang loop forever or

@@ -85,8 +85,8 @@ def test_a_worker_that_dies_is_reported_and_its_test_not_passed(pytester: pytest
 
 def test_auto_worker_count_is_asked_of_pipecheck_before_xdist() -> None:
     """xdist's own pytest_xdist_auto_num_workers (the CPU count) is a plain hookimpl; pipecheck's must
-    run first whatever order the entry points load in (on a 2-GPU machine they loaded the other way and
-    ``-n auto`` started 32 workers)."""
+    run first whatever order the entry points load in (loaded the other way, ``-n auto`` starts one
+    worker per CPU core, 32 on a 32-core machine with 2 GPUs, instead of one per GPU)."""
     from pytest_pipecheck import plugin
 
     opts = getattr(plugin.pytest_xdist_auto_num_workers, "pytest_impl", {})

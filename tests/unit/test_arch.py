@@ -1,4 +1,4 @@
-"""The architecture table against FACTS.md section 5, name parsing, and the live-device comparison."""
+"""The architecture table against NVIDIA's published limits, name parsing, and the live-device comparison."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pytest_pipecheck.arch import (
 )
 from pytest_pipecheck.results import PipecheckError
 
-# FACTS.md section 5, row by row: smem/SM, max/block opt-in, reserved/block, granularity,
+# NVIDIA's limits per compute capability (CUDA C++ Programming Guide, technical specifications, and the
+# toolkit's cuda_occupancy.h), row by row: smem/SM, max/block opt-in, reserved/block, granularity,
 # max warps/SM, max blocks/SM, carveouts (KB)
 FACTS_ROWS = {
     "7.0": (98304, 98304, 0, 256, 64, 32, (0, 8, 16, 32, 64, 96)),

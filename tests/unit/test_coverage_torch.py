@@ -106,8 +106,8 @@ class CompilationError(Exception):
     """Stands in for triton.compiler.errors.CompilationError: what str() of one reads like."""
 
 
-# str() of the CompilationError that Triton 3.9 raised (compiling for sm_90) on a mutant that used a
-# loop's block values after the loop; Triton 3.6 on the H200 raised the same "at 29:17:"
+# str() of the CompilationError that Triton 3.9 raises (compiling for sm_90) on a mutant that uses a
+# loop's block values after the loop; Triton 3.6 raises the same "at 29:17:"
 _TRITON_ERROR = """at 29:17:
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     k_tiles = tl.cdiv(K, BLOCK_K)

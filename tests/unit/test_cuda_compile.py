@@ -24,7 +24,7 @@ from reference_kernels.mutants.cuda import MUTANTS
 
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
 # A mutant is its kernel with one edit and no arch-specific code (no __CUDA_ARCH__ branch in any rung): it
-# compiles for the oldest target and for the GPU machines' sm_90 (where it runs), not for every arch between
+# compiles for the oldest target and for sm_90 (where the GPU tier runs it), not for every arch between
 MUTANT_ARCHS = ("sm_80", "sm_90")
 
 pytestmark = pytest.mark.skipif(toolkit.find_tool("nvcc") is None, reason=f"nvcc not found ({toolkit.NOT_FOUND_HINT})")

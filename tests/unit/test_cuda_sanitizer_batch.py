@@ -35,7 +35,7 @@ from reference_kernels.mutants.cuda.sanitizer_batch import (
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
 MODULE = "test_batch.py"
-# real outputs (tests/data/sanitizer/README.md); the k3 racecheck one is from the H200 run of this kernel
+# real outputs (tests/data/sanitizer/README.md); the k3 racecheck one is this kernel's own, captured on a GPU
 RACE_K3 = "racecheck_k3_missing_wait_prior_analysis.txt"
 MEMCHECK = "memcheck_oob_x.txt"  # "at tail_oob+0x90 in <sha1>.cubin.cu:21": a CuPy NVRTC source
 SYNCCHECK = "synccheck_divergent_hostbt.txt"  # no line info: "at divergent+0x70"

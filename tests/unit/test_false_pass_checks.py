@@ -1,6 +1,7 @@
-"""Issue 17, correctness checks: inputs and failure modes that used to read as a pass.
+"""Correctness checks: inputs and failure modes that must not read as a pass.
 
-Each test here was a false pass (or a misplaced blame) before its fix. Checks run on pure-torch
+Each test here holds a way to get a false pass (or a misplaced blame); the section headers name its
+item in docs/verdicts.md. Checks run on pure-torch
 "kernels" on the CPU. Tests that provoke an ERROR verdict use a standalone ``Pipecheck`` (``pc``)
 whose results stay local, so the plugin does not fail the test for the error it set out to cause.
 """
@@ -161,13 +162,13 @@ def test_all_nan_reference_is_an_error_naming_spec_and_output(pc, kernel, check)
 
 
 def test_one_inf_in_the_reference_is_an_error_not_agreement(pc):
-    # |0 - inf| <= atol + rtol * inf holds: before, the element agreed with whatever the kernel wrote
+    # |0 - inf| <= atol + rtol * inf holds: unchecked, the element agrees with whatever the kernel wrote
     with pytest.raises(PipecheckError, match=r"'c' is inf at 1 of 63 .* first at \[4, 4\]"):
         coverage.check_coverage(pc, _spec(good, reference=_inf_ref), SHAPE)
 
 
 def test_kernel_writing_nothing_fails_determinism(pc):
-    # no reference is involved: before, two runs of untouched poison were "bitwise equal"
+    # no reference is involved: with one poison, two runs of untouched poison would be "bitwise equal"
     with pytest.raises(PipecheckFailure) as info:
         coverage.check_determinism(pc, _spec(writes_nothing), SHAPE)
     assert "output 'c': 63 of 63 (100.00%) elements never written (still poison in runs 1 and 2)" in str(info.value)
@@ -239,7 +240,7 @@ def test_integer_kernel_writing_nothing_fails_determinism(pc):
 
 
 def _ref_scaling_a(arrays, dims):
-    arrays["a"].mul_(2)  # in place: the kernel used to be blamed for this
+    arrays["a"].mul_(2)  # in place: the kernel must not be blamed for this
     return {"c": arrays["a"].double() @ arrays["b"].double() / 2}
 
 

@@ -2,7 +2,7 @@
 
 scripts/gpu/gluon_gemm_tune.py must only ask for configurations the launcher accepts (an epilogue
 plan that fits next to the ring, a tile wgmma can cover), and scripts/gpu/gluon_race_probe.py must
-read racecheck's hazard report as compute-sanitizer wrote it (the H200 run of 2026-11-23, kept in
+read racecheck's hazard report as compute-sanitizer writes it (the reports in
 docs/validation/2026-11-23-h200-1257/run-e/).
 """
 

@@ -1,4 +1,4 @@
-"""The occupancy calculation: FACTS.md section 5's header results, the cliffs, and bad input."""
+"""The occupancy calculation: results of NVIDIA's cuda_occupancy.h, the cliffs, and bad input."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest_pipecheck
 from pytest_pipecheck.occupancy import Occupancy, OccupancyInputError, format_bytes, occupancy
 from pytest_pipecheck.results import PipecheckError
 
-# FACTS.md section 5: results of the real cuda_occupancy.h
+# what the CUDA toolkit's cuda_occupancy.h computes for these inputs (tests/unit/test_occupancy_oracle.py
+# compiles the header and compares many more where a toolkit is installed)
 # (cc, threads, regs, static, dynamic, opt_in, blocks/SM, limited by)
 FACTS = [
     ("8.6", 256, 64, 0, 51200, True, 1, {"shared_memory"}),

@@ -1,4 +1,4 @@
-"""Issue 17 item 9: a kernel that cannot launch (0 blocks/SM) never passes, and a floor is at least 1.
+"""docs/verdicts.md item 9: a kernel that cannot launch (0 blocks/SM) never passes, and a floor is at least 1.
 
 Before, ``min_blocks=0`` (marker, ini, option, ``check_occupancy`` or the CLI's ``--min-blocks``) passed
 a configuration with 0 blocks/SM on every architecture: a kernel that cannot launch anywhere.
@@ -20,8 +20,8 @@ from pytest_pipecheck.fixture import Pipecheck
 from pytest_pipecheck.occupancy import occupancy
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict
 
-# FACTS.md section 5: 256 threads x 64 registers with 50 KB of dynamic shared memory and no opt-in
-# cannot launch on sm_86 (over the 48 KB per-block limit): 0 blocks/SM
+# 256 threads x 64 registers with 50 KB of dynamic shared memory and no opt-in cannot launch on sm_86
+# (over the 48 KB per-block limit): 0 blocks/SM, as cuda_occupancy.h computes
 DEAD = {"threads": 256, "registers": 64, "dynamic_smem": 51200, "opt_in": False}
 
 

@@ -137,9 +137,9 @@ def test_matches_cuda_occupancy_header(oracle: Path, arch: str) -> None:
         status, blocks, flags, lregs, lsmem, lwarps, lblocks, lbars, alloc = (int(v) for v in out.split())
         if status == 2:
             # CUDA_OCC_ERROR_UNKNOWN_DEVICE: an older toolkit's header predates this architecture;
-            # its FACTS.md rows are asserted in test_arch.py and test_occupancy.py instead
+            # its table rows and header results are asserted in test_arch.py and test_occupancy.py instead
             pytest.skip(f"this cuda_occupancy.h does not know compute capability {spec.cc}; "
-                        "the FACTS.md table rows are tested instead")
+                        "its rows are tested in test_arch.py and test_occupancy.py instead")
         assert status == 0, f"header rejected {case} on {arch} (status {status})"
         occ = occupancy(arch, threads, regs, static, dynamic, opt_in=bool(use_optin),
                         carveout=None if carve < 0 else carve, barriers=bars)

@@ -326,7 +326,7 @@ def test_each_save_keeps_the_replaced_baselines_median_as_history(tmp_path) -> N
     assert len(store.load(key).entry("t.py::test_k", "default")["history"]) == bl.HISTORY_LENGTH
 
 
-# issue 17, item 18: baseline files are regular files; anything else at the path is refused, untouched
+# docs/verdicts.md item 18: baseline files are regular files; anything else at the path is refused, untouched
 @pytest.mark.skipif(sys.platform == "win32", reason="symlinks and FIFOs")
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "dangling"])
 def test_non_regular_baseline_file_is_refused_and_left_alone(tmp_path, kind: str) -> None:
@@ -370,7 +370,7 @@ def test_replace_refuses_what_appears_at_the_path_while_writing(tmp_path, monkey
     assert sorted(os.listdir(tmp_path)) == [os.path.basename(path)]  # no temporary file left
 
 
-# issue 17, item 19: tiny samples keep their value (they were rounded to 0.0, then refused on read)
+# docs/verdicts.md item 19: tiny samples keep their value (rounded to 0.0, they would be refused on read)
 def test_samples_below_the_old_rounding_survive_a_round_trip(tmp_path) -> None:
     tiny = [3e-5 + 1e-7 * i for i in range(20)]
     store = BaselineStore(str(tmp_path))
@@ -381,7 +381,7 @@ def test_samples_below_the_old_rounding_survive_a_round_trip(tmp_path) -> None:
     assert found.samples.anchor_us == (2e-5,) * 20
 
 
-# issue 17, item 20: a malformed entry is a BaselineError naming the file, the test and the key
+# docs/verdicts.md item 20: a malformed entry is a BaselineError naming the file, the test and the key
 @pytest.mark.parametrize(("history", "what"), [
     (5, r"'history' is int 5"),
     ("abc", r"'history' is str"),

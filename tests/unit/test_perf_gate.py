@@ -216,7 +216,7 @@ def test_store_sees_what_the_gate_saved(tmp_path) -> None:
 
 # --------------------------------------------------------------------------- clock-drift anchoring
 
-H200_CEILINGS = Ceilings({"fp16": 749e12, "bf16": 775e12}, 4123e9, "NVIDIA H200")  # measured 2026-11-22
+H200_CEILINGS = Ceilings({"fp16": 749e12, "bf16": 775e12}, 4123e9, "NVIDIA H200")  # as measured on an H200
 MATMUL = Anchor("matmul", dtype="bf16", m=2048, n=2048, k=4096)
 
 
@@ -503,7 +503,7 @@ def test_sanitizer_child_runs_the_kernel_once_and_does_not_time(tmp_path, monkey
     assert calls[-1] == 0 and fake.calls == []
 
 
-# issue 17, item 15: on the GPU tier a missing baseline directory is an error, never a skip
+# docs/verdicts.md item 15: on the GPU tier a missing baseline directory is an error, never a skip
 @pytest.mark.parametrize("kind", ["missing", "file"])
 def test_gpu_tier_missing_baseline_dir_is_an_error_naming_it(tmp_path, kind: str) -> None:
     where = tmp_path / "baselines"

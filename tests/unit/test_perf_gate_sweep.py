@@ -163,7 +163,7 @@ RECORDED = {
 
 @pytest.mark.parametrize("label", sorted(RECORDED))
 def test_plugin_defaults_meet_both_targets_on_recorded_sessions(sweep: ModuleType, label: str) -> None:
-    # What check_perf does by default, replayed on the anchored runs each H200 session recorded: a
+    # What check_perf does by default, replayed on the anchored runs of each H200 recording: a
     # baseline pooled from DEFAULT_BASELINE_RUNS consecutive runs against a candidate of one run, the
     # series chosen per anchor kind (ratios for the matmul anchor, raw times for the copy anchor),
     # DEFAULT_THRESHOLD. Both targets must hold for both kernels: A/A <= 1%, scaled +5% caught >= 95%.

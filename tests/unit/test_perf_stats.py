@@ -163,9 +163,10 @@ def test_resample_rates_needs_two_runs() -> None:
 
 # --------------------------------------------------------------------------- clock-drift anchoring
 
-# A compute-bound kernel as measured on an H200 (2026-11-22): run-to-run drift of the log median
-# 0.0138, nearly all of it the SM clock, which a same-kind anchor shares; the memory-bound add
-# drifted 0.0009, which stands in for what the clock does not explain.
+# A compute-bound kernel as measured on an H200 (recording s1, docs/validation/2026-11-22-h200-0223/
+# perf_gate_rates-0232.md): run-to-run drift of the log median 0.0138, nearly all of it the SM clock,
+# which a same-kind anchor shares; the memory-bound add drifts 0.0009, which stands in for what the
+# clock does not explain.
 COMPUTE = NoiseModel(drift=0.0009, clock_drift=0.0138, clock_jitter=0.003)
 
 
@@ -232,8 +233,8 @@ def test_anchor_mismatch_falls_back_to_raw_and_says_why() -> None:
 
 
 def test_simulated_clock_drift_rates_raw_vs_anchored() -> None:
-    # The H200 compute-bound drift: raw, same-code reruns fail several percent of the time (measured:
-    # 7.4% of all pairs); anchored, the shared clock cancels and both design targets hold.
+    # The H200 compute-bound drift: raw, same-code reruns fail several percent of the time (7.4% of all
+    # pairs in recording s1); anchored, the shared clock cancels and both design targets hold.
     raw = simulate_rates(COMPUTE, slowdowns=(0.0, 0.05), trials=400, seed=5)
     anchored = simulate_rates(COMPUTE, slowdowns=(0.0, 0.03, 0.05, 0.10), trials=400, seed=5, anchored=True)
     assert raw[0.0].rate > 0.02
@@ -360,7 +361,7 @@ def test_adaptive_summary_wording() -> None:
     assert plain.decision == "" and plain.anchor_change is None and "gated" not in plain.describe()
 
 
-# The 02:32 drift model with the anchor's own run-to-run drift measured at 03:18 (sd of the log anchor run
+# The s1 drift model with the anchor's own run-to-run drift of recording s2 (sd of the log anchor run
 # medians of the bf16 matmul anchor while the clock held: 0.0056): the harder case for the probe.
 COMPUTE_NOISY_ANCHOR = NoiseModel(drift=0.0009, clock_drift=0.0138, clock_jitter=0.003, anchor_drift=0.0056)
 
@@ -406,7 +407,7 @@ RECORDED = Path(__file__).resolve().parents[2] / "docs" / "validation" / "2026-1
 
 
 def test_adaptive_rates_on_the_recorded_h200_samples() -> None:
-    # The offline re-analysis of the H200 recording of 2026-11-22 03:18 UTC (docs/perf-gate.md): the anchored gate caught
+    # The offline re-analysis of H200 recording s2 (RECORDED; docs/perf-gate.md): the anchored gate catches
     # a +5% slowdown of the bf16 matmul in 88% of pairs; adaptive keeps the raw gate's power there.
     if not RECORDED.exists():
         pytest.skip(f"{RECORDED.name} is not in this checkout")

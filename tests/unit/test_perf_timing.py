@@ -184,7 +184,7 @@ def test_check_perf_end_to_end_on_a_simulated_gpu(device, monkeypatch, tmp_path)
     again = pc(False).check_perf(torch.kernel, **kw)
     assert again.verdict is Verdict.PASS and again.details["anchored"] and again.details["raw_change"] > 0.15
     with pytest.raises(PipecheckFailure):
-        pc(False).check_perf(torch.kernel, anchor=None, **kw)  # raw times: the false alarm of 2026-11-22
+        pc(False).check_perf(torch.kernel, anchor=None, **kw)  # raw times: the clock's false alarm
     serialized = fake_torch(dev, kernel_cost=265.0 * 1.4).kernel
     with pytest.raises(PipecheckFailure, match=r"baseline of 2 runs \(\+40\.0% anchored to fp16 matmul"):
         pc(False).check_perf(serialized, **kw)

@@ -1,9 +1,10 @@
 """The persistent warp-specialized GEMM's host side, checked without a GPU.
 
-Run 1 on the H200: at M65-K33-N65 (fp16) the kernel wrote 455 elements into the row padding of C,
-columns 65..71 of each of the 65 rows, although every value inside C was right. A TMA store writes
-whole 16-byte chunks of a row, so a row that ends inside a chunk (65 x 2 = 130 bytes) is overrun up
-to the next 16-byte boundary (72 columns). These tests pin what the launcher gives the kernel: every
+At M65-K33-N65 (fp16) a TMA store of C writes 455 elements into the row padding of C, columns 65..71
+of each of the 65 rows, although every value inside C is right (on an H200:
+docs/validation/2026-11-22-h200-0223.md). A TMA store writes whole 16-byte chunks of a row, so a row
+that ends inside a chunk (65 x 2 = 130 bytes) is overrun up to the next 16-byte boundary (72
+columns). These tests pin what the launcher gives the kernel: every
 descriptor is the strided view's own shape and strides, and C goes through its descriptor only when
 its rows end on a 16-byte boundary (masked pointer stores otherwise).
 """

@@ -448,7 +448,7 @@ def test_header_names_each_gpu_that_ran_tests() -> None:
     assert "NVIDIA H200 (index 0, GPU-0): 3 tests" in page and "NVIDIA H200 (index 1, GPU-1): 2 tests" in page
 
 
-# issue 17, item 22: a finding's file is embedded only when it lies under the session's rootdir
+# docs/verdicts.md item 22: a finding's file is embedded only when it lies under the session's rootdir
 @pytest.mark.skipif(os.name == "nt", reason="symlinks")
 def test_source_lines_come_only_from_files_under_the_rootdir(tmp_path: Path) -> None:
     root = tmp_path / "repo"
@@ -474,7 +474,7 @@ def test_source_lines_come_only_from_files_under_the_rootdir(tmp_path: Path) -> 
     assert page.count("source not found here") == 4
 
 
-# issue 17, item 16: the headline comes from the tests' own outcomes too
+# docs/verdicts.md item 16: the headline comes from the tests' own outcomes too
 def _outcomes(*specs: tuple[str, str, bool]) -> TestOutcomes:
     from types import SimpleNamespace
 

@@ -1,4 +1,5 @@
-"""The JSON report's document and file: the tests' outcomes, strict JSON, regular files only (issue 17)."""
+"""The JSON report's document and file: the tests' outcomes, strict JSON, regular files only
+(docs/verdicts.md)."""
 
 from __future__ import annotations
 

@@ -172,8 +172,8 @@ def test_bad_inputs() -> None:
 @needs_nvcc
 def test_a_compiler_log_without_a_resource_report_reads_the_cubin_and_says_what_it_cannot_know(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """NVRTC left its log empty on the GPU machine (2026-11-26): the resources then come from the cubin,
-    which has no spill or barrier counts. They used to read as 0 spills from "nvrtc"; now the origin is
+    """NVRTC 13.0 from the pip wheel can leave its log empty: the resources then come from the cubin,
+    which has no spill or barrier counts. They must not read as 0 spills from "nvrtc": the origin is
     cuobjdump, the spills are unknown (None in JSON, "?/?" in the table) and barriers None."""
     real = toolkit.compile_cuda(KERNELS, "sm_90")
     assert parse_ptxas_log(real.log, arch="sm_90"), "nvcc's own log must have the report"

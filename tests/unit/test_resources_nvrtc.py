@@ -88,8 +88,8 @@ def test_no_compiler_at_all_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.parametrize("kernel", ["k3_cp_async", "k4_cuda_pipeline", "k5_warp_specialized"])
 def test_ladder_kernel_nvrtc_agrees_with_nvcc(kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Same source and flags through NVRTC and through nvcc: the same shared memory, spills and
-    barriers, and the same blocks/SM; registers may differ by a few (measured on the H200 with CUDA
-    13.0: 216 through nvcc, 218 through NVRTC for k3), because the two front ends optimise differently.
+    barriers, and the same blocks/SM; registers may differ by a few (with CUDA 13.0 for sm_90: 216
+    through nvcc, 218 through NVRTC for k3), because the two front ends optimise differently.
     k4 and k5 include libcu++ (<cuda/pipeline>), which CUDA 13 keeps under include/cccl."""
     if toolkit.find_tool("nvcc") is None:
         pytest.skip("nvcc not found: nothing to compare NVRTC with")
@@ -106,8 +106,8 @@ def test_ladder_kernel_nvrtc_agrees_with_nvcc(kernel: str, monkeypatch: pytest.M
     via_nvrtc = cubin.compile_resources(k.path, "sm_90", options=opts, include_dirs=[str(CUDA_DIR)])
     cubin.clear_cache()
     a, b = via_nvcc[k.entry], via_nvrtc[k.entry]
-    # an NVRTC log without the ptxas report (seen on the GPU machine, 2026-11-26) reads the cubin instead:
-    # then this comparison cannot be made, and the message says why
+    # an NVRTC log without the ptxas report (NVRTC 13.0 from the pip wheel can print none) reads the cubin
+    # instead: then this comparison cannot be made, and the message says why
     assert (a.origin, b.origin) == ("nvcc", "nvrtc"), b.extra.get("note", b.origin)
     assert (b.static_smem, b.spills, b.barriers) == (a.static_smem, a.spills, a.barriers)
     assert abs(b.registers - a.registers) <= 8, (a.registers, b.registers)
@@ -145,9 +145,10 @@ print(repr(got.log), got.cubin == CUBIN, bytes([32]) == b"\x20")
 
 @pytest.mark.parametrize("log", ["", "ptxas info    : Used 10 registers, used 1 barriers"])
 def test_nvrtc_writes_into_a_buffer_of_its_own(log: str) -> None:
-    """NVRTC writes the log and the cubin into the buffer it is given. It was an immutable ``bytes``: for an
-    empty log (its NUL alone) that is CPython's shared one-byte object, and the write turned the process's
-    ``bytes([32])`` into NUL. A fake NVRTC that writes as C does, in a process of its own."""
+    """NVRTC writes the log and the cubin into the buffer it is given, so that buffer must be mutable. An
+    immutable ``bytes`` for an empty log (its NUL alone) is CPython's shared one-byte object, and the write
+    would turn the process's ``bytes([32])`` into NUL. A fake NVRTC that writes as C does, in a process of
+    its own."""
     import subprocess
     import sys
 

@@ -27,7 +27,8 @@ def _args(n: int = 4096, offset: int = 0) -> tuple[object, ...]:
 @pytest.mark.parametrize(("arch", "stages", "shared"),
                          [("sm_90", 3, 98304), ("sm_90", 4, 131072), ("sm_80", 3, 65536)])
 def test_shared_equals_the_jit_on_that_gpu(arch: str, stages: int, shared: int) -> None:
-    # FACTS.md section 2: the JIT-compiled kernel on an H200 reported these for sm_90
+    # what the JIT-compiled kernel reports on an sm_90 GPU (tests/gpu/test_inspect_gpu.py and
+    # docs/validation/2026-11-22-h200-0223/stage_sweep.md: AOT and JIT equal at 1 to 5 stages)
     res = triton_resources(gemm_kernel, _args(), arch=arch, num_warps=4, num_stages=stages, **TILES)
     assert res.dynamic_smem == shared
     assert res.num_warps == 4 and res.threads == 128 and res.arch == arch

@@ -56,7 +56,7 @@ def test_dispatch_state_hazards_are_filtered_but_not_a_race_on_the_kernels_own_m
 
 def test_dispatch_state_records_of_one_read_and_two_writes_are_filtered() -> None:
     """The analysis report of 2025.3.1 pairs the entry read with both writes of the default partition in
-    one record (captured on an H100: one launch, and the suite test's 12 records)."""
+    one record (captured on a GPU: one launch, and the suite test's 12 records; tests/data/sanitizer/README.md)."""
     for name, count in (("racecheck_triton_ws_dispatch_analysis_2025_3_1.txt", 1),
                         ("racecheck_triton_ws_dispatch_suite_2025_3_1.txt", 12)):
         found = _found(name, "racecheck")
@@ -98,7 +98,8 @@ def _barriers(name: str, text: str | None = None) -> list:
 
 
 def test_wgmma_sequence_error_is_a_barrier_record_named_for_what_it_is() -> None:
-    # the head as compute-sanitizer 2025.3.1 and 2026.4.0 printed it (scripts/gpu/warpgroup_probe.py, H100)
+    # the head as compute-sanitizer 2025.3.1 and 2026.4.0 print it (scripts/gpu/warpgroup_probe.py;
+    # docs/validation/2026-11-25-h100-0950/warpgroup-probe.md)
     text = ("========= Warpgroup MMA sequence error detected. Mismatching warpgroup instruction pc between warps.\n"
             "=========     at wgmma_skips_a_warp+0x2d0 in kernels.cu:27\n"
             "=========     by thread (96,0,0) in block (0,0,0)\n"

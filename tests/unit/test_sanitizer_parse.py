@@ -179,7 +179,7 @@ def test_suppressions_validation(tmp_path: Path) -> None:
         load_suppressions(str(tmp_path / "none.xml"))
 
 
-# --------------------------------------------------------------------------- reconciliation (issue 17)
+# --------------------------------------------------------------------------- reconciliation (docs/verdicts.md)
 
 from pytest_pipecheck.sanitizer.parse import reconcile, xml_record_count  # noqa: E402
 

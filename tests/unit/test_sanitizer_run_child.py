@@ -1,5 +1,5 @@
 """The runner's watch over one child, on an injected clock: no assertion here depends on how fast
-the machine is (issue 17, item 27)."""
+the machine is (docs/verdicts.md item 27)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ def _fake_cupy(current: object) -> tuple[types.ModuleType, list[str]]:
 def test_a_child_that_never_touched_the_gpu_does_not_wait_through_cupy(current: object,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The child imports CuPy itself (to turn its pools off): without a context, no wait and no error
-    (on the GPU machine the wait failed tests that never used the GPU, 2026-11-25)."""
+    (a wait there would fail tests that never used the GPU)."""
     cupy, calls = _fake_cupy(current)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.delitem(sys.modules, "torch", raising=False)

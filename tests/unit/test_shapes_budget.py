@@ -1,4 +1,4 @@
-"""Issue 17 item 24: generated shapes have a memory bound, and a dropped shape says which and why.
+"""docs/verdicts.md item 24: generated shapes have a memory bound, and a dropped shape says which and why.
 
 Before, tiles of 65536 generated shapes of hundreds of GB, and the first check that allocated them
 died with a raw allocator traceback.

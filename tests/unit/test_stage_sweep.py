@@ -283,7 +283,7 @@ def test_a_variant_that_does_not_fit_leaves_the_prediction_empty() -> None:
 def test_blocks_per_sm_from_resources_per_stage_count() -> None:
     from pytest_pipecheck.resources.cubin import KernelResources
 
-    # FACTS.md section 4: Triton fp16 GEMM 128x128x64, 4 warps, on sm_90
+    # Triton fp16 GEMM 128x128x64, 4 warps, on sm_90 (docs/validation/2026-11-22-h200-0223/stage_sweep.md)
     regs = {1: 242, 2: 196, 3: 196, 4: 211, 5: 205}
     res: dict[int, Any] = {s: {"threads": 128, "registers": regs[s], "shared": 32768 * s} for s in (1, 2, 3, 4)}
     res[5] = KernelResources("gemm_kernel", "gemm_kernel", "sm_90", registers=205, dynamic_smem=163840, num_warps=4)

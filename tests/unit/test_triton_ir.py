@@ -15,7 +15,7 @@ def test_divisible_strides_pipeline_with_cp_async():
     assert f.pipelined, f.pipeline_reason
     assert f.async_copies > 0 and f.loop_loads == 0
     assert f.stages_built >= 2
-    assert f.shared is not None and f.shared > 32768  # FACTS.md 2: multi-buffered smem
+    assert f.shared is not None and f.shared > 32768  # multi-buffered: above the 32768 B of one stage of A and B tiles
 
 
 def test_odd_strides_are_not_pipelined_and_the_reason_names_the_arguments():

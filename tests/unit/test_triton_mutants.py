@@ -57,8 +57,8 @@ def test_the_mutants_base_passes_their_checks(pipecheck, check):
 @pytest.mark.parametrize("name", ["gemm_reference", *triton_mutants.MUTANTS])
 def test_gemm_kernel_compiles_for_sm90(name):
     """The interpreter accepts Python that compiled Triton rejects (a loop's block values used after
-    the loop: run 1 on the H200 failed with ``CompilationError: at 29:17`` on a mutant that passed
-    here). Compiling ahead of time for sm_90 at a boundary shape catches that class without a GPU."""
+    the loop: ``CompilationError: at 29:17`` on the GPU for a mutant that passes in the interpreter).
+    Compiling ahead of time for sm_90 at a boundary shape catches that class without a GPU."""
     import torch
 
     from pytest_pipecheck.checks.arrays import alloc_guarded

@@ -146,7 +146,7 @@ MUTANTS: dict[str, CudaMutant] = {
         CudaMutant(
             "stage_cliff_sm86", "k3_cp_async", {"stages": "#define PIPECHECK_STAGES 3"}, "occupancy", "sm_86",
             "one more stage (2 -> 3, 56832 B smem) halves blocks/SM on sm_86 (49 KB cliff) but not on sm_90"),
-        # warp-specialized ring bugs (issue 19): each terminates, so racecheck reports the race, not a hang
+        # warp-specialized ring bugs: each terminates, so racecheck reports the race, not a hang
         CudaMutant(
             "ws_release_before_read", "k5_warp_specialized",
             {"consumer_wait": "pipe.consumer_wait(); pipe.consumer_release();", "consumer_release": ""},

@@ -27,13 +27,13 @@ Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
     dies_after:  nodeid substring: once that test ran, the target does not end cleanly (as after a
                  synccheck or memcheck error leaves the CUDA context dead): the tool says "Error:
                  process didn't terminate successfully" and "Target application returned an error"
-                 before its summary (compute-sanitizer 2026.4.0 on an H100, 2026-11-25)
+                 before its summary (as compute-sanitizer 2026.4.0 prints it)
     dies_once:   as dies_after, in the first child of the tool that runs that test only (a crash at exit
-                 no test explains: a child under 12 xdist workers on one H100, 2026-11-26); needs
+                 that no test explains, as a child under 12 xdist workers on one GPU can have); needs
                  FAKE_SANITIZER_LOG, beside which it leaves a mark
     dies_in:     nodeid substring: after that test's injected records, the target dies before the test
-                 ends (no PIPECHECK-END), the tool says so and exits 86 (Triton 3.6's warp-specialized GEMM
-                 under compute-sanitizer 2026.4.0 synccheck, H100 2026-11-25)
+                 ends (no PIPECHECK-END), the tool says so and exits 86 (as Triton 3.6's warp-specialized
+                 GEMM does under compute-sanitizer 2026.4.0 synccheck: docs/validation/2026-11-25-h100-0950.md)
     xml:         what --xml --save writes: "ok" (default: the printed records), "truncate" (cut in the
                  middle), "missing" (no file), "extra" (one record more than the text)
 
