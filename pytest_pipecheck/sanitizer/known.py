@@ -6,40 +6,41 @@ them, with the first version known to have each and where that comes from. An un
 none of them.
 
 **Known false positives.** :data:`RULES` are reviewed rules, each keyed to the versions that report a
-toolchain-internal finding which is not a bug of the kernel. A rule filters exactly the records it
-describes (by the frame that reports them, the pcs and the shared address), never a whole tool for a
-whole kernel: every other finding of the same test still fails it. Filtered records are counted and
-named in the test's result ("N findings filtered by rule X for compute-sanitizer V"), and the run
-header says which rules apply to the version that runs. A rule never applies to a version pipecheck
-could not read (its findings fail the test), nor to a version at or past ``fixed_in``.
+toolchain-internal finding which is not a bug of the kernel: from the first version it was measured with
+(``since``, which every rule has) to the first measured not to report it (``fixed_in``). A rule filters
+exactly the records it describes (by the frame that reports them, the pcs and the shared address), never
+a whole tool for a whole kernel, and only in the kind of kernel it was reviewed on: a rule about code
+Triton generates for warp specialization matches only a kernel that the test launched and whose compiled
+IR says Triton warp-specialized it (the child records these facts, launches.py); without them it matches
+nothing. Every other finding of the same test still fails it. Filtered records are counted and named in
+the test's result ("N findings filtered by rule X for compute-sanitizer V") and kept in its details, and
+the run header says which rules apply to the version that runs. A rule never applies to a version
+pipecheck could not read (its findings fail the test), nor to one outside its window.
 
 Review: each rule was checked against the evidence named in it (captured outputs kept under
-``tests/data/sanitizer/`` and the validation runs under ``docs/validation/``) by the maintainers of
-pytest-pipecheck on 2026-11-24, with the same kernels measured clean under compute-sanitizer
-2026.4.0 (package ``nvidia-cuda-sanitizer-api`` 13.5.25) on an H100, driver 580.159.04. The versions
-between 2025.3.1 and 2026.4.0 were not measured: the rules apply to them too (the release notes of
-2025.4 list fixes of synccheck and racecheck false positives around mbarriers, but not these
-records), and every filtered record is reported, so nothing is filtered silently.
+``tests/data/sanitizer/`` and the validation runs under ``docs/validation/``), with the same kernels
+measured clean under compute-sanitizer 2026.4.0 (package ``nvidia-cuda-sanitizer-api`` 13.5.25). The
+versions between 2025.3.1 and 2026.4.0 were not measured: the rules apply to them too (the release notes
+of 2025.4 list fixes of synccheck and racecheck false positives around mbarriers, but not these records),
+and every filtered record is reported, so nothing is filtered silently.
 
 **Known toolchain bugs.** A rule may also describe a real bug of code the user did not write and cannot
 change, reported from some compute-sanitizer version on (``since``) and present only with some versions of
 the toolchain that generated it (``applies``): Triton 3.6's warp-specialized kernels re-initialize an
 mbarrier without invalidating it, which compute-sanitizer 2026.4.0's synccheck reports. Such a rule is
-matched as narrowly (the record names code the compiler generated, not a line the user wrote), counted and
-reported the same way, and stops applying with a toolchain version it was not measured with, so a newer
-Triton that still has the bug fails the test rather than passing it.
+matched as narrowly (the record names code the compiler generated, not a line the user wrote, in a kernel
+the compiler warp-specialized), counted and reported the same way, and applies only with the toolchain
+version it was measured with, so an older or a newer Triton that has the bug fails the test rather than
+passing it.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from .launches import KernelFacts
 from .parse import Finding
 
 __all__ = ["OPTIONS", "PINNED_PACKAGE", "PINNED_VERSION", "RULES", "Rule", "SanitizerOption", "applicable_rules",
@@ -106,29 +107,71 @@ def _frames(raw: str) -> list[str]:
     return out
 
 
-def _pipeline_producer_commit(f: Finding) -> bool:
+def _qualified_name(func: str) -> str:
+    """The qualified name of a demangled frame, without its return type and parameter list:
+    ``unsigned long long cuda::ptx::__4::mbarrier_arrive<void>(unsigned long long *)`` ->
+    ``cuda::ptx::__4::mbarrier_arrive<void>``. Brackets inside template arguments are skipped."""
+    depth = 0
+    start = 0
+    for i, ch in enumerate(func):
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0 and ch == " ":
+            start = i + 1
+        elif depth == 0 and ch == "(":
+            return func[start:i]
+    return func[start:]
+
+
+def _pipeline_producer_commit(f: Finding, kernels: Sequence[KernelFacts]) -> bool:
     """A synccheck "Missing wait" reported inside ``cuda::pipeline<...>::producer_commit()``: every frame
-    from the reporting one up to ``producer_commit`` is libcu++'s (``cuda::``), so the arrive that is
-    flagged is the pipeline's own. Without a device backtrace this cannot be told: not matched."""
+    from the reporting one up to ``producer_commit`` is libcu++'s (a name in namespace ``cuda::``), so the
+    arrive that is flagged is the pipeline's own. Without a device backtrace this cannot be told: not matched."""
     if f.kind != "barrier" or "Missing wait" not in f.raw.splitlines()[0]:
         return False
     for func in _frames(f.raw):
-        if "cuda::" not in func.split("(", 1)[0]:  # the name before its template/parameter lists
+        name = _qualified_name(func)
+        if not name.startswith("cuda::"):
             return False
-        if re.match(r"cuda::(?:__\w+::)?pipeline<.*>::producer_commit\(\)$", func):
+        if re.match(r"cuda::(?:__\w+::)?pipeline<.*>::producer_commit$", name):
             return True
     return False
 
 
 #: the dispatch loop of Triton's warp-specialize lowering runs at kernel entry: its pcs are below this
 _ENTRY_PC = 0x200
+#: the shared address compute-sanitizer gives the first byte of a Triton kernel's shared memory on sm_90: the
+#: 1 KB below it is reserved by the hardware (docs/validation/2026-11-23-h200-1257.md, run E)
+_SHARED_BASE = 0x400
 
 
-def _triton_ws_dispatch_state(f: Finding) -> bool:
-    """A racecheck record in one Triton/Gluon kernel (a ``.py`` source) whose one read is the worker warps'
-    dispatch loop at kernel entry (pc < 0x200) and whose writes (one, or two in the analysis report when
-    the default partition writes the state where the partitioned region starts and where it ends) are all
-    past the entry in the same kernel function."""
+def _launched(name: str | None, kernels: Sequence[KernelFacts]) -> list[KernelFacts]:
+    """Every launch of the test's kernels named ``name`` (several when one name was compiled more than once)."""
+    return [k for k in kernels if name is not None and k.name == name]
+
+
+def _triton_ws_dispatch_state(f: Finding, kernels: Sequence[KernelFacts]) -> bool:
+    """A racecheck record on the dispatch state of Triton's warp-specialize lowering, in a kernel that
+    Triton warp-specialized.
+
+    What every record must show: one kernel function, a ``.py`` source, exactly one read, in the worker
+    warps' dispatch loop at kernel entry (pc < 0x200), and writes (one, or two in the analysis report when
+    the default partition writes the state where the partitioned region starts and where it ends) all past
+    the entry. What the test's kernel facts (launches.py) must show: every kernel of that name the test
+    launched is warp-specialized according to its TTGIR, and the read is at its ``def`` line (from the
+    TTGIR), where Triton attributes the dispatch loop, code it generates for the kernel as a whole; every
+    statement the user wrote has its own line. A kernel that is not warp-specialized, or whose facts the
+    child did not record, is never matched: the record shape alone is what a user's own race can have.
+
+    Which bytes: the hazard report (``--racecheck-report hazard``) gives the shared address, which must lie
+    in the dispatch state of a kernel of that name the test launched (several when one kernel was compiled
+    for several shapes), where its LLVM IR places it (base: :data:`_SHARED_BASE`). The analysis report,
+    pipecheck's default, prints no address; what it establishes is the above: Triton's own read at the
+    entry of a warp-specialized kernel, within the versions the rule was measured on (``since`` to
+    ``fixed_in``). What it cannot establish is which byte a write touched, so a write of the user's own
+    code into the dispatch state would be filtered with it; the hazard report settles such a doubt."""
     if f.kind != "race":
         return False
     accesses = [m for m in (_ACCESS.search(line) for line in f.raw.splitlines()) if m]
@@ -138,61 +181,35 @@ def _triton_ws_dispatch_state(f: Finding) -> bool:
         return False
     reads = [m for m in accesses if m.group("acc") == "Read"]
     writes = [m for m in accesses if m.group("acc") == "Write"]
-    return len(reads) == 1 and len(writes) == len(accesses) - 1 and int(reads[0].group("pc"), 16) < _ENTRY_PC \
-        and all(int(w.group("pc"), 16) >= _ENTRY_PC for w in writes)
+    if not (len(reads) == 1 and len(writes) == len(accesses) - 1 and int(reads[0].group("pc"), 16) < _ENTRY_PC
+            and all(int(w.group("pc"), 16) >= _ENTRY_PC for w in writes)):
+        return False
+    read = reads[0]
+    launched = _launched(read.group("func"), kernels)
+    if not launched or not all(k.warp_specialized and k.defined_at(read.group("file"), int(read.group("line")))
+                               for k in launched):
+        return False
+    address = _ADDRESS.search(f.raw)
+    if address is None:
+        return True  # the analysis report: what it can establish is checked (see above)
+    offset = int(address.group("addr"), 16) - _SHARED_BASE
+    return any(s is not None and s[0] <= offset < s[1] for s in (k.dispatch_state for k in launched))
 
 
 _REINIT = "Already initialized. Invalidate before reinitializing"
 
 
-#: folders looked into under the working directory for a record's source file, at most
-_SEARCH_FOLDERS = 20000
-
-
-@functools.lru_cache(maxsize=64)
-def _source_candidates(name: str, cwd: str) -> tuple[str, ...]:
-    """The files a record's source name may stand for: the path itself when it exists, else every loaded
-    module and every file under ``cwd`` (hidden folders skipped, :data:`_SEARCH_FOLDERS` at most) with that
-    base name. A search cut short finds fewer files, so a rule that needs them matches less, never more."""
-    path = Path(name)
-    if path.is_absolute() or path.is_file():
-        return (str(path.resolve()),) if path.is_file() else ()
-    files = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
-    found = {str(Path(f).resolve()) for f in files if isinstance(f, str) and os.path.basename(f) == path.name}
-    for n, (folder, subdirs, names) in enumerate(os.walk(cwd)):
-        if n >= _SEARCH_FOLDERS:
-            return ()  # not searched to the end: another file of that name may say otherwise
-        subdirs[:] = [d for d in subdirs if not d.startswith(".")]
-        if path.name in names:
-            found.add(str(Path(folder, path.name).resolve()))
-    return tuple(sorted(found))
-
-
-def _is_def_line(name: str | None, line: int | None, func: str | None) -> bool:
-    """``name:line`` is the line ``def func(`` in every file the name may stand for (at least one): code
-    the compiler generated for the kernel as a whole, not a statement of the kernel's body."""
-    if not name or not line or not func:
-        return False
-    files = _source_candidates(name, os.getcwd())
-    if not files:
-        return False
-    for file in files:
-        try:
-            lines = Path(file).read_text(errors="replace").splitlines()
-        except OSError:
-            return False
-        if line > len(lines) or not re.match(rf"\s*def\s+{re.escape(func)}\s*\(", lines[line - 1]):
-            return False
-    return True
-
-
-def _triton_ws_barrier_reinit(f: Finding) -> bool:
-    """A synccheck "Already initialized. Invalidate before reinitializing" record in a Triton/Gluon kernel
-    attributed to the kernel's ``def`` line: the mbarrier init Triton's warp-specialize lowering emits
+def _triton_ws_barrier_reinit(f: Finding, kernels: Sequence[KernelFacts]) -> bool:
+    """A synccheck "Already initialized. Invalidate before reinitializing" record in a kernel that Triton
+    warp-specialized (every kernel of that name the test launched, by its TTGIR), attributed to the
+    kernel's ``def`` line (from its TTGIR): the mbarrier init Triton's warp-specialize lowering emits
     (triton-lang/triton#9592), not an ``mbarrier.init`` the kernel's author wrote (which has its own line)."""
     if f.kind != "barrier" or _REINIT not in f.raw.splitlines()[0]:
         return False
-    return bool(f.file and f.file.endswith(".py")) and _is_def_line(f.file, f.line, f.kernel)
+    if not (f.file and f.file.endswith(".py")):
+        return False
+    launched = _launched(f.kernel, kernels)
+    return bool(launched) and all(k.warp_specialized and k.defined_at(f.file, f.line) for k in launched)
 
 
 def _triton_version() -> Version | None:
@@ -207,33 +224,43 @@ def _triton_version() -> Version | None:
 
 
 def _triton_before_3_7() -> bool:
-    """Triton 3.6 or older is installed (the versions measured with the bug); not for an unknown one."""
+    """Triton 3.6 or older is installed; not for an unknown one."""
     v = _triton_version()
     return v is not None and v < (3, 7)
 
 
-def _within_four_bytes(matched: Sequence[Finding]) -> bool:
-    """Where the records give shared addresses (``--racecheck-report hazard``), they all lie within one
-    4-byte state word (one byte per worker warp); otherwise none of them is the dispatch state."""
-    addrs = [int(m.group("addr"), 16) for m in (_ADDRESS.search(f.raw) for f in matched) if m]
-    return not addrs or max(addrs) - min(addrs) < 4
+def _triton_3_6() -> bool:
+    """Triton 3.6 is installed (the version the warp-specialize barrier bug was measured with); not for an
+    unknown one, an older one or a newer one."""
+    v = _triton_version()
+    return v is not None and (3, 6) <= v < (3, 7)
+
+
+Match = Callable[[Finding, Sequence[KernelFacts]], bool]
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A reviewed false positive of compute-sanitizer ``tool`` before ``fixed_in``, or a known bug of the
-    toolchain that versions from ``since`` report while ``applies()`` (the toolchain has the bug)."""
+    """A reviewed false positive of compute-sanitizer ``tool`` from ``since`` (the first version it was
+    measured with) until ``fixed_in``, or a known bug of the toolchain that versions from ``since`` report
+    while ``applies()`` (the toolchain has the bug). ``match`` sees one record and the facts of the Triton
+    kernels the test launched (empty where the child recorded none)."""
 
     id: str
     tool: str
+    since: Version  # the first version measured to report it; a rule keyed to no lower bound is refused
     fixed_in: Version | None  # the first version measured not to report it; None: not the tool's error
     measured_in: str
     what: str
     evidence: str
-    match: Callable[[Finding], bool]
+    match: Match
     together: Callable[[Sequence[Finding]], bool] = lambda _found: True  # a check over one test's matches
-    since: Version = ()  # the first version that reports it
     applies: Callable[[], bool] = lambda: True  # the installed toolchain has the bug
+
+    def __post_init__(self) -> None:
+        if not self.since:
+            raise ValueError(f"rule {self.id}: no lower version bound (since); a rule applies only to the "
+                             f"versions it was measured on")
 
     def applies_to(self, version: Version) -> bool:
         return version >= self.since and (self.fixed_in is None or version < self.fixed_in) and self.applies()
@@ -243,35 +270,40 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="cuda-pipeline-producer-commit",
         tool="synccheck",
+        since=(2025, 3),
         fixed_in=(2026, 4),
         measured_in="2025.3.1",
         what="'Barrier error detected. Missing wait.' reported inside cuda::pipeline::producer_commit",
-        evidence=("every cuda::pipeline kernel (k4, k5, k6 and a 20-line textbook pipeline), every build, H200 "
-                  "2026-11-22 (docs/validation/2026-11-22-h200-0453/pipeline_synccheck_probe.md); 0 errors "
-                  "and exact results under 2026.4.0 on an H100, 2026-11-24; sample "
+        evidence=("every cuda::pipeline kernel (k4, k5, k6 and a 20-line textbook pipeline), every build, "
+                  "under 2025.3.1 (docs/validation/2026-11-22-h200-0453/pipeline_synccheck_probe.md); 0 errors "
+                  "and exact results under 2026.4.0; sample "
                   "tests/data/sanitizer/synccheck_pipeline_producer_commit_2025_3_1.txt"),
         match=_pipeline_producer_commit,
     ),
     Rule(
         id="triton-ws-dispatch-state",
         tool="racecheck",
+        since=(2025, 3),
         fixed_in=(2026, 4),
         measured_in="2025.3.1",
-        what=("hazards on the 4 bytes of Triton's warp-specialize dispatch state (read by the worker warps' "
-              "dispatch loop at kernel entry, written by the default partition)"),
-        evidence=("the Gluon warp-specialized GEMM, six variants, H200 2026-11-23 "
+        what=("hazards on Triton's warp-specialize dispatch state in a kernel Triton warp-specialized (one byte "
+              "of shared memory per worker warp, read by the worker warps' dispatch loop at kernel entry, "
+              "written by the default partition)"),
+        evidence=("the Gluon warp-specialized GEMM, six variants, under 2025.3.1 "
                   "(docs/validation/2026-11-23-h200-1257/run-e/gluon_race_probe.md): every hazard on the last "
-                  "4 bytes of the block's shared memory, none on the A/B ring or C staging, ConSan clean; "
-                  "0 hazards under 2026.4.0 on an H100, 2026-11-24; its suite test under 2025.3.1 with this "
-                  "rule, H100 2026-11-25 (docs/validation/2026-11-25-h100-0723.md); samples "
+                  "4 bytes of the block's shared memory (4 worker warps), none on the A/B ring or C staging, "
+                  "ConSan clean; 0 hazards under 2026.4.0; its suite test under 2025.3.1 "
+                  "(docs/validation/2026-11-25-h100-0723.md); samples "
                   "tests/data/sanitizer/racecheck_triton_ws_dispatch_hazard_2025_3_1.txt, "
-                  "..._analysis_2025_3_1.txt and ..._suite_2025_3_1.txt"),
+                  "..._analysis_2025_3_1.txt and ..._suite_2025_3_1.txt; with the cache files of the kernels "
+                  "(Triton 3.6): tests/data/sanitizer/racecheck_gluon_ws_gemm_{hazard,analysis}_2025_3_1.txt and "
+                  "tests/data/sanitizer/triton_3_6_gluon_ws_gemm/"),
         match=_triton_ws_dispatch_state,
-        together=_within_four_bytes,
     ),
     Rule(
         id="triton-ws-barrier-reinit",
         tool="synccheck",
+        since=(2026, 4),
         fixed_in=None,
         measured_in="2026.4.0 with Triton 3.6",
         what=("'Barrier error detected. Already initialized. Invalidate before reinitializing.' at the def line "
@@ -281,12 +313,10 @@ RULES: tuple[Rule, ...] = (
         evidence=("Triton's TMA GEMM with warp_specialize=True (tests/data/sass/triton_gemm.py, 512^3): 16 records, "
                   "one per program, at the kernel's def line, under 2026.4.0 and none under 2025.3.1; the same "
                   "kernel without warp specialization clean under both; exact results without the tool and under "
-                  "2025.3.1 (H100 2026-11-25, "
-                  "docs/validation/2026-11-25-h100-0950.md); sample "
+                  "2025.3.1 (docs/validation/2026-11-25-h100-0950.md); sample "
                   "tests/data/sanitizer/synccheck_triton_ws_barrier_reinit_2026_4_0.txt"),
         match=_triton_ws_barrier_reinit,
-        since=(2026, 4),
-        applies=_triton_before_3_7,
+        applies=_triton_3_6,
     ),
 )
 
@@ -298,14 +328,17 @@ def applicable_rules(tool: str, version: Version | None) -> list[Rule]:
     return [r for r in RULES if r.tool == tool and r.applies_to(version)]
 
 
-def filter_findings(findings: Sequence[Finding], tool: str, version: Version | None
-                    ) -> tuple[list[Finding], dict[str, list[Finding]]]:
+def filter_findings(findings: Sequence[Finding], tool: str, version: Version | None,
+                    kernels: Sequence[KernelFacts] | None = None) -> tuple[list[Finding], dict[str, list[Finding]]]:
     """One test's findings split into (kept, {rule id: filtered}). Only records a rule matches are
-    filtered, and only when its check over all of them (``together``) holds."""
+    filtered, and only when its check over all of them (``together``) holds. ``kernels``: the Triton
+    kernels the test launched, as its child recorded them (launches.py); None where it recorded none,
+    and then no rule about a Triton kernel matches."""
     kept = list(findings)
     filtered: dict[str, list[Finding]] = {}
+    facts = list(kernels or ())
     for rule in applicable_rules(tool, version):
-        matched = [f for f in kept if rule.match(f)]
+        matched = [f for f in kept if rule.match(f, facts)]
         if matched and rule.together(matched):
             filtered[rule.id] = matched
             kept = [f for f in kept if not any(f is m for m in matched)]

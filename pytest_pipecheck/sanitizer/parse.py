@@ -29,6 +29,7 @@ __all__ = [
     "END",
     "FAILURE",
     "KINDS",
+    "LAUNCH",
     "POISONED",
     "Finding",
     "MarkerSplit",
@@ -51,6 +52,9 @@ END = "PIPECHECK-END "
 FAILURE = "PIPECHECK-FAILURE "
 #: printed by a child after the test that left its CUDA context unusable (sticky fault); the child stops
 POISONED = "PIPECHECK-POISONED "
+#: printed by a compute-sanitizer child, inside a test, at the test's first launch of each Triton kernel: the
+#: kernel's facts as JSON (sanitizer/launches.py), which some known-false-positive rules need
+LAUNCH = "PIPECHECK-LAUNCH "
 
 #: every kind a Finding may have
 KINDS = ("race", "barrier", "invalid_access", "uninit_read", "leak", "deadlock", "api_error",
@@ -567,6 +571,7 @@ class Segment:
     lines: list[str] = field(default_factory=list)
     outcome: str | None = None  # None: no END line (the child died or was killed in this test)
     failure: str | None = None  # the child's own failure text, when the test failed there
+    launches: list[Any] = field(default_factory=list)  # the LAUNCH payloads (a str where one was not JSON)
 
     @property
     def text(self) -> str:
@@ -586,7 +591,8 @@ class MarkerSplit:
 
 
 def split_markers(text: str) -> MarkerSplit:
-    """Cut a child's output into per-test segments at the BEGIN/END marker lines."""
+    """Cut a child's output into per-test segments at the BEGIN/END marker lines; a test's FAILURE text
+    and LAUNCH payloads go with its segment."""
     split = MarkerSplit()
     current: Segment | None = None
     for line in text.splitlines():
@@ -617,6 +623,16 @@ def split_markers(text: str) -> MarkerSplit:
                 target.outcome = outcome or "unknown"
             current = None
             split.open = None
+            continue
+        la = line.find(LAUNCH)
+        if la >= 0 and current is not None:
+            # kept among the test's lines too: its output shows what it launched
+            current.lines.append(line)
+            payload = line[la + len(LAUNCH):].strip()
+            try:
+                current.launches.append(json.loads(payload))
+            except ValueError:
+                current.launches.append(payload)
             continue
         if fl >= 0:
             rest = line[fl + len(FAILURE):]

@@ -510,6 +510,11 @@ class ChildPlugin:
             except Exception as exc:  # no Triton, or hooks it cannot chain: every record says so
                 self.consan_problem = f"cannot record launches: {type(exc).__name__}: {exc}"
             ensure_scratch_allocator()
+        from .known import RULES
+        from .launches import Recorder as LaunchRecorder
+
+        # the facts of the Triton kernels each test launches, which rules of this tool may need
+        self.launches = LaunchRecorder(_emit) if self.tool in {r.tool for r in RULES} else None
 
     @staticmethod
     def _disable_pools() -> None:
@@ -531,6 +536,8 @@ class ChildPlugin:
         if self.consan is not None:
             self.consan.start_test()
         _emit(BEGIN + nodeid)
+        if self.launches is not None:
+            self.launches.start_test()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.reports.setdefault(report.nodeid, []).append(report)

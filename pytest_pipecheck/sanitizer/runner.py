@@ -38,6 +38,7 @@ from typing import Any
 from .. import children
 from ..results import Verdict
 from .known import filter_findings, option_args
+from .launches import kernel_facts
 from .parse import (
     BEGIN,
     END,
@@ -134,7 +135,8 @@ class TestOutcome:
             "output": self.output[-_OUTPUT_KEEP:],
             "reproduce": self.command,
             "filtered": {rule: {"records": len(found), "compute_sanitizer": self.tool_version,
-                                "examples": [f.raw.splitlines()[0] for f in found[:3]]}
+                                "examples": [f.raw.splitlines()[0] for f in found[:3]],
+                                "findings": [f.to_json() for f in found[:50]]}
                          for rule, found in self.filtered.items()},
         }
 
@@ -366,7 +368,7 @@ def _analyze(run: ChildRun, tool: str, print_limit: int | None = None,
     for nodeid, found in per.items():
         if nodeid.startswith("pipecheck-canary::"):
             continue
-        kept, gone = filter_findings(found, tool, version)
+        kept, gone = filter_findings(found, tool, version, kernels=kernel_facts(split.segments.get(nodeid)))
         if gone:
             found[:] = kept
             filtered[nodeid] = gone

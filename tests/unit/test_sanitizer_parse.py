@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_pipecheck.sanitizer.launches import KernelFacts, kernel_facts
 from pytest_pipecheck.sanitizer.parse import (
+    LAUNCH,
+    Segment,
     group_findings,
     merge_xml,
     parse_text,
@@ -124,6 +128,32 @@ def test_markers_open_segment_and_failure_line() -> None:
     assert split.open == "t.py::b[x y]" and split.segments["t.py::b[x y]"].outcome is None
     [f] = parse_text(split.segments["t.py::b[x y]"].text).findings
     assert f.label() == "invalid __shared__ write"
+
+
+def test_launch_lines_go_with_their_test() -> None:
+    """A compute-sanitizer child prints a LAUNCH line (sanitizer/launches.py) at a test's first launch of each
+    Triton kernel; the parent reads them back per test, and no line it cannot read passes for a fact."""
+    ws = KernelFacts("k", True, 1024, 12, 8, "k.py", 3, 1020)
+    text = (f"{LAUNCH}{json.dumps(KernelFacts('before').to_json())}\n"
+            "PIPECHECK-BEGIN t.py::a\n"
+            f"{LAUNCH}{json.dumps(ws.to_json())}\n"
+            "========= Error: Race reported between Read access at k+0x100 in k.py:3\n"
+            "=========     and Write access at k+0x1040 in k.py:9 [2 hazards]\n"
+            "PIPECHECK-END t.py::a passed\n"
+            "PIPECHECK-BEGIN t.py::b[x y]\n"
+            f"{LAUNCH}{{not json\n"
+            "PIPECHECK-END t.py::b[x y] passed\n"
+            "PIPECHECK-BEGIN t.py::c\n"
+            "PIPECHECK-END t.py::c passed\n")
+    split = split_markers(text)
+    a = split.segments["t.py::a"]
+    assert kernel_facts(a) == [ws] and len(parse_text(a.text, "racecheck").findings) == 1
+    assert any(LAUNCH in ln for ln in a.lines)  # the test's output shows what it launched
+    assert kernel_facts(split.segments["t.py::b[x y]"]) is None  # garbled: what it launched is not known
+    assert kernel_facts(split.segments["t.py::c"]) == []  # launched no Triton kernel
+    assert kernel_facts(None) is None
+    assert any(LAUNCH in ln for ln in split.outside)  # outside every test: no test's fact
+    assert kernel_facts(Segment("t", launches=[{"warp_specialized": True}])) is None  # no name
 
 
 def test_merge_xml_fills_missing_line_info_only_when_lists_agree() -> None:

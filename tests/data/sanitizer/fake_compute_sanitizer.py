@@ -10,6 +10,10 @@ and behaves as the plan in the environment variable FAKE_SANITIZER_PLAN (JSON, k
     no_summary:  true: never print the summary line
     canary:      "catch" (default), "blind", or "blind_in_batch" (not reported when tests share the
                  child, as when --print-limit was used up by their findings; reported alone)
+    at_launch:   nodeid substring: what the plan does inside that test (inject, repeat, unknown, garble,
+                 hidden, dies_*) happens at its first PIPECHECK-LAUNCH line (the child's record of a Triton
+                 kernel it launched) instead of at its BEGIN line, as the real tool reports a kernel after
+                 its launch; such a test that launches nothing gets none of it
 
 Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
 
@@ -184,30 +188,11 @@ def main() -> int:
         return bool(plan.get(key)) and plan[key] in nodeid
 
     died = False
+    deferred: str | None = None  # the running test, while its plan waits for its first LAUNCH line
 
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        if "PIPECHECK-BEGIN " not in line:
-            continue
-        nodeid = line.split("PIPECHECK-BEGIN ", 1)[1].strip()
-        if nodeid.startswith("pipecheck-canary::"):
-            mode = plan.get("canary", "catch")
-            alone = "--deselect" in target
-            if mode == "catch" or (mode == "blind_in_batch" and alone):
-                t.record(CANARY[tool])
-            continue
-        if hit("hang", nodeid):
-            time.sleep(3600)
-        if hit("crash", nodeid) or hit("crash_mid", nodeid):
-            if hit("crash_mid", nodeid):
-                out("========= Invalid __global__ write of size 4 bytes")
-                out("=========     at racy_ti")
-            else:
-                out("partial output before the crash")
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return 139
+    def in_test(nodeid: str) -> int | None:
+        """What the plan does inside a test; an exit status where the target dies there."""
+        nonlocal died
         for key, sample in plan.get("inject", {}).items():
             if key in nodeid:
                 times = max((n for k, n in plan.get("repeat", {}).items() if k in nodeid), default=1)
@@ -236,6 +221,44 @@ def main() -> int:
             out("========= Target application returned an error")
             out(f"========= ERROR SUMMARY: {t.errors} errors")
             return 86
+        return None
+
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        if deferred is not None and "PIPECHECK-LAUNCH " in line:
+            nodeid, deferred = deferred, None
+            status = in_test(nodeid)
+            if status is not None:
+                return status
+            continue
+        if "PIPECHECK-BEGIN " not in line:
+            continue
+        nodeid = line.split("PIPECHECK-BEGIN ", 1)[1].strip()
+        deferred = None
+        if nodeid.startswith("pipecheck-canary::"):
+            mode = plan.get("canary", "catch")
+            alone = "--deselect" in target
+            if mode == "catch" or (mode == "blind_in_batch" and alone):
+                t.record(CANARY[tool])
+            continue
+        if hit("hang", nodeid):
+            time.sleep(3600)
+        if hit("crash", nodeid) or hit("crash_mid", nodeid):
+            if hit("crash_mid", nodeid):
+                out("========= Invalid __global__ write of size 4 bytes")
+                out("=========     at racy_ti")
+            else:
+                out("partial output before the crash")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return 139
+        if hit("at_launch", nodeid):
+            deferred = nodeid
+            continue
+        status = in_test(nodeid)
+        if status is not None:
+            return status
     rc = proc.wait()
     if died:
         out("========= Error: process didn't terminate successfully")
