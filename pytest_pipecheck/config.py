@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .arch import ArchError, normalize_arch, parse_arch_list
+from .contract import SELECTIONS
 from .results import PipecheckError
 
 __all__ = [
@@ -34,7 +35,8 @@ __all__ = [
     "normalize_arch",
 ]
 
-CHECKS = ("coverage", "tile_probe", "determinism", "occupancy", "sanitizer", "perf", "inspect")
+#: what ``--pipecheck-checks`` selects: derived from the checks' registry
+CHECKS = SELECTIONS
 #: the compute-sanitizer tools (``all`` names these four)
 SANITIZER_TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
 #: Triton's concurrency sanitizer: selected like a tool, run without compute-sanitizer (sanitizer/consan.py)
@@ -409,6 +411,11 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds one test may run (setup and call; its teardown as long again), on every tier, before "
             "pipecheck's watchdog fails it; one that cannot be stopped ends the run with exit status 88 and every "
             "thread's stack; 0 turns it off; applies under --pipecheck or wherever it is set", metavar="SECONDS"),
+    Setting("crash_isolation", _choice_parser(("auto", "on", "off")), "auto",
+            "run the tests in a fresh process that pipecheck follows, so that a test that crashes its process (a "
+            "segmentation fault in a kernel) fails alone and every report is still written: auto (the CPU tier, "
+            "without pytest-xdist, whose controller contains its workers' crashes), on, off",
+            metavar="auto|on|off", marker=False),
     Setting("racecheck_report", _choice_parser(("analysis", "hazard", "all")), "analysis",
             "racecheck report mode", metavar="analysis|hazard|all"),
     Setting("suppressions", _parse_optional_path(True), None,
@@ -488,6 +495,7 @@ class PipecheckConfig:
     xdist_shares: int = 1
     xdist_order: str = "collection"
     timeout: float = 300.0
+    crash_isolation: str = "auto"
     racecheck_report: str = "analysis"
     suppressions: str | None = None
     kernel_filter: str | None = None

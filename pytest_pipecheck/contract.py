@@ -99,6 +99,8 @@ REGISTRY: tuple[CheckKind, ...] = (
     CheckKind("inspect", "inspect", "compiled code without the async copies, overlap or MMA it should have"),
     CheckKind("fault", None, "a kernel fault that left the CUDA context unusable", child=CHILD_NONE,
               records=RECORDS_PIPECHECK),
+    CheckKind("crash", None, "a test that killed its process (a segmentation fault in a kernel or an extension)",
+              child=CHILD_NONE, records=RECORDS_PIPECHECK),
     # not a check of the kernel: generated shapes left out (over the memory budget), recorded as skips
     CheckKind("shapes", None, "generated shapes dropped for exceeding the shape memory budget", child=CHILD_NONE),
     # not a check of the kernel: a config of an autotuned kernel that Triton never runs at a shape, recorded as a skip

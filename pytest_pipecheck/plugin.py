@@ -92,9 +92,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(SanitizerPlugin(config), "pipecheck-sanitizer")
     if run_config.enabled or role.relay:
-        from .containment import ContainmentPlugin
+        from .containment import ContainmentPlugin, should_isolate
 
-        config.pluginmanager.register(ContainmentPlugin(config, role), "pipecheck-containment")
+        config.pluginmanager.register(ContainmentPlugin(config, role, should_isolate(config, role)),
+                                      "pipecheck-containment")
     if run_config.enabled or role.relay or "timeout" in run_config.sources:
         from .watchdog import TimeoutPlugin  # a sanitizer child has the runner's watchdog instead
 

@@ -1,8 +1,17 @@
-"""How check results reach pytest: every test's reports carry the results it recorded, and a test whose
-body passed still fails when a check it recorded did not pass or a failure it expected did not happen.
+"""How check results reach pytest: the one place where a test's reports are made to agree with what it
+recorded, for every check and for the sanitizer's verdicts alike.
 
-Registered by the entry module for every process; the sanitizer's own verdicts are recorded through the
-same result contract (:func:`pytest_pipecheck.contract.finalize`) by :mod:`.sanitizer.pytest_hooks`.
+* every report carries the results recorded since the last one (``pipecheck_results``, and JUnit
+  properties), so xdist, the JUnit XML and pipecheck's reports see them;
+* a sanitizer finding (a ``sanitizer:<tool>`` result that failed and was not expected) fails the test's
+  call whatever its body did: passed, skipped, xfailed or raised (then the finding is added to its
+  failure);
+* an inconclusive sanitizer verdict errors the test's teardown, unless the call failed already;
+* any other check that did not pass fails a test whose body passed, and so does a failure the test
+  expected (``expect_failures``) that did not happen.
+
+:func:`apply` is called from ``pytest_runtest_makereport`` for the tests this process runs, and by the
+containment relay for the reports it replays from a fresh process (:mod:`.containment`).
 """
 
 from __future__ import annotations
@@ -12,10 +21,13 @@ from typing import Any
 
 import pytest
 
-from .results import CheckResult
+from .results import CheckResult, Verdict
 from .state import ATTACHED, RUN_SEED, item_config, item_nodeid, item_results, role
 
-__all__ = ["pytest_runtest_makereport", "uses_pipecheck"]
+__all__ = ["apply", "pytest_runtest_makereport", "uses_pipecheck"]
+
+#: the item's call report failed (its own failure, or one of pipecheck's)
+CALL_FAILED = pytest.StashKey[bool]()
 
 
 def uses_pipecheck(item: pytest.Item) -> bool:
@@ -23,14 +35,34 @@ def uses_pipecheck(item: pytest.Item) -> bool:
     return "pipecheck" in getattr(item, "fixturenames", ()) or item.get_closest_marker("pipecheck") is not None
 
 
-def _verdicts_that_fail_a_passing_test(item: pytest.Item, results: list[CheckResult]) -> str | None:
-    """Why a test whose body passed must still fail: a check it recorded did not pass, or the
-    failures it declared (``expect_failures``) did not happen. None when its verdict stands."""
+def _message(r: CheckResult) -> str:
+    return str(r.details.get("message") or f"{r.check}: {r.summary}")
+
+
+def _findings(results: list[CheckResult]) -> list[CheckResult]:
+    return [r for r in results if r.check.startswith("sanitizer:") and r.verdict == Verdict.FAIL and not r.expected]
+
+
+def _inconclusive(results: list[CheckResult]) -> list[CheckResult]:
+    return [r for r in results if r.check.startswith("sanitizer:") and r.verdict == Verdict.ERROR]
+
+
+def _what_the_body_did(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return f"the body xfailed: {report.wasxfail or 'xfail'}"
+    if report.skipped:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        return f"the body skipped: {reason.removeprefix('Skipped: ')}"
+    return "the body passed"
+
+
+def _checks_that_fail_a_passing_test(item: pytest.Item, results: list[CheckResult]) -> str | None:
+    """Why a test whose body passed must still fail: a check it recorded did not pass, or the failures it
+    declared (``expect_failures``) did not happen. None when its verdict stands."""
     from .contract import unmet_expectation
     from .report.terminal import status
 
-    # sanitizer verdicts are enforced by the sanitizer plugin itself: a finding fails the call, an
-    # inconclusive run errors the teardown
     bad = [r for r in results if status(r) in ("fail", "error") and not r.check.startswith("sanitizer:")]
     if bad:
         lines = [f"pipecheck: {len(bad)} check result(s) did not pass, but the test body did not fail:"]
@@ -39,36 +71,70 @@ def _verdicts_that_fail_a_passing_test(item: pytest.Item, results: list[CheckRes
                      "expect_failures in its pipecheck marker)")
         return "\n".join(lines)
     cfg = item_config(item)
-    # a sanitizer child only runs the test for the tool; whether the mutant was caught is decided in
-    # the parent, where the tool's verdicts are
-    if cfg.expect_failures and not role(item.config).sanitizer:
+    # a child pipecheck started has only some of the verdicts (a sanitizer child none of the checks', a
+    # relay child none of the sanitizer's): whether the mutant was caught is decided in the parent
+    if cfg.expect_failures and not role(item.config).child:
         where = "the pipecheck marker" if cfg.sources.get("expect_failures") == "marker" else "the configuration"
         return unmet_expectation(results, cfg.expect_failures, f"{where} on {item_nodeid(item)}")
     return None
 
 
+def _fail(report: pytest.TestReport, text: str) -> None:
+    report.outcome = "failed"
+    report.longrepr = text
+    if hasattr(report, "wasxfail"):
+        del report.wasxfail  # an xfail that a finding overrides is a failure, not an expected one
+
+
+def apply(item: pytest.Item, report: pytest.TestReport, carried: list[CheckResult] | None = None) -> None:
+    """Make ``report`` agree with what ``item`` recorded (see the module's docstring). ``carried``: the
+    results a replayed report brought from the relay child that ran the test (the checks of its body)."""
+    recorded = item_results(item)
+    results = [*(carried or []), *recorded]
+    if report.when == "call":
+        findings = _findings(results)
+        if findings:
+            text = "\n\n".join(_message(r) for r in findings)
+            if report.failed:
+                report.sections.append(("pipecheck: sanitizer", text))
+            else:
+                _fail(report, f"{text}\n\n(pipecheck: a sanitizer finding fails the test; {_what_the_body_did(report)})")
+        elif report.passed and uses_pipecheck(item) and not hasattr(report, "wasxfail"):
+            why = _checks_that_fail_a_passing_test(item, results)
+            if why:
+                _fail(report, why)
+        if report.failed:
+            item.stash[CALL_FAILED] = True
+    elif report.when == "teardown" and report.passed and not item.stash.get(CALL_FAILED, False):
+        errors = _inconclusive(results)
+        if errors:
+            _fail(report, "pipecheck sanitizer inconclusive (an error, not a pass):\n"
+                  + "\n\n".join(_message(r) for r in errors))
+    _attach(item, report, recorded)
+
+
+def _attach(item: pytest.Item, report: pytest.TestReport, results: list[CheckResult]) -> None:
+    if report.when == "setup" and report.passed:
+        return
+    # each result travels once, on the first report after it was recorded (a kernel fault found at
+    # teardown adds one after the call's report went out)
+    attached = item.stash.get(ATTACHED, 0)
+    if len(results) > attached:
+        fresh = results[attached:]
+        report.pipecheck_results = [*getattr(report, "pipecheck_results", []),  # type: ignore[attr-defined]
+                                    *(r.to_json() for r in fresh)]
+        for r in fresh:
+            # junitxml writes the properties of the teardown report, which copies the item's
+            prop = (f"pipecheck.{r.check}", f"{r.verdict.value}: {r.summary}")
+            report.user_properties.append(prop)
+            item.user_properties.append(prop)
+        item.stash[ATTACHED] = len(results)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
-    results = item_results(item)
-    if report.when == "call" and report.passed and uses_pipecheck(item) and not hasattr(report, "wasxfail"):
-        why = _verdicts_that_fail_a_passing_test(item, results)
-        if why:
-            report.outcome = "failed"
-            report.longrepr = why
-    if not (report.when == "setup" and report.passed):
-        # each result travels once, on the first report after it was recorded (a kernel fault found
-        # at teardown adds one after the call's report went out)
-        attached = item.stash.get(ATTACHED, 0)
-        if len(results) > attached:
-            fresh = results[attached:]
-            report.pipecheck_results = [r.to_json() for r in fresh]
-            for r in fresh:
-                # junitxml writes the properties of the teardown report, which copies the item's
-                prop = (f"pipecheck.{r.check}", f"{r.verdict.value}: {r.summary}")
-                report.user_properties.append(prop)
-                item.user_properties.append(prop)
-            item.stash[ATTACHED] = len(results)
+    apply(item, report)
     if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
         seed = item.config.stash[RUN_SEED]
         report.sections.append(("pipecheck: reproduce", f"pytest '{item_nodeid(item)}' --pipecheck-seed={seed}"))

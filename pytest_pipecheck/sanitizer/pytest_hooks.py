@@ -25,7 +25,7 @@ from .. import cuda_probe, state
 from ..children import CHILD_ENV, Role
 from ..config import CONSAN
 from ..cuda_probe import cupy_context
-from ..results import CheckResult, PipecheckFailure, Verdict
+from ..results import CheckResult, Verdict
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
@@ -45,7 +45,7 @@ from .suppressions import SuppressionError, load_suppressions
 __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
 
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
-BODY_FAILED = pytest.StashKey[bool]()
+RECORDED = pytest.StashKey[bool]()  # the test's sanitizer verdicts are among its results
 SHARE = state.SHARE
 
 
@@ -99,6 +99,8 @@ def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str
     recorded = []
     for tool, out in outcomes.items():
         details = out.details()
+        if out.verdict in (Verdict.FAIL, Verdict.ERROR):
+            details["message"] = format_failure(out)  # what the test's failure says (verdicts.py)
         found_kernel = next((f.kernel for f in out.findings if f.kernel), None)
         if found_kernel is not None:
             details["finding_kernel"] = found_kernel
@@ -397,52 +399,21 @@ class SanitizerPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        __tracebackhide__ = True
-        outcomes = self.outcomes_of(item)
+        """Record this test's sanitizer verdicts whatever its body does (passes, skips, xfails, raises);
+        :mod:`pytest_pipecheck.verdicts` makes its reports agree with them."""
         try:
-            res = yield
-        except BaseException:
-            item.stash[BODY_FAILED] = True
-            raise
+            return (yield)
         finally:
-            recorded = record_outcomes(self.config, item, outcomes)
-        failed = [r for r in recorded if r.verdict == Verdict.FAIL and not r.expected]
-        if failed:
-            message = "\n\n".join(format_failure(outcomes[r.check.split(":", 1)[1]]) for r in failed)
-            raise PipecheckFailure(message, failed[-1])
-        return res
+            self.record_for(item)
 
-    def relayed_report(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Apply this test's sanitizer verdicts to a report replayed from a relay child (a test run in a
-        fresh process after a kernel fault here, containment.py): the child ran no sanitizer, the verdicts
-        were decided before the fault. Same rules as a test run here: a finding fails it, an inconclusive
-        verdict does not let it pass."""
-        self.ensure_share(item)  # under xdist its share may not have been sanitized yet
-        outcomes = self.outcomes_of(item)
-        if not outcomes:
-            return
-        recorded = record_outcomes(self.config, item, outcomes)
-        data = list(getattr(report, "pipecheck_results", None) or [])
-        report.pipecheck_results = data + [r.to_json() for r in recorded]  # type: ignore[attr-defined]
-        for r in recorded:
-            report.user_properties.append((f"pipecheck.{r.check}", f"{r.verdict.value}: {r.summary}"))
-        bad = [r for r in recorded if (r.verdict == Verdict.FAIL and not r.expected) or r.verdict == Verdict.ERROR]
-        if not bad:
-            return
-        text = "\n\n".join(format_failure(outcomes[r.check.split(":", 1)[1]]) for r in bad)
-        if report.passed:
-            report.outcome = "failed"
-            report.longrepr = text
-        else:
-            report.sections.append(("pipecheck: sanitizer", text))
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
-        errors = [o for o in item.stash.get(OUTCOMES, {}).values() if o.verdict == Verdict.ERROR]
-        # a test that already failed on its own is reported as that failure; the result still says why
-        if errors and not item.stash.get(BODY_FAILED, False):
-            pytest.fail("pipecheck sanitizer inconclusive (an error, not a pass):\n"
-                        + "\n\n".join(format_failure(o) for o in errors), pytrace=False)
+    def record_for(self, item: pytest.Item) -> list[CheckResult]:
+        """Record ``item``'s sanitizer verdicts, once: for a test run here, or one whose reports are replayed
+        from a relay child (containment.py), which ran no sanitizer."""
+        if item.stash.get(RECORDED, False):
+            return []
+        item.stash[RECORDED] = True
+        self.ensure_share(item)  # under xdist a relayed test's share may not have been sanitized yet
+        return record_outcomes(self.config, item, self.outcomes_of(item))
 
 
 # --------------------------------------------------------------------------- child

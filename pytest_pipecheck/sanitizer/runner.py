@@ -630,9 +630,6 @@ class SanitizerRunner:
                 decided[n] = self._outcome(
                     spec, n, Verdict.ERROR, "the test failed on its own in the child (not a sanitizer finding)",
                     child_outcome="failed", reason=(seg.failure or "")[-2000:], output=seg.text)
-            elif seg.outcome == "skipped":
-                decided[n] = self._outcome(spec, n, Verdict.SKIP, "skipped in the child",
-                                           child_outcome="skipped", reason=seg.failure or "", output=seg.text)
             elif interrupted:
                 # the child was killed or died later: its summary line is missing, so run again
                 rerun.append(n)
@@ -703,7 +700,12 @@ class SanitizerRunner:
             return decided, rerun
         for n in provisional:
             seg = an.split.segments[n]
-            if consistent:
+            if consistent and seg.outcome == "skipped":
+                # a skip is a verdict only where the child's records add up, as a pass is: a record the
+                # parser could not read in a test that then skipped is inconclusive (above), never a skip
+                decided[n] = self._outcome(spec, n, Verdict.SKIP, "skipped in the child", child_outcome="skipped",
+                                           reason=seg.failure or "", output=seg.text)
+            elif consistent:
                 decided[n] = self._outcome(spec, n, Verdict.PASS, "0 hazards", child_outcome=seg.outcome,
                                            output=seg.text)
             else:
