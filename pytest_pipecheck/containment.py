@@ -268,14 +268,21 @@ class ContainmentPlugin:
                     return _ChildRun({}, None, f"could not start {cmd[0]!r}: {exc}", False, nodeids)
                 deadline = time.monotonic() + self._time_limit(len(nodeids))
                 rc: int | None = None
-                while rc is None:
-                    try:
-                        rc = proc.wait(timeout=1.0)
-                    except subprocess.TimeoutExpired:
-                        if time.monotonic() > deadline:
-                            timed_out = True
-                            _kill_group(proc)
-                            rc = proc.wait()
+                try:
+                    while rc is None:
+                        try:
+                            rc = proc.wait(timeout=1.0)
+                        except subprocess.TimeoutExpired:
+                            if time.monotonic() > deadline:
+                                timed_out = True
+                                _kill_group(proc)
+                                rc = proc.wait()
+                except BaseException:
+                    # interrupted (SIGINT, or SIGTERM on the report writer): the child runs in a session of
+                    # its own, which no signal meant for this process reaches, so it is killed here
+                    _kill_group(proc)
+                    proc.wait()
+                    raise
                 log.seek(0)
                 output = log.read().decode("utf-8", "replace")
             tests = _read_events(path)
