@@ -179,7 +179,16 @@ class _Child:
         return self.proc is not None and self.returncode is None
 
     def wait_for(self, nodeid: str) -> _Relayed | None:
-        """What the child said about ``nodeid`` once it finished that test, or ended without finishing it."""
+        """What the child said about ``nodeid`` once it finished that test, or ended without finishing it.
+        Interrupted (SIGINT, or SIGTERM on the report writer), it kills the child: the child runs in a
+        session of its own, which no signal meant for this process reaches."""
+        try:
+            return self._wait_for(nodeid)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _wait_for(self, nodeid: str) -> _Relayed | None:
         while True:
             self._read()
             got = self.tests.get(nodeid)

@@ -5,6 +5,8 @@ URIs, there is no script. It shows, in order:
 
 - a header: tier (GPU model, architecture, driver, SM count, or why there is no GPU), the seed,
   versions of pipecheck, Python, pytest and the backends, the run's configuration, and totals;
+- for a run that did not finish, first of all, that it did not: the page written when the run starts
+  says only that (a run that dies leaves it behind), an interrupted run's page names the signal;
 - what did not pass (fail and error), each with its message and the command that reproduces it;
 - the skipped checks with their reasons (a skip is never a pass);
 - per kernel, a table of verdicts per test and check, coloured, followed by what the details carry:
@@ -51,6 +53,7 @@ from ..config import CHECKS, PipecheckConfig
 from ..device import TierInfo
 from ..results import CheckResult, PipecheckError, Verdict
 from . import plots
+from .interrupt import FINISHED, INTERRUPTED, RUNNING, STATES, Interruption
 from .json_report import write_atomic
 from .outcomes import TestOutcomes
 from .terminal import status
@@ -357,8 +360,22 @@ def _test_totals_line(outcomes: TestOutcomes | None) -> str:
             f"<span>{sum(totals.values())} tests (their own outcomes, checks and all)</span></div>")
 
 
+def _state_banner(state: str, interrupted: Interruption | None) -> str:
+    if state == RUNNING:
+        return ('<div class="banner bad" id="run-not-finished"><b>The run did not finish</b> (or is still '
+                "running). pipecheck wrote this page when the run started and replaces it when the run ends; "
+                "if the run is over, it died before it could write its results (killed, out of memory, a "
+                "crash). Nothing here is a pass.</div>")
+    if state == INTERRUPTED:
+        why = interrupted.describe() if interrupted is not None else "interrupted"
+        return (f'<div class="banner bad" id="run-interrupted"><b>The run did not finish: it was {_e(why)}.</b> '
+                "What follows are the results of the tests that finished before it; the others are listed "
+                "as not run. It did not pass.</div>")
+    return ""
+
+
 def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int, outcomes: TestOutcomes | None = None,
-             exitstatus: int | None = None) -> str:
+             exitstatus: int | None = None, state: str = FINISHED) -> str:
     out = []
     # the tests' own outcomes first: a test can pass every check and fail after them
     tests_bad = outcomes.bad() if outcomes is not None else []
@@ -387,7 +404,7 @@ def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int, outcomes
         if outcomes is None:
             out.append('<div class="banner warn" id="checks-passed"><b>Every check passed</b>, but the tests\' '
                        "own outcomes were not given to this report: it cannot say whether the tests passed.</div>")
-        elif not tests_bad and exitstatus in (None, 0) and outcomes.ok(exitstatus):
+        elif not tests_bad and exitstatus in (None, 0) and outcomes.ok(exitstatus) and state == FINISHED:
             out.append('<div class="banner good" id="all-passed"><b>Every test and every check passed.</b></div>')
     return "".join(out)
 
@@ -731,16 +748,21 @@ def _kernel_sections(results: Sequence[CheckResult], missing: str | None, roots:
 
 def render(results: Iterable[CheckResult], tier: TierInfo, seed: int, run_config: PipecheckConfig | None = None,
            *, created: str | None = None, source_roots: Sequence[str] | None = None,
-           outcomes: TestOutcomes | None = None, exitstatus: int | None = None) -> str:
+           outcomes: TestOutcomes | None = None, exitstatus: int | None = None, state: str = FINISHED,
+           interrupted: Interruption | None = None) -> str:
     """The report page for ``results`` as one HTML string (no external resources).
 
     ``created`` overrides the timestamp (for reproducible output); ``source_roots`` are the
     directories sanitizer file names are looked up in, and the only ones a source line is embedded
     from (default: the working directory; the plugin gives the session's rootdir). ``outcomes``
     (the tests' own outcomes) and ``exitstatus`` decide the headline with the check results: the
-    page says "every test and every check passed" only when both say so. Plots are drawn when
-    matplotlib is importable; otherwise the page says so.
+    page says "every test and every check passed" only when both say so, and the run finished. ``state``
+    (:data:`.interrupt.STATES`) and ``interrupted`` say whether it did: a run that did not finish says so
+    first; the page for one still ``running`` says nothing else. Plots are drawn when matplotlib is
+    importable; otherwise the page says so.
     """
+    if state not in STATES:
+        raise ValueError(f"unknown run state {state!r}: expected one of {', '.join(STATES)}")
     results = list(results)
     created = created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     roots = list(source_roots) if source_roots is not None else [os.getcwd()]
@@ -748,20 +770,30 @@ def render(results: Iterable[CheckResult], tier: TierInfo, seed: int, run_config
     note = f'<div class="banner warn" id="no-matplotlib">{_e(missing)}</div>' if missing and any(
         _arch_points(r.details) or _stage_rows(r.details) or _history_rows(r.details)
         or (r.check == "perf" and "median_us" in r.details) for r in results) else ""
-    body = (
-        _header(results, tier, seed, run_config, created, outcomes)
-        + "<main>"
-        + _banners(results, tier, seed, outcomes, exitstatus)
-        + note
-        + _tests_section(outcomes)
-        + _failures(results, seed)
-        + _skips(results)
-        + _kernel_sections(results, missing, roots)
-        + "</main>"
-    )
+    if state == RUNNING:
+        body = _header(results, tier, seed, run_config, created, outcomes) + "<main>" + \
+            _state_banner(state, interrupted) + "</main>"
+    else:
+        body = (
+            _header(results, tier, seed, run_config, created, outcomes)
+            + "<main>"
+            + _state_banner(state, interrupted)
+            + _banners(results, tier, seed, outcomes, exitstatus, state)
+            + note
+            + _tests_section(outcomes)
+            + _failures(results, seed)
+            + _skips(results)
+            + _kernel_sections(results, missing, roots)
+            + "</main>"
+        )
+    title = _title_counts(results, outcomes)
+    if state == RUNNING:
+        title = "run not finished"
+    elif state == INTERRUPTED:
+        title = f"run not finished ({interrupted.describe() if interrupted is not None else 'interrupted'}); {title}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>pipecheck report: {_e(_title_counts(results, outcomes))}</title><style>{_CSS}</style></head>"
+            f"<title>pipecheck report: {_e(title)}</title><style>{_CSS}</style></head>"
             f"<body>{body}</body></html>\n")
 
 
@@ -776,13 +808,15 @@ def _title_counts(results: Sequence[CheckResult], outcomes: TestOutcomes | None 
 
 def write_html(path: str | os.PathLike[str], results: Iterable[CheckResult], tier: TierInfo, seed: int,
                run_config: PipecheckConfig | None = None, *, outcomes: TestOutcomes | None = None,
-               exitstatus: int | None = None, source_roots: Sequence[str] | None = None) -> None:
+               exitstatus: int | None = None, source_roots: Sequence[str] | None = None, state: str = FINISHED,
+               interrupted: Interruption | None = None) -> None:
     """Write the self-contained HTML report to ``path``, atomically.
 
     An empty ``results`` still writes a page, which says that no checks ran. Raises
     :class:`HtmlReportError` (an ``OSError``) naming the path when it is a directory or cannot be
     written, or names a symlink, FIFO, device or anything but a regular file; nothing is left
-    half-written. ``outcomes``, ``exitstatus`` and ``source_roots`` are passed to :func:`render`.
+    half-written. ``outcomes``, ``exitstatus``, ``source_roots``, ``state`` and ``interrupted`` are passed
+    to :func:`render`.
     """
     target = os.fspath(path)
     if not target.strip():
@@ -791,7 +825,7 @@ def write_html(path: str | os.PathLike[str], results: Iterable[CheckResult], tie
         raise HtmlReportError(f"cannot write the HTML report to {target!r}: it is a directory; give a file "
                               "name such as report.html")
     page = render(results, tier, seed, run_config, outcomes=outcomes, exitstatus=exitstatus,
-                  source_roots=source_roots)
+                  source_roots=source_roots, state=state, interrupted=interrupted)
     try:
         write_atomic(target, page)
     except OSError as exc:
@@ -825,7 +859,8 @@ def _umask() -> int:
 def write_html_for_run(path: str | os.PathLike[str], results: Iterable[CheckResult], tier: TierInfo, seed: int,
                        run_config: PipecheckConfig | None = None, *, outcomes: TestOutcomes | None = None,
                        exitstatus: int | None = None,
-                       source_roots: Sequence[str] | None = None) -> tuple[bool, str]:
+                       source_roots: Sequence[str] | None = None, state: str = FINISHED,
+                       interrupted: Interruption | None = None) -> tuple[bool, str]:
     """Write the report at the end of a run; never raises. Returns (written, the line to show).
 
     The plugin calls this from ``pytest_sessionfinish``: a report that cannot be written (or a bug
@@ -836,11 +871,13 @@ def write_html_for_run(path: str | os.PathLike[str], results: Iterable[CheckResu
     target = os.fspath(path)
     try:
         write_html(target, results, tier, seed, run_config, outcomes=outcomes, exitstatus=exitstatus,
-                   source_roots=source_roots)
+                   source_roots=source_roots, state=state, interrupted=interrupted)
     except HtmlReportError as exc:
         return False, f"pipecheck: {exc}"
     except Exception as exc:  # a bug in the report must not cost the run its results
         return False, f"pipecheck: could not write the HTML report to {target!r}: {type(exc).__name__}: {exc}"
+    if state == RUNNING:
+        return True, f"pipecheck: HTML report at {target} marked as in progress until the run ends"
     if not results:
         return True, (f"pipecheck: HTML report written to {target} (no pipecheck checks ran; "
                       "the page says so)")

@@ -6,6 +6,7 @@ Schema (version 2)::
       "schema": "pytest-pipecheck/results", "version": 2,
       "created": "2026-11-22T02:00:00+00:00", "seed": 1234,
       "ok": false, "exitstatus": 1,
+      "state": "finished", "finished": true, "interrupted": null,
       "tier": {"tier": "gpu", "reason": "", "device": {...} | null, "backends": {...}},
       "test_totals": {"passed": 9, "failed": 1, "error": 0, "crashed": 0, "not run": 0,
                       "skipped": 2, "xfailed": 0, "xpassed": 0},
@@ -15,9 +16,21 @@ Schema (version 2)::
                    "summary": ..., "details": {...}}]
     }
 
-``ok`` is the run's verdict: true only when the exit status is 0, at least one test ran, no test
-failed, errored, crashed its worker or was left unrun, and no check result is a fail or an error.
-It is null only when the tests' outcomes were not given (:func:`build` called as a library).
+``ok`` is the run's verdict: true only when the run finished, the exit status is 0, at least one
+test ran, no test failed, errored, crashed its worker or was left unrun, and no check result is a
+fail or an error. It is null only for a finished run whose tests' outcomes were not given
+(:func:`build` called as a library).
+
+``state`` says whether the run reached its end (:mod:`.interrupt`): ``"running"`` is what the
+report writer puts at the path when the session starts (``ok`` false, ``exitstatus`` null, no
+tests yet), so a run that dies without writing its report (killed, out of memory, a crash) leaves
+that behind, never the previous run's verdict; ``"interrupted"``: the session was ended early (on
+SIGTERM or SIGINT, a ``KeyboardInterrupt``, ``pytest.exit``, a stop pytest-xdist or ``--stepwise``
+asked for), ``ok`` is false and ``tests`` hold the verdicts of the tests that finished, the others
+``not run``; ``"finished"``: the session ran to its end. ``finished`` is true only for the last.
+``interrupted`` is null unless the state is ``"interrupted"``; then ``{"signal": "SIGTERM" |
+"SIGINT" | null, "reason": ...}``, the signal being null when none was received (the reason is
+then what pytest ended the session with, such as ``KeyboardInterrupt``).
 ``tests`` and ``test_totals`` are the tests' own outcomes (:mod:`.outcomes`): a test can pass all
 its checks and still fail. ``totals`` and ``results`` are the check results. "caught" counts
 failures the test provoked on purpose (``expected`` true: a mutant caught by its check); "fail"
@@ -25,6 +38,8 @@ counts only the others.
 
 Version 1 had no ``ok``, ``exitstatus``, ``tests`` or ``test_totals``: a reader of version 1 that
 looked only at ``totals`` saw ``fail: 0`` for a run whose tests failed after their checks.
+``state``, ``finished`` and ``interrupted`` were added within version 2 (nothing else changed: a
+reader that ignores them still finds ``ok`` false for a run that did not finish).
 
 The file is strict JSON (RFC 8259): a non-finite number in a result's details (a NaN tolerance,
 an infinite error) is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as
@@ -47,6 +62,7 @@ from typing import Any
 from .._atomic import atomic_write_text
 from ..device import TierInfo
 from ..results import CheckResult
+from .interrupt import FINISHED, STATES, Interruption
 from .outcomes import TestOutcomes
 
 SCHEMA = "pytest-pipecheck/results"
@@ -56,8 +72,14 @@ __all__ = ["SCHEMA", "VERSION", "build", "dumps", "strict", "write", "write_atom
 
 
 def build(results: Iterable[CheckResult], tier: TierInfo, seed: int, outcomes: TestOutcomes | None = None,
-          exitstatus: int | None = None) -> dict[str, Any]:
-    """The JSON document for ``results`` and the tests' ``outcomes`` (see the module's schema)."""
+          exitstatus: int | None = None, *, state: str = FINISHED,
+          interrupted: Interruption | None = None) -> dict[str, Any]:
+    """The JSON document for ``results`` and the tests' ``outcomes`` (see the module's schema).
+
+    ``state`` is the run's (:data:`.interrupt.STATES`); ``interrupted`` says why it ended early.
+    """
+    if state not in STATES:
+        raise ValueError(f"unknown run state {state!r}: expected one of {', '.join(STATES)}")
     results = list(results)
     from .terminal import STATUSES, status
 
@@ -65,13 +87,19 @@ def build(results: Iterable[CheckResult], tier: TierInfo, seed: int, outcomes: T
     for r in results:
         totals[status(r)] += 1
     checks_ok = totals["fail"] == 0 and totals["error"] == 0
+    ok = None if outcomes is None else (checks_ok and outcomes.ok(exitstatus))
+    if state != FINISHED:
+        ok = False  # a run that did not reach its end never reads as a pass, whatever finished in it
     return {
         "schema": SCHEMA,
         "version": VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "seed": seed,
-        "ok": None if outcomes is None else (checks_ok and outcomes.ok(exitstatus)),
+        "ok": ok,
         "exitstatus": exitstatus,
+        "state": state,
+        "finished": state == FINISHED,
+        "interrupted": interrupted.to_json() if interrupted is not None and state != FINISHED else None,
         "tier": {
             "tier": tier.tier,
             "reason": tier.reason,
@@ -131,6 +159,8 @@ def write_atomic(path: str, text: str, what: str = "report") -> None:
 
 
 def write(path: str, results: Iterable[CheckResult], tier: TierInfo, seed: int,
-          outcomes: TestOutcomes | None = None, exitstatus: int | None = None) -> None:
+          outcomes: TestOutcomes | None = None, exitstatus: int | None = None, *, state: str = FINISHED,
+          interrupted: Interruption | None = None) -> None:
     """Write the JSON report to ``path`` (strict JSON, atomically, as a regular file)."""
-    write_atomic(path, dumps(build(results, tier, seed, outcomes, exitstatus)), "JSON report")
+    write_atomic(path, dumps(build(results, tier, seed, outcomes, exitstatus, state=state,
+                                   interrupted=interrupted)), "JSON report")

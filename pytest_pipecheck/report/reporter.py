@@ -1,11 +1,16 @@
 """The run's reports: every test's outcome and check results gathered, the terminal summary, and the
 JSON and HTML files, written by the one process that has every result (the controller under
 pytest-xdist; never a worker or a child pipecheck started).
+
+The report writer marks each report as in progress when the session starts, and on SIGTERM or SIGINT
+ends the session early, writing what it has and which signal interrupted it (:mod:`.interrupt`); a
+report at its path never reads as a pass for a run that did not finish.
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import pytest
@@ -13,6 +18,15 @@ import pytest
 from ..config import PipecheckConfig
 from ..results import CheckResult
 from ..state import RUN_CONFIG, RUN_SEED, SESSION_OUTCOMES, SESSION_RESULTS, TIER
+from .interrupt import (
+    FINISHED,
+    INTERRUPTED,
+    RUNNING,
+    Interruption,
+    SignalGuard,
+    SignalReceived,
+    allow_children,
+)
 from .outcomes import TestOutcomes
 
 __all__ = ["REPORT_WRITE_FAILED", "ReportPlugin", "check_report_paths", "report_option"]
@@ -65,10 +79,59 @@ class ReportPlugin:
     def __init__(self, config: pytest.Config, *, writes: bool) -> None:
         self.config = config
         self.writes = writes
+        self.guard: SignalGuard | None = None
+        self.interruption: Interruption | None = None
         config.stash[SESSION_RESULTS] = []
         config.stash[SESSION_OUTCOMES] = TestOutcomes()
         if writes:
             check_report_paths(config.stash[RUN_CONFIG])
+
+    # ------------------------------------------------------------------ the run's start and its interruption
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        run_config = self.config.stash[RUN_CONFIG]
+        wants_reports = bool(run_config.json or run_config.html)
+        if self.writes and (wants_reports or run_config.enabled):
+            # SIGTERM (a CI job's timeout) would end the process with no report and leave the children
+            # running; SIGINT is already a KeyboardInterrupt, but which signal it was is kept
+            self._guard(("SIGTERM", "SIGINT"))
+        elif not self.writes and run_config.enabled and getattr(self.config, "workerinput", None) is not None:
+            # an xdist worker that is stopped gets SIGINT (from its controller, or Ctrl-C): the sanitizer
+            # children its other threads watch are killed too. SIGTERM keeps its default action here.
+            self._guard(("SIGINT",))
+        if self.writes and wants_reports:
+            # a run that dies from here on (killed, out of memory, a crash) leaves this, not the last verdict
+            with self._deferred(raise_after=True):
+                self._write_reports(RUNNING, None)
+
+    def _guard(self, names: tuple[str, ...]) -> None:
+        guard = SignalGuard()
+        if guard.install(names):
+            self.guard = guard
+
+    def _deferred(self, *, raise_after: bool) -> AbstractContextManager[None]:
+        return self.guard.deferred(raise_after=raise_after) if self.guard is not None else nullcontext()
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        if not self.writes:
+            return
+        signal_name = self.guard.received if self.guard is not None else None
+        exc = excinfo.value
+        reason = str(exc) if isinstance(exc, SignalReceived) else (excinfo.exconly().strip().splitlines() or [""])[0]
+        self.interruption = Interruption(signal_name, reason[:500])
+        # written now, before the other plugins wind down (pytest-xdist waits for its workers): a second
+        # signal or a kill during that wait still leaves a report that says what happened
+        returncode = getattr(excinfo.value, "returncode", None)
+        status = int(returncode) if isinstance(returncode, int) else int(pytest.ExitCode.INTERRUPTED)
+        if self.config.stash[RUN_CONFIG].json or self.config.stash[RUN_CONFIG].html:
+            with self._deferred(raise_after=False):  # what could not be written is said at the end
+                self._write_reports(INTERRUPTED, status, quiet=True)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.guard is not None:
+            self.guard.restore()
+            self.guard = None
+        allow_children()  # a later session in this process (pytester's) may start children again
 
     # ------------------------------------------------------------------ gathering
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -106,19 +169,41 @@ class ReportPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.writes:
             return
-        config = session.config
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        run_config = self.config.stash[RUN_CONFIG]
+        interruption = self.interruption
+        if interruption is not None and interruption.signal and tr is not None:
+            said = "; the reports say the run was interrupted and did not pass" if run_config.json or run_config.html \
+                else ""
+            tr.write_line(f"pipecheck: {interruption.signal} received: the session ended early{said}", red=True)
+        with self._deferred(raise_after=False):  # a second signal must not leave a report half-decided
+            failed = self._write_reports(INTERRUPTED if interruption is not None else FINISHED, int(exitstatus))
+        if failed:
+            if session.exitstatus == 0:
+                # a report that CI relies on is missing: the run must not read as a success
+                session.exitstatus = REPORT_WRITE_FAILED
+                if tr is not None:
+                    tr.write_line(f"pipecheck: exit status {REPORT_WRITE_FAILED}: a requested report could not be "
+                                  "written", red=True)
+
+    def _write_reports(self, state: str, status: int | None, *, quiet: bool = False) -> list[str]:
+        """Write the requested reports for a run in ``state`` with exit status ``status``; the lines saying
+        what could not be written (shown in red unless ``quiet``), or none."""
+        config = self.config
         run_config = config.stash[RUN_CONFIG]
         results = config.stash.get(SESSION_RESULTS, [])
         outcomes = config.stash.get(SESSION_OUTCOMES, None) or TestOutcomes()
-        status = int(exitstatus)
+        interruption = self.interruption if state == INTERRUPTED else None
         tr = config.pluginmanager.get_plugin("terminalreporter")
+        if state == RUNNING:  # the run's start: nothing gathered yet, whatever this process holds
+            results, outcomes = [], TestOutcomes()
         failed: list[str] = []
         if run_config.json:
             from . import json_report
 
             try:
                 json_report.write(run_config.json, results, config.stash[TIER], config.stash[RUN_SEED], outcomes,
-                                  status)
+                                  status, state=state, interrupted=interruption)
             except Exception as exc:  # a bug in the report must not hide the results: it fails the run instead
                 reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
                 failed.append(f"pipecheck: could not write the JSON report to {run_config.json!r} "
@@ -129,19 +214,17 @@ class ReportPlugin:
             # never raises: a bad path or a plotting bug becomes a red line and a failed run
             written, line = html_report.write_html_for_run(run_config.html, results, config.stash[TIER],
                                                            config.stash[RUN_SEED], run_config, outcomes=outcomes,
-                                                           exitstatus=status, source_roots=[str(config.rootpath)])
+                                                           exitstatus=status, source_roots=[str(config.rootpath)],
+                                                           state=state, interrupted=interruption)
             if written:
-                if tr is not None:
+                if tr is not None and not quiet and state != RUNNING:
                     tr.write_line(line)
             else:
                 failed.append(f"{line} ({report_option(run_config, 'html')})")
-        if failed:
-            for line in failed:
-                if tr is not None:
-                    tr.write_line(line, red=True)
-            if session.exitstatus == 0:
-                # a report that CI relies on is missing: the run must not read as a success
-                session.exitstatus = REPORT_WRITE_FAILED
-                if tr is not None:
-                    tr.write_line(f"pipecheck: exit status {REPORT_WRITE_FAILED}: a requested report could not be "
-                                  "written", red=True)
+        if state == RUNNING and failed:
+            failed = [f"{line}; a run that ends without its reports leaves the previous ones at their paths"
+                      for line in failed]
+        for line in failed:
+            if tr is not None and not quiet:
+                tr.write_line(line, red=True)
+        return failed

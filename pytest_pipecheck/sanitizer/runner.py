@@ -61,12 +61,15 @@ __all__ = [
     "BatchSpec",
     "CanaryStatus",
     "ChildRun",
+    "ChildrenStopped",
     "SanitizerRunner",
     "TestOutcome",
+    "allow_children",
     "build_command",
     "canary_nodeid",
     "format_failure",
     "run_child",
+    "stop_children",
 ]
 
 #: the exit code compute-sanitizer is told to use when it found errors
@@ -222,6 +225,39 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             pass
 
 
+class ChildrenStopped(KeyboardInterrupt):
+    """The run is being interrupted: :func:`run_child` killed its child, or refused to start one.
+
+    A ``KeyboardInterrupt``, so that no ``except Exception`` on the way turns it into a verdict.
+    """
+
+
+# The children run_child watches, on any thread. A child runs in a process session of its own (so that
+# its whole group can be killed), which also keeps every signal meant for this process away from it:
+# when the run is interrupted, these are killed here. Plain set operations and copies, which the GIL
+# makes atomic, because stop_children is called from a signal handler, which may run while the main
+# thread is inside run_child.
+_WATCHED: set[subprocess.Popen[bytes]] = set()
+_STOPPING = threading.Event()
+
+
+def stop_children() -> None:
+    """Kill every child :func:`run_child` is watching, on every thread, and refuse to start new ones
+    until :func:`allow_children`: the run is being interrupted. Safe to call from a signal handler."""
+    _STOPPING.set()
+    for proc in list(_WATCHED):
+        _kill(proc)
+
+
+def allow_children() -> None:
+    """Let :func:`run_child` start children again (the interrupted session is over)."""
+    _STOPPING.clear()
+
+
+def _stopped() -> ChildrenStopped:
+    return ChildrenStopped("pipecheck: the run is being interrupted: its sanitizer children were killed")
+
+
 def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: dict[str, float],
               default_timeout: float, idle_limit: float,
               on_begin: Callable[[str], None] | None = None,
@@ -234,11 +270,34 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     ``poll`` seconds without output, so a test can drive it from ``on_begin``.
     """
     start = clock()
+    if _STOPPING.is_set():
+        raise _stopped()
     try:
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         return ChildRun(list(cmd), f"could not start {cmd[0]!r}: {exc}", None, wall=0.0)
+    _WATCHED.add(proc)
+    try:
+        return _watch(proc, cmd, start, timeouts, default_timeout, idle_limit, on_begin, clock, poll)
+    except BaseException:
+        # interrupted (KeyboardInterrupt on this thread, or stop_children from another): the child must
+        # not outlive the run, and no signal meant for this process reaches its session
+        _kill(proc)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass  # stuck in the kernel (a GPU driver call): SIGKILL is delivered when it returns
+        raise
+    finally:
+        _WATCHED.discard(proc)
+
+
+def _watch(proc: subprocess.Popen[bytes], cmd: Sequence[str], start: float, timeouts: dict[str, float],
+           default_timeout: float, idle_limit: float, on_begin: Callable[[str], None] | None,
+           clock: Callable[[], float], poll: float) -> ChildRun:
+    if _STOPPING.is_set():  # stop_children ran between the check above and the child joining _WATCHED
+        raise _stopped()
     q: queue.Queue[str | None] = queue.Queue()
     thread = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
     thread.start()
@@ -250,6 +309,8 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     seconds: dict[str, float] = {}
     poisoned: str | None = None
     while True:
+        if _STOPPING.is_set():
+            raise _stopped()
         try:
             line = q.get(timeout=poll)
         except queue.Empty:
@@ -280,6 +341,8 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
             current = None
         elif POISONED in line:
             poisoned = line[line.find(POISONED) + len(POISONED):].split(" ", 1)[0]
+    if _STOPPING.is_set():  # its output ended because stop_children killed it: no verdict from that
+        raise _stopped()
     try:
         rc = proc.wait(timeout=30)
     except subprocess.TimeoutExpired:

@@ -77,7 +77,9 @@ LATE_FAILURE = """
 import os
 
 def test_ok(pipecheck):
-    # the report path was fine at start-up; by the end something else is there
+    # the report path was fine at start-up (pipecheck marked the run as in progress there); by the end
+    # something else is there
+    os.remove("late.html")
     os.mkdir("late.html")
 """
 

@@ -88,7 +88,9 @@ LINK_AT_THE_END = """
 import os
 
 def test_ok(pipecheck):
-    # the path was fine at start-up; by the end a symlink to someone else's file is there
+    # the path was fine at start-up (pipecheck marked the run as in progress there); by the end a symlink
+    # to someone else's file is there
+    os.remove("r.json")
     os.symlink("precious.txt", "r.json")
 """
 
