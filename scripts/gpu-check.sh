@@ -145,7 +145,7 @@ run_part() {
       unset PIPECHECK_COMPUTE_SANITIZER
       ;;
     examples-fla)
-      step "$part" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs \
+      step "$part" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs --durations=0 \
         --pipecheck-json="$out/$part.json" examples/fla
       ;;
     mutants-pinned|mutants-toolkit)
