@@ -28,6 +28,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..xdist_hooks import base_nodeid
+
 __all__ = ["CACHE_KEY", "assign_shares", "cost_estimator", "costs_for_balance", "load_costs", "load_durations",
            "record_costs", "sanitizer_seconds", "unknown_cost"]
 
@@ -127,8 +129,9 @@ def _module_of(nodeid: str) -> str:
 
 
 def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
-    """``nodeid -> cost``: its known cost, else the median of the known positive costs of the tests in its
-    module (the file before ``::``), else :func:`unknown_cost`.
+    """``nodeid -> cost``: its known cost (under its own node id or, for a node id to which xdist's loadgroup
+    appended ``@group``, under the id it was collected with, as the cache keeps it), else the median of the
+    known positive costs of the tests in its module (the file before ``::``), else :func:`unknown_cost`.
 
     A durations file or cache entry lags the collection: a module's new tests are missing from it until
     the next recording. Priced at the whole suite's median they looked free: 87 of tests/plugin's nested
@@ -144,19 +147,33 @@ def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
 
     def cost(nodeid: str) -> float:
         found = known.get(nodeid)
+        if found is None:
+            found = known.get(base_nodeid(nodeid))
         return found if found is not None else medians.get(_module_of(nodeid), overall)
 
     return cost
 
 
-def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float] | None = None) -> list[int]:
-    """The share (0 .. shares-1) of each test: contiguous runs of about equal total cost.
+def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float] | None = None,
+                  together: Sequence[str | None] | None = None) -> list[int]:
+    """The share (0 .. shares-1) of each test: contiguous runs of about equal total cost, but for the tests
+    ``together`` moves to the first of theirs.
 
-    A test belongs to the share in which the middle of its cost falls, on the cumulative cost of the
-    collection; so shares are contiguous (modules stay together), each share gets at least one test
-    when there are at least as many tests as shares, and equal costs give equal counts. Unknown tests
-    cost what :func:`cost_estimator` says (their module's median, else all known tests', 1.0 when none is
-    known); a test of cost 0 still counts a little, so that a share is never made of free tests only.
+    ``together`` gives each test a key (or None): the tests that share a key are kept in one share, as
+    pytest-xdist's ``--dist loadgroup``, ``loadfile`` and ``loadscope`` keep them on one worker. Such a set
+    is cut as one block, placed where its first test is collected; the other tests keep their order.
+
+    A block belongs to the share in which the middle of its cost falls, on the cumulative cost of the
+    collection; so each share gets at least one block when there are at least as many blocks as shares,
+    and equal costs give equal counts. Unknown tests cost what :func:`cost_estimator` says (their module's
+    median, else all known tests', 1.0 when none is known); a test of cost 0 still counts a little, so
+    that a share is never made of free tests only.
+
+    The runs are contiguous, so a module is split only where a share ends: its tests share module fixtures,
+    imports and the kernels compiled in the worker's process, which each worker that gets part of the module
+    pays again. Packing single tests where they fit best would balance to the test, and scatter a module
+    over every worker. Contiguous runs balance to about one block per share boundary, which several shares
+    a worker (``xdist_shares``, handed out as workers free up) make up for.
     """
     n = len(nodeids)
     shares = max(int(shares), 1)
@@ -164,19 +181,42 @@ def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float
         return []
     if shares == 1:
         return [0] * n
-    if n <= shares:  # one test per share
-        return list(range(n))
+    keys: Sequence[str | None] = together if together is not None else [None] * n
+    if len(keys) != n:
+        raise ValueError(f"assign_shares: {len(keys)} keys for {n} tests")
+    blocks: list[list[int]] = []  # the indices of each block's tests, in order of its first test
+    block_of: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key is None:
+            blocks.append([i])
+        elif key in block_of:
+            blocks[block_of[key]].append(i)
+        else:
+            block_of[key] = len(blocks)
+            blocks.append([i])
     estimate = cost_estimator(costs)
     floor = unknown_cost(costs) * 1e-3
     weights = [max(float(estimate(nid)), floor) for nid in nodeids]
+    out = [0] * n
+    for block, share in zip(blocks, _cut([sum(weights[i] for i in b) for b in blocks], shares)):
+        for i in block:
+            out[i] = share
+    return out
+
+
+def _cut(weights: Sequence[float], shares: int) -> list[int]:
+    """The share of each of ``weights`` in order: contiguous runs of about equal total weight."""
+    n = len(weights)
+    if n <= shares:  # one block per share
+        return list(range(n))
     total = sum(weights)
-    mids: list[float] = []  # where the middle of each test's cost falls, in shares
+    mids: list[float] = []  # where the middle of each block's cost falls, in shares
     before = 0.0
     for w in weights:
         mids.append((before + w / 2) * shares / total)
         before += w
-    # start of share s: the first test whose middle is past s, kept at least one test after the start
-    # of share s-1 and early enough to leave one test for each later share
+    # start of share s: the first block whose middle is past s, kept at least one block after the start
+    # of share s-1 and early enough to leave one block for each later share
     starts = [0]
     for s in range(1, shares):
         first = next((i for i, m in enumerate(mids) if m >= s), n)
