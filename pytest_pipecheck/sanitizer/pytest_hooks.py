@@ -37,7 +37,7 @@ from ..xdist_hooks import (
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
-from .costs import assign_shares, costs_for_balance, record_costs
+from .costs import RunSeconds, assign_shares, costs_for_balance, record_costs, share_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer, not_found
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
@@ -61,9 +61,9 @@ GROUP_UNKNOWN = pytest.StashKey[str]()  # why the controller cannot keep this te
 def shares_for(config: pytest.Config, nodeids: list[str], workers: int,
                groups: dict[str, str] | None = None) -> list[int]:
     """The share of each collected test: ``workers`` x ``xdist_shares`` contiguous runs (modules stay
-    together) of about equal sanitizer cost, from the costs the last runs left in pytest's cache, else from
-    pytest-split's durations file (equal counts without either: costs.py); a single share without xdist,
-    and under ``--dist each``, where every worker runs every test. The tests
+    together) of about equal cost, each test's normal run plus its sanitizer seconds as the last runs left
+    them in pytest's cache, else from pytest-split's durations file (equal counts without either: costs.py);
+    a single share without xdist, and under ``--dist each``, where every worker runs every test. The tests
     that the ``--dist`` mode keeps on one worker (an xdist group, a module, a class) are never cut apart;
     ``groups`` (node id -> xdist group) are a worker's own, the controller reads what its workers wrote.
     Workers and the controller compute it from the same collection order, groups, cache and settings.
@@ -77,8 +77,7 @@ def shares_for(config: pytest.Config, nodeids: list[str], workers: int,
     if dist == "loadgroup" and groups is None:
         groups = read_groups(config)
     keys = [together_key(nodeid, dist, groups) for nodeid in nodeids]
-    return assign_shares(nodeids, shares, costs_for_balance(config),
-                         keys if any(k is not None for k in keys) else None)
+    return assign_shares(nodeids, shares, share_costs(config), keys if any(k is not None for k in keys) else None)
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -131,6 +130,9 @@ def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str
 class SanitizerPlugin:
     """Parent side: batches, runs and reports (registered only where this process is no child)."""
 
+    #: the normal-run seconds of this run's tests, on the process that writes pytest's cache (from its first report)
+    run_seconds: RunSeconds | None = None
+
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.runner: SanitizerRunner | ConsanRunner | None = None
@@ -182,15 +184,24 @@ class SanitizerPlugin:
                 f"turn the sanitizer off with --pipecheck-sanitizer=none (ini pipecheck_sanitizer = none)")
         from .xdist_shares import ShareScheduling
 
-        costs = costs_for_balance(config) if config.stash[state.RUN_CONFIG].xdist_order == "cost" else None
+        costs = share_costs(config) if config.stash[state.RUN_CONFIG].xdist_order == "cost" else None
         return ShareScheduling(config, log, functools.partial(shares_for, config), costs)
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """On the controller (or a run without xdist): each test's normal-run seconds, kept in pytest's cache
+        at the end with its sanitizer seconds, so that the next run's shares are balanced by both."""
+        if getattr(self.config, "workerinput", None) is not None:
+            return
+        if self.run_seconds is None:
+            self.run_seconds = RunSeconds(strip_group=dist_mode(self.config) == "loadgroup")
+        self.run_seconds.add(report)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """On the controller (or a run without xdist): remember each test's sanitizer seconds in pytest's
-        cache, so that the next run's shares are balanced by cost (costs.py)."""
+        """On the controller (or a run without xdist): remember each test's sanitizer seconds and normal-run
+        seconds in pytest's cache, so that the next run's shares are balanced by cost (costs.py)."""
         if getattr(session.config, "workerinput", None) is None:
             results: list[CheckResult] = session.config.stash.get(state.SESSION_RESULTS, [])
-            record_costs(session.config, results)
+            record_costs(session.config, results, self.run_seconds.seconds() if self.run_seconds else None)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:

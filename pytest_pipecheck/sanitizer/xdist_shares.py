@@ -39,8 +39,9 @@ class ShareScheduling(LoadScopeScheduling):
         super().__init__(config, log)
         self._shares_for = shares_for
         self._shares: dict[str, int] | None = None
-        # with costs, the costliest share waiting is handed out next (xdist_order = cost); with none known
-        # (no cache entry, no durations file) the shares are equal counts, handed out in collection order
+        # with costs (each test's normal run plus its sanitizer seconds: costs.share_costs), the costliest share
+        # waiting is handed out next (xdist_order = cost); with none known (no cache entry, no durations
+        # file) the shares are equal counts, handed out in collection order
         self._costs = dict(costs) if costs else None
         self._estimate = cost_estimator(costs)
         self._first: set[str] = set()  # shares a crashed worker left: sent again before any other

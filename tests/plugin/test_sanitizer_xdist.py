@@ -160,6 +160,10 @@ def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
     cache = json.loads(cache_file.read_text())
     assert cache == {n: round(v, 3) for n, v in seconds.items()}  # what each child measured, kept for next run
     cache_file.write_text(json.dumps({n: (5.0 if n in slow else 0.01) for n in cache}))
+    # the normal runs were measured too: equal here, so that the sanitizer seconds decide
+    run_file = cache_file.parent / "run-seconds"
+    assert set(json.loads(run_file.read_text())) == set(seconds)
+    run_file.write_text(json.dumps(dict.fromkeys(seconds, 0.01)))
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=8)
     second = shares_of_last_run()
     assert len(second) == 2 and all(share & slow for share in second)  # the slow tests are split
@@ -372,3 +376,34 @@ def test_racy(pipecheck):
     shares = [{a for a in argv if "::test_" in a} for argv in calls]
     everything = {f"test_m.py::test_k[{i}]" for i in range(3)} | {"test_m.py::test_racy"}
     assert shares == [everything, everything], shares  # one child per worker, each over every test
+
+
+def test_shares_are_balanced_by_each_tests_normal_run_and_sanitizer_seconds(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tests that are long in their normal run and quick under the sanitizer, then six the other way round.
+    Balanced by the sanitizer seconds in the cache, the two long ones share a worker; the durations file
+    says what each test costs in all, and they go to different workers. The run keeps each test's normal-run
+    seconds in the cache for the next one. No wall-clock timing: the costs are stored ones."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    seen = tmp_path / "seen.txt"
+    head = RECORDING.format(seen=str(seen))
+    pytester.makepyfile(test_a=head + """
+@pytest.mark.parametrize("i", range(2))
+def test_heavy(pipecheck, i):
+    record(f"heavy{i}")
+""", test_b=head + """
+@pytest.mark.parametrize("i", range(6))
+def test_light(pipecheck, i):
+    record(f"light{i}")
+""")
+    heavy = [f"test_a.py::test_heavy[{i}]" for i in range(2)]
+    light = [f"test_b.py::test_light[{i}]" for i in range(6)]
+    cache_dir = pytester.path / ".pytest_cache" / "v" / "pipecheck"
+    cache_dir.mkdir(parents=True)
+    (cache_dir / "sanitizer-seconds").write_text(json.dumps({**dict.fromkeys(heavy, 0.5), **dict.fromkeys(light, 2.0)}))
+    (pytester.path / ".test_durations").write_text(json.dumps({**dict.fromkeys(heavy, 30.5), **dict.fromkeys(light, 2.5)}))
+    pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "xdist"
+                                  ).assert_outcomes(passed=8)
+    ran = dict(_ran_on(seen))
+    assert ran["heavy0"] != ran["heavy1"], ran
+    assert set(json.loads((cache_dir / "run-seconds").read_text())) == set(heavy + light)

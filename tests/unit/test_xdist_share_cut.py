@@ -6,7 +6,9 @@ a share to one worker (sanitizer/xdist_shares.py). What ``--dist loadgroup`` (an
 therefore never be cut into two shares. Under loadgroup xdist's workers append ``@group`` to the node id of
 a grouped test, and the controller schedules those ids; where pytest drops that suffix, the workers hand the
 controller their groups in a file. Either way workers and controller cut the same shares.
-The workers and the scheduler are those of scripts/xdist_order_model.py.
+
+The shares balance what each test costs its worker: its normal run plus its sanitizer seconds, as stored
+by earlier runs. The workers and the scheduler are those of scripts/xdist_order_model.py.
 """
 
 from __future__ import annotations
@@ -257,6 +259,38 @@ def test_groups_reach_the_controller_when_the_node_ids_do_not_carry_them(tmp_pat
     for cleanup in cleanups:
         cleanup()
     assert not Path(workerinput["pipecheck_groups"]).parent.exists()
+
+
+# ---------------------------------------------------------------- each test's whole cost
+
+#: two tests long in their normal run (a compile, a reference) but quick under the sanitizer, then six
+#: tests that are the other way round
+HEAVY = ["test_a.py::test_heavy[0]", "test_a.py::test_heavy[1]"]
+LIGHT = [f"test_b.py::test_light[{i}]" for i in range(6)]
+SANITIZER = {**{n: 0.5 for n in HEAVY}, **{n: 2.0 for n in LIGHT}}
+RUN = {**{n: 30.0 for n in HEAVY}, **{n: 0.5 for n in LIGHT}}
+WHOLE = {n: RUN[n] + SANITIZER[n] for n in HEAVY + LIGHT}
+
+
+@pytest.mark.parametrize("order", ["collection", "cost"])
+@pytest.mark.parametrize("stored", ["durations file", "cache"])
+def test_two_tests_long_in_their_normal_run_go_to_different_workers(tmp_path: Path, order: str, stored: str) -> None:
+    """The cache's sanitizer seconds price the heavy tests at 0.5 s each, the light ones at 2 s: balanced by
+    them, both heavy tests share one worker, which then runs 66 s while the other runs 10 s. What a worker
+    spends on a test is its normal run and its sanitizer seconds: the normal run comes from pytest-split's
+    durations file (each test's whole duration as pipecheck stores it) or from the cache's normal-run
+    seconds, and each heavy test goes to a worker of its own."""
+    cache: dict[str, Any] = {CACHE_KEY: SANITIZER}
+    if stored == "cache":
+        cache["pipecheck/run-seconds"] = RUN
+    else:
+        (tmp_path / ".test_durations").write_text(json.dumps(WHOLE))
+    config = Config("load", order=order, cache=cache)
+    ids = HEAVY + LIGHT
+    assert len({shares_for(config, ids, 2)[ids.index(n)] for n in HEAVY}) == 2  # type: ignore[arg-type]
+    ran, end = _scheduled(config, ids, WHOLE)
+    assert ran[HEAVY[0]] != ran[HEAVY[1]], ran
+    assert end <= WHOLE[HEAVY[0]] + sum(WHOLE[n] for n in LIGHT), end  # 30.5 s + 15 s at most, not 66 s
 
 
 def test_a_group_the_controller_cannot_learn_is_an_error_of_its_tests(tmp_path: Path) -> None:
