@@ -1,23 +1,28 @@
-"""What each test costs under the sanitizer, remembered between runs, and shares balanced by it.
+"""What each test costs, remembered between runs, and shares balanced by it.
 
-Under pytest-xdist each worker sanitizes one contiguous share of the collection in one child per
-tool (pytest_hooks.py). Shares of equal test counts are not shares of equal work: on the bundled
-suite a Triton test costs about twice a CUDA one under racecheck (it compiles in the child), so one
-GPU finished 35 s before the other (2 x H200, 2026-11-22: 56 s against 92 s of sanitizer children).
+Under pytest-xdist each worker sanitizes one share of the collection in one child per tool
+(pytest_hooks.py) and then runs the share's tests normally. When a worker is done depends on both: a test
+costs its worker its normal run (setup, call and teardown: compiling, the reference, the checks) plus the
+seconds its sanitizer children spent on it. Shares balanced by the sanitizer seconds alone pile the tests
+that are cheap under the sanitizer but long in their normal run onto one worker.
 
-Every sanitizer verdict carries the test's own time in its child (``test_seconds``: its BEGIN to
-its END marker). At the end of a run the controller adds them up per test over the tools and keeps
-them in pytest's cache (``.pytest_cache``, key :data:`CACHE_KEY`), merged with what the cache held
-for tests that did not run this time. The next run cuts the collection into contiguous shares of
-equal total cost; a test the cache does not know costs the median of the known tests of its own module
-(new tests resemble their neighbours: a file of nested pytest sessions costs seconds a test where the
-whole suite's median is milliseconds), else the median of all known ones. Without a
-cache entry (``-p no:cacheprovider``, a fresh clone, or an unreadable entry) the costs come from
-pytest-split's durations file when there is one (``--durations-path``, by default ``.test_durations``
-in the working directory, else in the rootdir: each test's whole duration, its sanitizer seconds
-included, as ``--store-durations`` records it), so a repository that commits that file is balanced
-on a machine that never ran it; with neither, the shares are equal counts. The controller and every worker read the same cache file before any test runs and the
-controller writes it only at the end, so they all compute the same shares.
+Every sanitizer verdict carries the test's own time in its child (``test_seconds``: its BEGIN to its END
+marker), and every test's reports carry its normal run's durations. At the end of a run the controller
+keeps both in pytest's cache (``.pytest_cache``): per test, the sanitizer seconds summed over the tools
+(key :data:`CACHE_KEY`) and the normal run's seconds (key :data:`RUN_KEY`), each merged with what the
+cache held for tests that did not run this time. A test's cost for the share cut and the hand-out
+(:func:`share_costs`) is the sum of the two; where the cache does not know its normal run, pytest-split's
+durations file stands in (``--durations-path``, by default ``.test_durations`` in the working directory,
+else in the rootdir: each test's whole duration, its sanitizer seconds included, as ``--store-durations``
+records it under pipecheck), so a repository that commits that file is balanced on a machine that never
+ran it. A test nothing knows costs the median of the known tests of its own module (new tests resemble
+their neighbours: a file of nested pytest sessions costs seconds a test where the whole suite's median is
+milliseconds), else the median of all known ones; with nothing known the shares are equal counts. The
+controller and every worker read the same cache file before any test runs and the controller writes it
+only at the end, so they all compute the same shares.
+
+The sanitizer children's own parts (``sanitizer_jobs``) are cut by :func:`costs_for_balance` instead: what
+a child spends on a test is its sanitizer seconds, not its normal run.
 """
 
 from __future__ import annotations
@@ -26,25 +31,41 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
-__all__ = ["CACHE_KEY", "assign_shares", "cost_estimator", "costs_for_balance", "load_costs", "load_durations",
-           "record_costs", "sanitizer_seconds", "unknown_cost"]
+from ..xdist_hooks import base_nodeid
+
+__all__ = ["CACHE_KEY", "RUN_KEY", "SANITIZER_PROPERTY", "RunSeconds", "assign_shares", "cost_estimator", "costs_for_balance",
+           "load_costs", "load_durations", "load_run_seconds", "record_costs", "sanitizer_seconds", "share_costs",
+           "unknown_cost"]
 
 CACHE_KEY = "pipecheck/sanitizer-seconds"
+RUN_KEY = "pipecheck/run-seconds"
+#: the user property under which a test's report carries the sanitizer seconds pipecheck added to its call
+#: duration under pytest-split's ``--store-durations`` (pytest_hooks.py)
+SANITIZER_PROPERTY = "pipecheck.sanitizer_seconds"
 _MAX_ENTRIES = 20000  # bound the cache entry: the newest tests win
 
 
-def load_costs(config: Any) -> dict[str, float]:
-    """The per-test sanitizer seconds in pytest's cache ({} without a cache or with a bad entry)."""
+def _cached(config: Any, key: str) -> dict[str, float]:
     cache = getattr(config, "cache", None)
     if cache is None:
         return {}
     try:
-        data = cache.get(CACHE_KEY, None)
+        data = cache.get(key, None)
     except Exception:  # a corrupt cache file must never break a run: fall back to equal counts
         return {}
     return _valid_seconds(data)
+
+
+def load_costs(config: Any) -> dict[str, float]:
+    """The per-test sanitizer seconds in pytest's cache ({} without a cache or with a bad entry)."""
+    return _cached(config, CACHE_KEY)
+
+
+def load_run_seconds(config: Any) -> dict[str, float]:
+    """The per-test seconds of the normal run (setup, call, teardown) in pytest's cache ({} without one)."""
+    return _cached(config, RUN_KEY)
 
 
 def load_durations(config: Any) -> dict[str, float]:
@@ -71,8 +92,33 @@ def load_durations(config: Any) -> dict[str, float]:
 
 
 def costs_for_balance(config: Any) -> dict[str, float]:
-    """The costs shares are balanced by: the cache's sanitizer seconds, else pytest-split's durations."""
+    """What each test costs a sanitizer child, by which a tool's batch is cut into parts run side by side:
+    the cache's sanitizer seconds, else pytest-split's durations."""
     return load_costs(config) or load_durations(config)
+
+
+def share_costs(config: Any) -> dict[str, float]:
+    """What each test costs the xdist worker that runs it, by which shares are cut and handed out: its normal
+    run plus its sanitizer seconds.
+
+    A test whose normal run the cache knows costs that plus its cached sanitizer seconds (none cached: it
+    was not sanitized). Else pytest-split's duration, which includes the sanitizer seconds when pipecheck
+    stored it, and at least the cached sanitizer seconds when it was stored without them. Else its cached
+    sanitizer seconds alone (its normal run unknown). Tests none of them knows are priced by
+    :func:`cost_estimator`."""
+    sanitizer = load_costs(config)
+    run = load_run_seconds(config)
+    durations = load_durations(config)
+    out: dict[str, float] = {}
+    for nodeid in dict.fromkeys([*run, *durations, *sanitizer]):
+        spent = sanitizer.get(nodeid, 0.0)
+        if nodeid in run:
+            out[nodeid] = run[nodeid] + spent
+        elif nodeid in durations:
+            out[nodeid] = max(durations[nodeid], spent)
+        else:
+            out[nodeid] = spent
+    return out
 
 
 def _valid_seconds(data: Any) -> dict[str, float]:
@@ -98,22 +144,67 @@ def sanitizer_seconds(results: Iterable[Any]) -> dict[str, float]:
     return out
 
 
-def record_costs(config: Any, results: Iterable[Any]) -> int:
-    """Merge this run's per-test sanitizer seconds into the cache; returns how many tests it updated."""
-    cache = getattr(config, "cache", None)
-    fresh = sanitizer_seconds(results)
-    if cache is None or not fresh:
-        return 0
-    merged = {k: v for k, v in load_costs(config).items() if k not in fresh}
+class RunSeconds:
+    """Each test's normal run in seconds, from its reports: setup, call and teardown added up.
+
+    The seconds its sanitizer children spent run outside these phases, except where pipecheck added them to
+    the call's duration for pytest-split (``--store-durations``, :data:`SANITIZER_PROPERTY`): those are
+    taken off again, as the cache keeps them apart. Under ``--dist each`` every worker reports every test:
+    a phase reported again replaces the earlier one rather than adding to it."""
+
+    PHASES = ("setup", "call", "teardown")
+
+    def __init__(self, strip_group: bool = False) -> None:
+        self.strip_group = strip_group  # under loadgroup the reports' node ids end in "@group"
+        self._phases: dict[str, dict[str, float]] = {}
+
+    def add(self, report: Any) -> None:
+        when = getattr(report, "when", None)
+        duration = getattr(report, "duration", None)
+        if when not in self.PHASES or not _is_seconds(duration):
+            return
+        seconds = float(duration)
+        if when == "call":
+            for name, value in getattr(report, "user_properties", None) or ():
+                if name == SANITIZER_PROPERTY and _is_seconds(value):
+                    seconds -= float(value)
+        nodeid = str(report.nodeid)
+        if self.strip_group:
+            nodeid = base_nodeid(nodeid)
+        self._phases.setdefault(nodeid, {})[when] = max(seconds, 0.0)
+
+    def seconds(self) -> dict[str, float]:
+        return {nodeid: sum(phases.values()) for nodeid, phases in self._phases.items()}
+
+
+def _is_seconds(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _merge(config: Any, key: str, fresh: Mapping[str, float]) -> bool:
+    """Merge ``fresh`` into the cache entry ``key`` (this run's tests win, the others stay)."""
+    merged = {k: v for k, v in _cached(config, key).items() if k not in fresh}
     merged.update({k: round(v, 3) for k, v in fresh.items()})
     if len(merged) > _MAX_ENTRIES:  # keep this run's tests, then the rest in their order
         keep = list(fresh) + [k for k in merged if k not in fresh]
         merged = {k: merged[k] for k in keep[:_MAX_ENTRIES]}
     try:
-        cache.set(CACHE_KEY, merged)
+        config.cache.set(key, merged)
     except Exception:  # an unwritable cache costs balance next time, never this run's results
+        return False
+    return True
+
+
+def record_costs(config: Any, results: Iterable[Any], run_seconds: Mapping[str, float] | None = None) -> int:
+    """Merge this run's per-test sanitizer seconds and, when given, its normal-run seconds into the cache;
+    returns how many tests it updated."""
+    if getattr(config, "cache", None) is None:
         return 0
-    return len(fresh)
+    updated: set[str] = set()
+    for key, fresh in ((CACHE_KEY, sanitizer_seconds(results)), (RUN_KEY, dict(run_seconds or {}))):
+        if fresh and _merge(config, key, fresh):
+            updated.update(fresh)
+    return len(updated)
 
 
 def unknown_cost(costs: Mapping[str, float] | None) -> float:
@@ -127,8 +218,9 @@ def _module_of(nodeid: str) -> str:
 
 
 def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
-    """``nodeid -> cost``: its known cost, else the median of the known positive costs of the tests in its
-    module (the file before ``::``), else :func:`unknown_cost`.
+    """``nodeid -> cost``: its known cost (under its own node id or, for a node id to which xdist's loadgroup
+    appended ``@group``, under the id it was collected with, as the cache keeps it), else the median of the
+    known positive costs of the tests in its module (the file before ``::``), else :func:`unknown_cost`.
 
     A durations file or cache entry lags the collection: a module's new tests are missing from it until
     the next recording. Priced at the whole suite's median they looked free: 87 of tests/plugin's nested
@@ -144,19 +236,33 @@ def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
 
     def cost(nodeid: str) -> float:
         found = known.get(nodeid)
+        if found is None:
+            found = known.get(base_nodeid(nodeid))
         return found if found is not None else medians.get(_module_of(nodeid), overall)
 
     return cost
 
 
-def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float] | None = None) -> list[int]:
-    """The share (0 .. shares-1) of each test: contiguous runs of about equal total cost.
+def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float] | None = None,
+                  together: Sequence[str | None] | None = None) -> list[int]:
+    """The share (0 .. shares-1) of each test: contiguous runs of about equal total cost, but for the tests
+    ``together`` moves to the first of theirs.
 
-    A test belongs to the share in which the middle of its cost falls, on the cumulative cost of the
-    collection; so shares are contiguous (modules stay together), each share gets at least one test
-    when there are at least as many tests as shares, and equal costs give equal counts. Unknown tests
-    cost what :func:`cost_estimator` says (their module's median, else all known tests', 1.0 when none is
-    known); a test of cost 0 still counts a little, so that a share is never made of free tests only.
+    ``together`` gives each test a key (or None): the tests that share a key are kept in one share, as
+    pytest-xdist's ``--dist loadgroup``, ``loadfile`` and ``loadscope`` keep them on one worker. Such a set
+    is cut as one block, placed where its first test is collected; the other tests keep their order.
+
+    A block belongs to the share in which the middle of its cost falls, on the cumulative cost of the
+    collection; so each share gets at least one block when there are at least as many blocks as shares,
+    and equal costs give equal counts. Unknown tests cost what :func:`cost_estimator` says (their module's
+    median, else all known tests', 1.0 when none is known); a test of cost 0 still counts a little, so
+    that a share is never made of free tests only.
+
+    The runs are contiguous, so a module is split only where a share ends: its tests share module fixtures,
+    imports and the kernels compiled in the worker's process, which each worker that gets part of the module
+    pays again. Packing single tests where they fit best would balance to the test, and scatter a module
+    over every worker. Contiguous runs balance to about one block per share boundary, which several shares
+    a worker (``xdist_shares``, handed out as workers free up) make up for.
     """
     n = len(nodeids)
     shares = max(int(shares), 1)
@@ -164,19 +270,42 @@ def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float
         return []
     if shares == 1:
         return [0] * n
-    if n <= shares:  # one test per share
-        return list(range(n))
+    keys: Sequence[str | None] = together if together is not None else [None] * n
+    if len(keys) != n:
+        raise ValueError(f"assign_shares: {len(keys)} keys for {n} tests")
+    blocks: list[list[int]] = []  # the indices of each block's tests, in order of its first test
+    block_of: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key is None:
+            blocks.append([i])
+        elif key in block_of:
+            blocks[block_of[key]].append(i)
+        else:
+            block_of[key] = len(blocks)
+            blocks.append([i])
     estimate = cost_estimator(costs)
     floor = unknown_cost(costs) * 1e-3
     weights = [max(float(estimate(nid)), floor) for nid in nodeids]
+    out = [0] * n
+    for block, share in zip(blocks, _cut([sum(weights[i] for i in b) for b in blocks], shares)):
+        for i in block:
+            out[i] = share
+    return out
+
+
+def _cut(weights: Sequence[float], shares: int) -> list[int]:
+    """The share of each of ``weights`` in order: contiguous runs of about equal total weight."""
+    n = len(weights)
+    if n <= shares:  # one block per share
+        return list(range(n))
     total = sum(weights)
-    mids: list[float] = []  # where the middle of each test's cost falls, in shares
+    mids: list[float] = []  # where the middle of each block's cost falls, in shares
     before = 0.0
     for w in weights:
         mids.append((before + w / 2) * shares / total)
         before += w
-    # start of share s: the first test whose middle is past s, kept at least one test after the start
-    # of share s-1 and early enough to leave one test for each later share
+    # start of share s: the first block whose middle is past s, kept at least one block after the start
+    # of share s-1 and early enough to leave one block for each later share
     starts = [0]
     for s in range(1, shares):
         first = next((i for i, m in enumerate(mids) if m >= s), n)

@@ -26,10 +26,18 @@ from ..children import CHILD_ENV, Role
 from ..config import CONSAN
 from ..cuda_probe import cupy_context
 from ..results import CheckResult, Verdict
+from ..xdist_hooks import (
+    KEEPS_TOGETHER,
+    SHARE_SCHEDULED,
+    dist_mode,
+    publish_groups,
+    read_groups,
+    together_key,
+)
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
-from .costs import assign_shares, costs_for_balance, record_costs
+from .costs import RunSeconds, assign_shares, costs_for_balance, record_costs, share_costs
 from .locate import HOW_TO_GET, find_compute_sanitizer, not_found
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
@@ -47,20 +55,29 @@ __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
 RECORDED = pytest.StashKey[bool]()  # the test's sanitizer verdicts are among its results
 SHARE = state.SHARE
+GROUP_UNKNOWN = pytest.StashKey[str]()  # why the controller cannot keep this test's xdist group on one worker
 
 
-def shares_for(config: pytest.Config, nodeids: list[str], workers: int) -> list[int]:
+def shares_for(config: pytest.Config, nodeids: list[str], workers: int,
+               groups: dict[str, str] | None = None) -> list[int]:
     """The share of each collected test: ``workers`` x ``xdist_shares`` contiguous runs (modules stay
-    together) of about equal sanitizer cost, from the costs the last runs left in pytest's cache, else from
-    pytest-split's durations file (equal counts without either: costs.py); a single share without xdist.
-    Workers and the controller compute it from the same collection order, cache and settings.
+    together) of about equal cost, each test's normal run plus its sanitizer seconds as the last runs left
+    them in pytest's cache, else from pytest-split's durations file (equal counts without either: costs.py);
+    a single share without xdist, and under ``--dist each``, where every worker runs every test. The tests
+    that the ``--dist`` mode keeps on one worker (an xdist group, a module, a class) are never cut apart;
+    ``groups`` (node id -> xdist group) are a worker's own, the controller reads what its workers wrote.
+    Workers and the controller compute it from the same collection order, groups, cache and settings.
 
     Measured on 2 H200s (2026-11-22, bundled suite, racecheck + synccheck, one worker per GPU):
     equal-count shares 1.65x faster than -n 0, one GPU busy 92 s and the other 56 s
     (docs/validation/2026-11-22-h200-0754.md); shares dealt round robin were slower
     (docs/validation/2026-11-22-h200-0453.md)."""
-    shares = workers * config.stash[state.RUN_CONFIG].xdist_shares if workers > 1 else 1
-    return assign_shares(nodeids, shares, costs_for_balance(config))
+    dist = dist_mode(config)
+    shares = workers * config.stash[state.RUN_CONFIG].xdist_shares if workers > 1 and dist != "each" else 1
+    if dist == "loadgroup" and groups is None:
+        groups = read_groups(config)
+    keys = [together_key(nodeid, dist, groups) for nodeid in nodeids]
+    return assign_shares(nodeids, shares, share_costs(config), keys if any(k is not None for k in keys) else None)
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -115,6 +132,9 @@ def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str
 class SanitizerPlugin:
     """Parent side: batches, runs and reports (registered only where this process is no child)."""
 
+    #: the normal-run seconds of this run's tests, on the process that writes pytest's cache (from its first report)
+    run_seconds: RunSeconds | None = None
+
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.runner: SanitizerRunner | ConsanRunner | None = None
@@ -150,26 +170,53 @@ class SanitizerPlugin:
     # ------------------------------------------------------------------ hooks
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Under pytest-xdist, send every test of a share to one worker, which sanitizes that share
-        on its own GPU. ``--dist each`` (every worker runs everything) is left to xdist."""
-        if config.getvalue("dist") == "each":
+        """Under pytest-xdist, send every test of a share to one worker, which sanitizes that share on its own
+        GPU. ``load`` and ``worksteal`` promise only that each test runs once, somewhere: the share scheduler
+        keeps that. ``loadscope``, ``loadfile`` and ``loadgroup`` keep some tests on one worker: their shares
+        never split such a set (:func:`shares_for`). ``each`` (every worker runs every test, and so sanitizes
+        every test) is left to xdist. A mode pipecheck does not know is refused rather than replaced."""
+        dist = config.getvalue("dist")
+        if dist == "each":
             return None
+        if dist not in SHARE_SCHEDULED + KEEPS_TOGETHER:
+            raise pytest.UsageError(
+                f"pipecheck: --dist={dist} (pytest-xdist) is not supported with the sanitizer check on: each "
+                f"worker sanitizes whole shares of the tests, and pipecheck does not know what this mode promises "
+                f"about where tests run. Use --dist={'|'.join(('each', *SHARE_SCHEDULED, *KEEPS_TOGETHER))}, or "
+                f"turn the sanitizer off with --pipecheck-sanitizer=none (ini pipecheck_sanitizer = none)")
         from .xdist_shares import ShareScheduling
 
-        costs = costs_for_balance(config) if config.stash[state.RUN_CONFIG].xdist_order == "cost" else None
+        costs = share_costs(config) if config.stash[state.RUN_CONFIG].xdist_order == "cost" else None
         return ShareScheduling(config, log, functools.partial(shares_for, config), costs)
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """On the controller (or a run without xdist): each test's normal-run seconds, kept in pytest's cache
+        at the end with its sanitizer seconds, so that the next run's shares are balanced by both."""
+        if getattr(self.config, "workerinput", None) is not None:
+            return
+        if self.run_seconds is None:
+            self.run_seconds = RunSeconds(strip_group=dist_mode(self.config) == "loadgroup")
+        self.run_seconds.add(report)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """On the controller (or a run without xdist): remember each test's sanitizer seconds in pytest's
-        cache, so that the next run's shares are balanced by cost (costs.py)."""
+        """On the controller (or a run without xdist): remember each test's sanitizer seconds and normal-run
+        seconds in pytest's cache, so that the next run's shares are balanced by cost (costs.py)."""
         if getattr(session.config, "workerinput", None) is None:
             results: list[CheckResult] = session.config.stash.get(state.SESSION_RESULTS, [])
-            record_costs(session.config, results)
+            record_costs(session.config, results, self.run_seconds.seconds() if self.run_seconds else None)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Give each test its share (``xdist_shares`` per xdist worker, or a single share without xdist)."""
-        for item, share in zip(items, shares_for(config, [i.nodeid for i in items], self.worker_count)):
+        """Give each test its share (``xdist_shares`` per xdist worker, or a single share without xdist); under
+        ``--dist loadgroup`` a worker first tells the controller the xdist group of each test."""
+        groups = None
+        if self.worker_count and dist_mode(config) == "loadgroup":
+            groups, problem = publish_groups(config, items)
+            if problem is not None:  # the controller may spread a group over the workers: its tests say so
+                for item in items:
+                    if item.nodeid in groups:
+                        item.stash[GROUP_UNKNOWN] = problem
+        for item, share in zip(items, shares_for(config, [i.nodeid for i in items], self.worker_count, groups)):
             item.stash[SHARE] = share
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -201,6 +248,9 @@ class SanitizerPlugin:
 
     def ensure_share(self, item: pytest.Item) -> None:
         """Sanitize the share ``item`` belongs to, unless that already happened in this process."""
+        problem = item.stash.get(GROUP_UNKNOWN, None)
+        if problem is not None:
+            raise pytest.UsageError(problem)
         share = item.stash.get(SHARE, None)
         if share is None or share in self.done or not expected_tools(item):
             return  # a test that wants no tool neither waits for its share nor fails with it

@@ -5,8 +5,11 @@ Each worker sanitizes, in one child per tool, the share of the collection that c
 test it is sent; if a share's tests were spread over several workers, each of them would sanitize
 the whole share again. So the share is the unit of scheduling: this is xdist's scope scheduling
 with the share as the scope. Shares are computed from the collection order, which xdist guarantees
-is the same on every worker and on the controller, and from the sanitizer costs in pytest's cache,
-which all of them read before any test runs (costs.py), so no node id needs a suffix.
+is the same on every worker and on the controller, from the costs in pytest's cache or pytest-split's
+durations file, which all of them read before any test runs (costs.py), and under ``--dist loadgroup``
+from the xdist groups the workers collected (xdist_hooks.py). What the run's ``--dist`` mode keeps on
+one worker (an xdist group, a module, a class) is never cut into two shares, so this scheduler keeps it
+on one worker too (pytest_hooks.shares_for).
 Imported only when xdist asks for a scheduler, or on an xdist controller.
 """
 
@@ -36,8 +39,9 @@ class ShareScheduling(LoadScopeScheduling):
         super().__init__(config, log)
         self._shares_for = shares_for
         self._shares: dict[str, int] | None = None
-        # with costs, the costliest share waiting is handed out next (xdist_order = cost); with none known
-        # (no cache entry, no durations file) the shares are equal counts, handed out in collection order
+        # with costs (each test's normal run plus its sanitizer seconds: costs.share_costs), the costliest share
+        # waiting is handed out next (xdist_order = cost); with none known (no cache entry, no durations
+        # file) the shares are equal counts, handed out in collection order
         self._costs = dict(costs) if costs else None
         self._estimate = cost_estimator(costs)
         self._first: set[str] = set()  # shares a crashed worker left: sent again before any other

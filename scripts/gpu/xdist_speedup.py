@@ -6,9 +6,18 @@ Runs the same command twice, first without xdist, then with ``-n auto`` (pipeche
 worker per visible GPU), each writing its JSON report; measures the wall time of each; reads from the
 reports which GPU ran each test (every result carries its GPU's name, index and UUID) and whether the
 two runs reached the same verdicts. Both runs share a fresh pytest cache (OUTDIR-cache): the -n 0 run
-leaves each test's sanitizer seconds there, and the xdist run balances its per-GPU shares by them,
-as a CI machine that keeps .pytest_cache between runs would. Writes OUTDIR.md and OUTDIR.json. Needs at least 2 GPUs for a
-speed-up to mean anything; with one GPU it still runs and says so.
+leaves each test's normal-run and sanitizer seconds there, and the xdist run balances its per-GPU shares
+by their sum, as a CI machine that keeps .pytest_cache between runs would. Writes OUTDIR.md and
+OUTDIR.json. Needs at least 2 GPUs for a speed-up to mean anything; with one GPU it still runs and says so.
+
+Each run also loads this file as a pytest plugin (``-p xdist_speedup``). Every process that runs tests
+(each xdist worker; the one process under -n 0) writes to OUTDIR-LABEL-workers/ how many tests it ran, on
+which GPU (its ``CUDA_VISIBLE_DEVICES``), and how long it was busy: the sum over its tests of the whole
+test protocol, which under xdist includes the sanitizer children a worker runs for a share before the
+share's first test, and the seconds from the end of its collection to the end of its session (under -n 0
+that includes the sanitizer children, which run before the first test). The report's table per worker
+shows whether the whole work was balanced, not only the sanitizer seconds. The sanitizer children
+themselves do not write any.
 """
 
 from __future__ import annotations
@@ -21,10 +30,105 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+#: where the plugin side writes one file per process that ran tests
+WORKERS_ENV = "XDIST_SPEEDUP_WORKERS_DIR"
+
+
+# ------------------------------------------------------------------ the plugin side (-p xdist_speedup)
+
+class _Busy:
+    """What this process ran: tests, their protocol seconds, when its collection ended."""
+
+    def __init__(self) -> None:
+        self.tests: set[str] = set()
+        self.protocol_s = 0.0
+        self.collected_at: float | None = None
+
+
+_BUSY = _Busy()
+
+
+def _recording() -> bool:
+    # a sanitizer child inherits the worker's environment: only the processes pytest-xdist started count
+    return bool(os.environ.get(WORKERS_ENV)) and not os.environ.get("PIPECHECK_CHILD")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _BUSY.collected_at = time.monotonic()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    t0 = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        _BUSY.protocol_s += time.monotonic() - t0
+        _BUSY.tests.add(item.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not _recording() or not _BUSY.tests:
+        return  # the xdist controller runs no test
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    after = time.monotonic() - _BUSY.collected_at if _BUSY.collected_at is not None else None
+    record = {"worker": worker, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "?"), "tests": len(_BUSY.tests),
+              "busy_s": round(_BUSY.protocol_s, 2), "after_collection_s": None if after is None else round(after, 2)}
+    folder = Path(os.environ[WORKERS_ENV])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{worker}.json").write_text(json.dumps(record))
+
+
+def worker_balance(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The per-worker records of one run, sorted, with the tests and busy seconds per GPU and the spread of
+    busy seconds between the busiest and the idlest worker."""
+    rows = sorted(records, key=lambda r: str(r.get("worker")))
+    tests_per_gpu: collections.Counter[str] = collections.Counter()
+    busy_per_gpu: dict[str, float] = collections.defaultdict(float)
+    for r in rows:
+        tests_per_gpu[str(r.get("gpu"))] += int(r.get("tests") or 0)
+        busy_per_gpu[str(r.get("gpu"))] += float(r.get("busy_s") or 0.0)
+    busy = [float(r.get("busy_s") or 0.0) for r in rows]
+    return {"workers": rows, "tests_per_gpu": dict(sorted(tests_per_gpu.items())),
+            "busy_s_per_gpu": {g: round(b, 2) for g, b in sorted(busy_per_gpu.items())},
+            "busy_spread_s": round(max(busy) - min(busy), 2) if busy else None}
+
+
+def _read_workers(folder: Path) -> list[dict[str, Any]]:
+    out = []
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def balance_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """The markdown table of each run's workers, then one line a run with its totals per GPU."""
+    lines = ["| run | worker | GPU | tests | busy s | s after collection |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        for w in r["balance"]["workers"]:
+            lines.append(f"| -n {r['xdist']} | {w.get('worker')} | {w.get('gpu')} | {w.get('tests')} | "
+                         f"{w.get('busy_s')} | {w.get('after_collection_s')} |")
+    lines.append("")
+    for r in runs:
+        b = r["balance"]
+        per_gpu = "; ".join(f"{g}: {n} tests, {b['busy_s_per_gpu'].get(g, 0.0)} s busy"
+                            for g, n in b["tests_per_gpu"].items())
+        lines.append(f"- -n {r['xdist']}: {per_gpu or 'no worker recorded'}"
+                     + (f"; busiest minus idlest worker {b['busy_spread_s']} s" if b["busy_spread_s"] is not None else ""))
+    return lines
+
+
+# ------------------------------------------------------------------ the script
 
 
 def _gpus() -> list[str]:
@@ -36,13 +140,16 @@ def _gpus() -> list[str]:
 def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float) -> dict[str, Any]:
     report = out.parent / f"{out.name}-{label}.json"
     log = out.parent / f"{out.name}-{label}.log"
+    workers = out.parent / f"{out.name}-{label}-workers"
+    shutil.rmtree(workers, ignore_errors=True)
     cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", f"--pipecheck-sanitizer={tools}",
            "-o", f"cache_dir={out.parent / (out.name + '-cache')}", "-q", "-rfE", f"--pipecheck-json={report}",
-           "-n", xdist, *paths]
+           "-p", "xdist_speedup", "-n", xdist, *paths]
     if xdist != "0":  # the report a reviewer opens: the run on every GPU
         cmd[-len(paths) - 2:-len(paths) - 2] = [f"--pipecheck-html={report.with_suffix('.html')}",
                                                 f"--junitxml={report.with_suffix('.xml')}"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{WORKERS_ENV: str(workers)})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), env.get("PYTHONPATH")) if p)
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -74,6 +181,7 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
             "sanitizer_children": sorted(children),
             "sanitizer_child_s_per_gpu": {g: round(sum(c[2] for c in children if c[0] == g), 1)
                                           for g in {c[0] for c in children}},
+            "balance": worker_balance(_read_workers(workers)),
             "sanitizer_lines": [ln for ln in text.splitlines() if ln.startswith("pipecheck sanitizer:")][-12:]}
 
 
@@ -113,6 +221,10 @@ def main(argv: list[str]) -> int:
     for r in runs:
         per_child = "; ".join(f"{g}: {t:.1f} s" for g, t in sorted(r["sanitizer_child_s_per_gpu"].items()))
         lines.append(f"- -n {r['xdist']}: {per_child or 'no timing recorded'}")
+    lines += ["", "Each process that ran tests (busy s: its tests' whole protocols, a share's sanitizer children "
+              "included under xdist; under -n 0 they run before the first test, in the seconds after collection "
+              "only):", ""]
+    lines += balance_lines(runs)
     lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
     if diff:
         lines.append("verdicts that differ: " + ", ".join(diff))

@@ -160,6 +160,10 @@ def test_shares_are_balanced_by_the_sanitizer_seconds_of_the_last_run(
     cache = json.loads(cache_file.read_text())
     assert cache == {n: round(v, 3) for n, v in seconds.items()}  # what each child measured, kept for next run
     cache_file.write_text(json.dumps({n: (5.0 if n in slow else 0.01) for n in cache}))
+    # the normal runs were measured too: equal here, so that the sanitizer seconds decide
+    run_file = cache_file.parent / "run-seconds"
+    assert set(json.loads(run_file.read_text())) == set(seconds)
+    run_file.write_text(json.dumps(dict.fromkeys(seconds, 0.01)))
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=8)
     second = shares_of_last_run()
     assert len(second) == 2 and all(share & slow for share in second)  # the slow tests are split
@@ -246,3 +250,160 @@ def test_a_share_that_cannot_be_sanitized_is_its_tests_error_not_the_sessions(
                                         "ERROR test_m.py::test_b - RuntimeError: sanitizer set-up broke"])
     result.stdout.fnmatch_lines(["no pipecheck checks ran (*or each one that did stopped before its checks*"])
     assert result.ret == 1
+
+
+# ---------------------------------------------------------------- --dist modes with the sanitizer on
+
+RECORDING = """
+import os
+import pytest
+
+def record(name):
+    # the normal run only: a sanitizer child runs the same test in the worker's environment
+    if not os.environ.get("PIPECHECK_CHILD"):
+        with open({seen!r}, "a") as fh:
+            fh.write(name + " " + os.environ.get("PYTEST_XDIST_WORKER", "none") + "\\n")
+"""
+
+
+def _ran_on(seen: Path) -> list[tuple[str, str]]:
+    """(test, worker) in the order the tests ran (each worker appends its own lines in its own order)."""
+    return [(ln.split()[0], ln.split()[1]) for ln in seen.read_text().splitlines()]
+
+
+def test_loadgroup_keeps_an_xdist_group_on_one_worker_in_order(pytester: pytest.Pytester, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dist loadgroup``: the tests of one ``xdist_group`` own a resource together, so they run on one
+    worker, in collection order, even when the group spans modules that the share cut would otherwise hand
+    to different workers; the other tests still spread over both workers, and every test is sanitized once."""
+    log = _fake_gpu_run(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    seen = tmp_path / "seen.txt"
+    head = RECORDING.format(seen=str(seen))
+    pytester.makepyfile(test_a=head + """
+@pytest.mark.xdist_group(name="owner")
+def test_g0(pipecheck):
+    record("a-g0")
+
+@pytest.mark.parametrize("i", range(3))
+def test_u(pipecheck, i):
+    record(f"a-u{i}")
+""", test_b=head + """
+@pytest.mark.parametrize("i", range(2))
+def test_u(pipecheck, i):
+    record(f"b-u{i}")
+
+def test_racy(pipecheck):
+    record("b-racy")
+
+@pytest.mark.xdist_group(name="owner")
+def test_g1(pipecheck):
+    record("b-g1")
+
+@pytest.mark.xdist_group("owner")
+def test_g2(pipecheck):
+    record("b-g2")
+""")
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "--pipecheck",
+                                           "--pipecheck-sanitizer=racecheck", "--pipecheck-json=r.json",
+                                           "-p", "xdist", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=8, failed=1)
+    ran = _ran_on(seen)
+    assert sorted(name for name, _ in ran) == sorted(["a-g0", "a-u0", "a-u1", "a-u2", "b-u0", "b-u1", "b-racy",
+                                                      "b-g1", "b-g2"])
+    group = [(name, worker) for name, worker in ran if "-g" in name]
+    assert len({worker for _, worker in group}) == 1, group  # one worker owns the group
+    assert [name for name, _ in group] == ["a-g0", "b-g1", "b-g2"]  # in collection order
+    assert len({worker for _, worker in ran}) == 2, ran  # the rest is still spread
+    # every test judged once, under its own node id (no "@owner"), the race still caught
+    doc = json.loads((pytester.path / "r.json").read_text())
+    verdicts = {r["nodeid"]: r["verdict"] for r in doc["results"] if r["check"] == "sanitizer:racecheck"}
+    assert len(verdicts) == 9 and all("@" not in n for n in verdicts)
+    assert verdicts["test_b.py::test_racy"] == "fail" and verdicts["test_b.py::test_g2"] == "pass"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    shares = [{a for a in argv if "::test_" in a} for argv in calls]
+    assert len(calls) == 2 and not shares[0] & shares[1] and len(shares[0] | shares[1]) == 9
+    assert any({"test_a.py::test_g0", "test_b.py::test_g1", "test_b.py::test_g2"} <= s for s in shares), shares
+
+
+@pytest.mark.parametrize("dist", ["loadfile", "loadscope"])
+def test_loadfile_and_loadscope_keep_a_module_or_class_on_one_worker(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dist: str) -> None:
+    """``--dist loadfile`` keeps a module's tests on one worker, ``--dist loadscope`` a class's (and a module's
+    functions): the share cut never splits one, though equal shares would cut through the class here."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    seen = tmp_path / "seen.txt"
+    head = RECORDING.format(seen=str(seen))
+    pytester.makepyfile(test_a=head + """
+@pytest.mark.parametrize("i", range(2))
+def test_f(pipecheck, i):
+    record(f"a-f{i}")
+""", test_b=head + """
+class TestC:
+    @pytest.mark.parametrize("i", range(6))
+    def test_m(self, pipecheck, i):
+        record(f"b-m{i}")
+""")
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", dist, "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "-p", "xdist", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=8)
+    ran = _ran_on(seen)
+    assert len(ran) == 8
+    workers = {module: {w for name, w in ran if name.startswith(module)} for module in ("a-", "b-")}
+    assert all(len(w) == 1 for w in workers.values()), ran
+    assert workers["a-"] != workers["b-"], ran  # two scopes, two workers
+
+
+def test_dist_each_runs_and_sanitizes_every_test_on_every_worker(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dist each``: every worker runs every test on its own GPU, so it sanitizes all of them there too,
+    in one child per tool (the shares that split the work among workers have no use when none is split)."""
+    log = _fake_gpu_run(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    seen = tmp_path / "seen.txt"
+    pytester.makepyfile(test_m=RECORDING.format(seen=str(seen)) + """
+@pytest.mark.parametrize("i", range(3))
+def test_k(pipecheck, i):
+    record(f"k{i}")
+
+def test_racy(pipecheck):
+    record("racy")
+""")
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "each", "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "-p", "xdist", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6, failed=2)  # each test on each worker; the race caught on both
+    ran = _ran_on(seen)
+    assert sorted(ran) == sorted((name, w) for name in ("k0", "k1", "k2", "racy") for w in ("gw0", "gw1"))
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    shares = [{a for a in argv if "::test_" in a} for argv in calls]
+    everything = {f"test_m.py::test_k[{i}]" for i in range(3)} | {"test_m.py::test_racy"}
+    assert shares == [everything, everything], shares  # one child per worker, each over every test
+
+
+def test_shares_are_balanced_by_each_tests_normal_run_and_sanitizer_seconds(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tests that are long in their normal run and quick under the sanitizer, then six the other way round.
+    Balanced by the sanitizer seconds in the cache, the two long ones share a worker; the durations file
+    says what each test costs in all, and they go to different workers. The run keeps each test's normal-run
+    seconds in the cache for the next one. No wall-clock timing: the costs are stored ones."""
+    _fake_gpu_run(tmp_path, monkeypatch, {})
+    seen = tmp_path / "seen.txt"
+    head = RECORDING.format(seen=str(seen))
+    pytester.makepyfile(test_a=head + """
+@pytest.mark.parametrize("i", range(2))
+def test_heavy(pipecheck, i):
+    record(f"heavy{i}")
+""", test_b=head + """
+@pytest.mark.parametrize("i", range(6))
+def test_light(pipecheck, i):
+    record(f"light{i}")
+""")
+    heavy = [f"test_a.py::test_heavy[{i}]" for i in range(2)]
+    light = [f"test_b.py::test_light[{i}]" for i in range(6)]
+    cache_dir = pytester.path / ".pytest_cache" / "v" / "pipecheck"
+    cache_dir.mkdir(parents=True)
+    (cache_dir / "sanitizer-seconds").write_text(json.dumps({**dict.fromkeys(heavy, 0.5), **dict.fromkeys(light, 2.0)}))
+    (pytester.path / ".test_durations").write_text(json.dumps({**dict.fromkeys(heavy, 30.5), **dict.fromkeys(light, 2.5)}))
+    pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "xdist"
+                                  ).assert_outcomes(passed=8)
+    ran = dict(_ran_on(seen))
+    assert ran["heavy0"] != ran["heavy1"], ran
+    assert set(json.loads((cache_dir / "run-seconds").read_text())) == set(heavy + light)

@@ -178,3 +178,79 @@ def test_xdist_shares_cuts_each_workers_part_into_that_many_contiguous_shares(wo
     shares = shares_for(config, ids, workers)  # type: ignore[arg-type]
     assert sorted(set(shares)) == list(range(expected))
     assert shares == sorted(shares)  # contiguous: modules stay together
+
+
+# ---------------------------------------------------------------- each test's whole cost, for the share cut
+
+
+def test_share_costs_are_each_tests_normal_run_plus_its_sanitizer_seconds(tmp_path, monkeypatch) -> None:
+    import json
+
+    from pytest_pipecheck.sanitizer.costs import RUN_KEY, share_costs
+
+    monkeypatch.chdir(tmp_path)
+    durations = tmp_path / "durations.json"
+    # pytest-split's file holds each test's whole duration when pipecheck stored it (sanitizer included),
+    # only the normal run when it was stored without the sanitizer
+    durations.write_text(json.dumps({"m.py::ran": 99.0, "m.py::stored": 12.0, "m.py::stored_bare": 1.0}))
+    cache = FakeCache({CACHE_KEY: {"m.py::ran": 2.0, "m.py::stored": 3.0, "m.py::stored_bare": 4.0, "m.py::old": 5.0},
+                       RUN_KEY: {"m.py::ran": 10.0, "m.py::unsanitized": 7.0}})
+    costs = share_costs(SplitConfig(str(durations), cache))
+    assert costs == {
+        "m.py::ran": 12.0,  # the cache knows both halves: they add up (and win over the file)
+        "m.py::unsanitized": 7.0,  # its normal run, and no sanitizer seconds: it was not sanitized
+        "m.py::stored": 12.0,  # the file's whole duration, which holds the sanitizer seconds already
+        "m.py::stored_bare": 4.0,  # a file stored without the sanitizer: at least the sanitizer seconds
+        "m.py::old": 5.0,  # the sanitizer seconds alone: nothing knows its normal run
+    }
+    # nothing stored at all: no costs, equal counts
+    assert share_costs(SplitConfig(str(tmp_path / "missing.json"), FakeCache())) == {}
+
+
+def test_an_unknown_test_costs_its_modules_median_whole_cost(tmp_path, monkeypatch) -> None:
+    from pytest_pipecheck.sanitizer.costs import RUN_KEY, share_costs
+
+    monkeypatch.chdir(tmp_path)
+    cache = FakeCache({CACHE_KEY: {"slow.py::t0": 1.0, "slow.py::t1": 1.0, "fast.py::t0": 1.0},
+                       RUN_KEY: {"slow.py::t0": 20.0, "slow.py::t1": 30.0, "fast.py::t0": 0.1}})
+    estimate = cost_estimator(share_costs(SplitConfig(None, cache)))
+    assert estimate("slow.py::new") == 26.0 and estimate("fast.py::new") == 1.1
+    assert estimate("slow.py::t0@owner") == 21.0  # an xdist group suffix: the test's own cost
+
+
+@dataclass
+class Report:
+    nodeid: str
+    when: str
+    duration: Any
+    user_properties: list[tuple[str, Any]] = field(default_factory=list)
+
+
+def test_run_seconds_add_up_a_tests_phases_without_the_sanitizer_seconds_added_for_pytest_split() -> None:
+    from pytest_pipecheck.sanitizer.costs import RunSeconds
+
+    seconds = RunSeconds(strip_group=True)
+    for report in [Report("a.py::t", "setup", 0.5), Report("a.py::t", "call", 7.5, [("pipecheck.sanitizer_seconds", 5.0)]),
+                   Report("a.py::t", "teardown", 0.25),
+                   Report("a.py::g@owner", "call", 1.0), Report("a.py::bad", "call", float("nan")),
+                   Report("a.py::crashed", "???", 4.0), Report("a.py::neg", "call", 1.0, [("pipecheck.sanitizer_seconds", 3.0)])]:
+        seconds.add(report)
+    assert seconds.seconds() == {"a.py::t": 3.25, "a.py::g": 1.0, "a.py::neg": 0.0}
+    # under --dist each every worker reports the test: the phase is counted once
+    seconds.add(Report("a.py::g@owner", "call", 2.0))
+    assert seconds.seconds()["a.py::g"] == 2.0
+    # without loadgroup an "@" is part of the test's id
+    plain = RunSeconds()
+    plain.add(Report("a.py::t@x", "call", 1.0))
+    assert plain.seconds() == {"a.py::t@x": 1.0}
+
+
+def test_run_seconds_are_merged_into_the_cache_beside_the_sanitizer_seconds() -> None:
+    from pytest_pipecheck.sanitizer.costs import RUN_KEY, load_run_seconds
+
+    config = FakeConfig(FakeCache({RUN_KEY: {"t1": 9.0, "old": 4.0}}))
+    results = [R("t1", "sanitizer:racecheck", {"test_seconds": 1.5})]
+    assert record_costs(config, results, {"t1": 2.0004, "t2": 0.5}) == 2
+    assert load_run_seconds(config) == {"t1": 2.0, "t2": 0.5, "old": 4.0}
+    assert load_costs(config) == {"t1": 1.5}
+    assert record_costs(FakeConfig(FakeCache(fail_set=True)), results, {"t1": 1.0}) == 0

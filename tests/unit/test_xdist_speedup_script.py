@@ -1,0 +1,70 @@
+"""scripts/gpu/xdist_speedup.py without a GPU: the plugin side that records, per process that ran tests, how
+many tests it ran on which GPU and how long it was busy, and the table the report makes of it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytest.importorskip("xdist")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts" / "gpu"
+FAKEBIN = ROOT / "tests" / "data" / "fakebin"
+
+
+@pytest.fixture(scope="module")
+def script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("xdist_speedup", SCRIPTS / "xdist_speedup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_balance_of_a_run_per_worker_and_per_gpu(script: ModuleType) -> None:
+    records = [{"worker": "gw1", "gpu": "GPU-b", "tests": 16, "busy_s": 40.0, "after_collection_s": 41.5},
+               {"worker": "gw0", "gpu": "GPU-a", "tests": 87, "busy_s": 95.25, "after_collection_s": 96.0}]
+    balance = script.worker_balance(records)
+    assert [w["worker"] for w in balance["workers"]] == ["gw0", "gw1"]
+    assert balance["tests_per_gpu"] == {"GPU-a": 87, "GPU-b": 16}
+    assert balance["busy_s_per_gpu"] == {"GPU-a": 95.25, "GPU-b": 40.0}
+    assert balance["busy_spread_s"] == 55.25
+    lines = script.balance_lines([{"xdist": "auto", "balance": balance},
+                                  {"xdist": "0", "balance": script.worker_balance([])}])
+    assert "| -n auto | gw0 | GPU-a | 87 | 95.25 | 96.0 |" in lines
+    assert "- -n auto: GPU-a: 87 tests, 95.25 s busy; GPU-b: 16 tests, 40.0 s busy; busiest minus idlest worker 55.25 s" \
+        in lines
+    assert "- -n 0: no worker recorded" in lines
+
+
+def test_each_worker_writes_its_tests_and_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """Loaded with ``-p xdist_speedup``, as the script runs pytest: one file per worker, none for the controller."""
+    workers = tmp_path / "workers"
+    monkeypatch.setenv("XDIST_SPEEDUP_WORKERS_DIR", str(workers))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SCRIPTS), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PATH", f"{FAKEBIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_k(i):
+            pass
+        """)
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "-p", "xdist_speedup", "--pipecheck-sanitizer=none",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+    records = [json.loads(f.read_text()) for f in sorted(workers.glob("*.json"))]
+    assert [r["worker"] for r in records] == ["gw0", "gw1"], records
+    assert sum(r["tests"] for r in records) == 6
+    assert len({r["gpu"] for r in records}) == 2  # one GPU each, as pipecheck pinned them
+    assert all(r["busy_s"] >= 0 and r["after_collection_s"] >= 0 for r in records)
