@@ -1,8 +1,9 @@
 """Per-architecture resource tables: what one SM and one block may hold on each compute capability.
 
 The numbers come from NVIDIA's CUDA C++ Programming Guide (technical specifications per compute
-capability) and the occupancy header shipped with the toolkit (``cuda_occupancy.h``), and are
-recorded in the project's FACTS.md, section 5. The occupancy calculation (:mod:`pytest_pipecheck.occupancy`)
+capability) and the occupancy header shipped with the toolkit (``cuda_occupancy.h``); the header's
+results that the tests hold the table to are in ``tests/unit/test_occupancy_oracle.py``. The occupancy
+calculation (:mod:`pytest_pipecheck.occupancy`)
 reads nothing but this table, so a wrong number here is a wrong verdict everywhere: on a GPU,
 :func:`compare_with_device` checks the row of the live device against its reported attributes.
 
@@ -131,7 +132,7 @@ def _row(cc: str, *, smem_sm: int, optin: int, reserved: int, gran: int, warps: 
     )
 
 
-# One row per compute capability (FACTS.md section 5). Keyed by the canonical sm_XY name.
+# One row per compute capability, keyed by the canonical sm_XY name.
 ARCHS: dict[str, ArchSpec] = {
     a.name: a
     for a in (

@@ -68,7 +68,7 @@ class TierInfo:
         Under pytest-xdist several workers may be pinned to one GPU; the others' kernels (and their
         sanitizer children) then run between and during this process's timed launches, so a time is
         the contention's as much as the kernel's: a regression can hide in it as easily as a false one
-        can appear (a stage sweep failed this way under 12 workers on one H100, 2026-11-26)."""
+        can appear (docs/validation/2026-11-26-h100.md)."""
         if not self.has_gpu or len(self.gpu_shared_by) < 2:
             return None
         where = f"GPU {self.device.index}" if self.device is not None else "this GPU"

@@ -1,7 +1,7 @@
 """Check results: what every check records, and the failure type it raises.
 
 A check produces exactly one :class:`CheckResult` per call and records it on the test's
-``pipecheck`` fixture. Verdicts are distinct on purpose (STYLE.md, habit 5): a check that could
+``pipecheck`` fixture. Verdicts are distinct on purpose: a check that could
 not run is ``skip`` with its reason, never ``pass``; a check that could not reach a verdict
 (a crashed sanitizer child, a compile error) is ``error``.
 """

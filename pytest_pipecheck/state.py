@@ -89,8 +89,7 @@ def restore_session_env(config: pytest.Config) -> None:
     in-process runs, a tool calling pytest.main twice) otherwise left TRITON_INTERPRET=1 behind on a GPU
     machine: the host's later Triton launches skipped set-up meant for compiled kernels ("Kernel requires a
     runtime memory allocation"), and its sanitizer children, which inherit the environment, collected
-    the CPU tier's tests instead of the ones they were sent (12 xdist workers on one H100, 2026-11-26); a
-    PIPECHECK_CHILD left behind would skip the host's later timings as a sanitizer child's."""
+    the CPU tier's tests instead of the ones they were sent (docs/validation/2026-11-26-h100.md)."""
     for name, before in config.stash.get(_ENV_SET, {}).items():
         if before is None:
             os.environ.pop(name, None)

@@ -7,8 +7,8 @@ Read from a compiled kernel's ``asm`` dict (``ttir``, ``ttgir``; no GPU needed):
   (``ttg.async_copy_global_to_local`` for cp.async, ``ttng.async_tma_copy_global_to_local`` /
   ``ttng.async_tma_gather`` for TMA). When not, the reason: ``num_stages`` <= 1, no loop, or loads
   left as synchronous ``tt.load`` in the loop, naming the arguments that lack
-  ``tt.divisibility`` (the trap in FACTS.md section 2: an AOT compile without the JIT's
-  specialization hints never pipelines).
+  ``tt.divisibility`` (an AOT compile without the JIT's specialization hints never pipelines:
+  :mod:`pytest_pipecheck.resources.triton` derives them as the JIT does).
 * **warp specialized**: the TTGIR holds a ``ttg.warp_specialize`` op (its ``partitionN`` regions
   run in separate warps). Requested means the TTIR loop carries ``tt.warp_specialize``.
 

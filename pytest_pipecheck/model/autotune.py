@@ -337,9 +337,9 @@ def launch_each_config_once() -> bool:
     """Make every ``triton.autotune`` kernel of this process launch each config once instead of timing it.
 
     Called in a sanitizer child: there the Autotuner's benchmark (about a hundred timed launches per
-    config, every one instrumented) is the whole cost of a test and judges nothing, and a kernel with
-    48 configs ran past the watchdog under racecheck (fla-core's ``chunk_global_cumsum``, H100,
-    2026-11-25). With one launch per config, every config still runs under the tool (more than the one
+    config, every one instrumented) is the whole cost of a test and judges nothing: a kernel with 48
+    configs takes minutes under racecheck that way, seconds with one launch per config
+    (docs/validation/2026-11-26-h200-2354.md). With one launch per config, every config still runs under the tool (more than the one
     config the timing would have kept), then the first config is kept for the test's own launches. The
     parent process, which judges correctness and timing, is untouched.
 

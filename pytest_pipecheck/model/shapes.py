@@ -25,8 +25,8 @@ precondition rejects is dropped. Levels bound the count: small (<= 8 shapes, the
 and the CPU interpreter), medium (<= 14), large (<= 24, nightly).
 
 Levels bound the memory too: a shape whose guarded inputs and outputs (one launch's allocations,
-:func:`shape_bytes`) need more than ``max_bytes`` is dropped *with its reason*, never allocated
-(huge tiles used to generate shapes of hundreds of GB and end in a raw allocator traceback). The
+:func:`shape_bytes`) need more than ``max_bytes`` is dropped *with its reason*, never allocated (huge
+tiles would otherwise generate shapes of hundreds of GB and end in a raw allocator traceback). The
 default budget is :data:`DEFAULT_MAX_BYTES` (1 GiB); the ``shape_budget_mib`` setting
 (``--pipecheck-shape-budget-mib``, ini, marker) changes it. :func:`generate_cases` returns every
 case with the reason it was dropped (the plugin turns those into skips naming the reason);

@@ -9,7 +9,8 @@ run with a stored baseline run has two sources of noise:
   cooler). A rank test on within-run samples cannot see this drift as noise: given enough samples it
   calls a 0.5% drift "significant".
 
-So the gate needs both parts (as asv does, FACTS.md section 6): a regression is declared only when
+So the gate needs both parts (as asv does: a 1.1x change and a Mann-Whitney p < 0.002): a regression is
+declared only when
 
 1. a one-sided Mann-Whitney U test says the candidate is slower with ``p < alpha``, *and*
 2. the ratio of medians exceeds ``1 + threshold``, the practical threshold that absorbs drift.
@@ -26,10 +27,10 @@ a memory-bound kernel's time barely follows the clock at all. So :func:`compare`
 ``"per-kind"`` (the default, here and in the plugin's ``perf_anchor_mode``) gates on the ratios when
 the anchor is a matmul (a compute-bound kernel) and on raw times when it is a copy (a memory-bound
 one); ``"always"`` always on the ratios; ``"adaptive"`` treats the anchor as a clock probe, the ratios
-deciding only when the anchor itself moved by more than a clock tolerance, significantly. On an H200
-whose clock drifted 3.4% between runs, adaptive gating let 1.5% of A/A pairs fail and caught +5% in
-only 87% of pairs, while the ratios gave 0% and 95%; the copy anchor added up to 0.8% A/A to a
-memory-bound kernel that had 0% on raw times (docs/perf-gate.md).
+deciding only when the anchor itself moved by more than a clock tolerance, significantly. Where the
+clock drifted 3.4% between runs, adaptive gating let 1.5% of A/A pairs fail and caught +5% in only 87%
+of pairs, while the ratios gave 0% and 95%; the copy anchor added up to 0.8% A/A to a memory-bound
+kernel that had 0% on raw times (docs/perf-gate.md).
 
 Pooling. One baseline run against one candidate run carries two run levels' drift. A baseline saved
 from :data:`DEFAULT_BASELINE_RUNS` runs (:meth:`Samples.pooled`) halves the baseline's share; with

@@ -1,7 +1,7 @@
 """Device-side timing of a kernel launch, and the GPU's measured ceilings.
 
 What the host clock sees is launch overhead and queueing, so every time here is taken with CUDA
-events on the device (STYLE.md habit 10). One sample is::
+events on the device, as Triton's ``do_bench`` does. One sample is::
 
     [sleep]  [L2 flush]  event  launch x reps  event
 

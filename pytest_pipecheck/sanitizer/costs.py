@@ -223,9 +223,9 @@ def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
     known positive costs of the tests in its module (the file before ``::``), else :func:`unknown_cost`.
 
     A durations file or cache entry lags the collection: a module's new tests are missing from it until
-    the next recording. Priced at the whole suite's median they looked free: 87 of tests/plugin's nested
-    sessions cost 4 ms that way, against about 5 s each under 12 workers on one H100 (2026-11-26), and one
-    worker's share of 116 such tests ran 366 s while the other 11 workers finished by 255 s."""
+    the next recording. Priced at the whole suite's median they look free (a few milliseconds against seconds
+    for a nested pytest session), and the share that holds them runs long after the others
+    (docs/validation/2026-11-26-h100.md)."""
     known = dict(costs or {})
     by_module: dict[str, list[float]] = defaultdict(list)
     for nodeid, seconds in known.items():

@@ -12,7 +12,8 @@ printed, errors not printed) and the ``--save`` XML: a run whose count does not 
 for a clean test.
 
 :func:`split_markers` cuts a child's output at the ``PIPECHECK-BEGIN`` / ``PIPECHECK-END`` lines the
-child plugin prints around each test, which is how a finding is attributed to a test (FACTS.md 3).
+child plugin prints around each test, which is how a finding is attributed to a test: the tool's report
+of a racy kernel appears between its test's lines and nowhere else.
 """
 
 from __future__ import annotations

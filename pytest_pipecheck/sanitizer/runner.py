@@ -1,6 +1,7 @@
 """Run batches of tests under compute-sanitizer in child processes, with a watchdog, and decide verdicts.
 
-One child per tool runs many tests (Python start-up dominates the cost, FACTS.md 3). The child plugin
+One child per tool runs many tests (Python start-up dominates the cost: 20 small tests took 11.5 s in one
+child and about 170 s in one child each). The child plugin
 prints ``PIPECHECK-BEGIN``/``PIPECHECK-END`` around each test, so every finding is attributed to the
 test it was printed in. Only when that is ambiguous (a finding outside every test) is the batch split
 in halves and re-run. The watchdog kills a child whose test has not ended within its timeout (a
@@ -75,7 +76,7 @@ __all__ = [
 #: the exit code compute-sanitizer is told to use when it found errors
 ERROR_EXITCODE = 86
 #: --print-limit given to the tool. The limit counts every error of the process, so a noisy test can
-#: use it up before a later test's finding prints (issue 17); reconciliation catches what is left, and
+#: use it up before a later test's finding prints; reconciliation catches what is left, and
 #: the bound keeps a child's output (held in memory) finite.
 DEFAULT_PRINT_LIMIT = 1000
 #: the finding kind that proves each tool works, caught in the canary kernel
@@ -188,8 +189,8 @@ def build_command(sanitizer: str, spec: BatchSpec, child_args: Sequence[str], no
     if spec.tool in ("memcheck", "initcheck"):
         # CuPy and PyTorch pools are disabled in the child; padding makes small overruns visible
         cmd += ["--padding", "32"] if spec.tool == "memcheck" else []
-        # Host API calls that return an error are not kernel findings: on the H200 a clean test reported
-        # "3 api errors" outside its body (torch/CuPy probing at import and exit). A failing call that
+        # Host API calls that return an error are not kernel findings: a clean test reports a few "api
+        # errors" outside its body (torch/CuPy probing at import and exit). A failing call that
         # matters (a launch) raises in the test itself, which the child's own outcome reports.
         cmd += ["--report-api-errors", "no"]
     if spec.suppressions:
@@ -652,7 +653,7 @@ class SanitizerRunner:
                    f"{ERROR_EXITCODE} was asked for)" if rc == 0 and counted > 0 else
                    f"unexpected exit status {rc}")
         provisional: list[str] = []
-        # memcheck and synccheck errors abort the kernel and leave the CUDA context dead (FACTS.md 3):
+        # memcheck and synccheck errors abort the kernel and leave the CUDA context dead:
         # tests that fail after such a finding in the same child are run again in a fresh child.
         poisoned = False
         for n in nodeids:
@@ -749,9 +750,9 @@ class SanitizerRunner:
             return decided, rerun
         if (not consistent and not decided and an.tool_errors and depth == 0 and run.killed_in is None
                 and len(provisional) == len(nodeids)):
-            # Every test ran to its end without a finding, and only then did the process fail (a child
-            # under 12 xdist workers on one H100 crashed at exit, in an import of a pytest plugin's summary,
-            # 2026-11-26; the same two tests in a child of their own were clean). Nothing ties that to any
+            # Every test ran to its end without a finding, and only then did the process fail (a child can
+            # crash at exit in a plugin's summary under heavy contention, docs/validation/2026-11-26-h100.md).
+            # Nothing ties that to any
             # test: they run once more in a fresh child, whose verdicts stand; failing again the same way,
             # they read "inconclusive", never pass.
             self.progress(f"{spec.tool}: {why_not} after every test had ended; re-running {len(provisional)} "
