@@ -82,6 +82,8 @@ REGISTRY: tuple[CheckKind, ...] = (
               child=CHILD_LAUNCH),
     CheckKind("determinism", "determinism", "results that differ between runs on the same inputs",
               child=CHILD_LAUNCH),
+    CheckKind("extent", "coverage", "a program that covers several tiles and drops or doubles one of them, measured "
+              "with a grid of one program", child=CHILD_SKIP),
     CheckKind("occupancy", "occupancy", "blocks per SM below the floor on a target architecture"),
     CheckKind("sanitizer:racecheck", "sanitizer", "shared-memory races, async-copy hazards",
               child=CHILD_NONE, records=RECORDS_PIPECHECK),

@@ -31,6 +31,16 @@ def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+def _case_keywords(shape: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the value pattern and layout a generated case carries (:class:`~pytest_pipecheck.model.
+    cases.Case`, the ``shape`` of a test that does not take ``values`` or ``layout``) where the call gives none."""
+    for key, attribute in (("values", "pattern"), ("layout", "layout")):
+        carried = getattr(shape, attribute, None)
+        if carried is not None and kwargs.get(key) is None:
+            kwargs[key] = carried
+    return kwargs
+
+
 class Pipecheck(CheckContext):
     """Per-test handle returned by the ``pipecheck`` fixture: the test's check context and the checks."""
 
@@ -93,25 +103,33 @@ class Pipecheck(CheckContext):
         __tracebackhide__ = True
         from .checks import coverage
 
+        if getattr(shape, "extent", False):
+            return self._extent(spec, shape, kwargs)
         return run_check(self, "coverage", coverage.check_coverage, self.pinned(spec, kwargs.pop("config", None)),
-                         shape, in_child=coverage.launch_for_sanitizer, **kwargs)
+                         shape, in_child=coverage.launch_for_sanitizer, **_case_keywords(shape, kwargs))
 
     def check_tile_probe(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Run once per loop tile with inputs zero elsewhere; each tile must count exactly once."""
         __tracebackhide__ = True
         from .checks import coverage
 
+        if getattr(shape, "extent", False):
+            return self.skip_check("tile_probe", "the extent case is judged by coverage; the tile probe runs at the "
+                                   "generated shapes", kernel=getattr(spec, "name", None))
         return run_check(self, "tile_probe", coverage.check_tile_probe, self.pinned(spec, kwargs.pop("config", None)),
-                         shape, in_child=coverage.launch_for_sanitizer, **kwargs)
+                         shape, in_child=coverage.launch_for_sanitizer, **_case_keywords(shape, kwargs))
 
     def check_determinism(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Repeated runs on the same inputs must be bitwise equal."""
         __tracebackhide__ = True
         from .checks import coverage
 
+        if getattr(shape, "extent", False):
+            return self.skip_check("determinism", "the extent case is judged by coverage; determinism runs at the "
+                                   "generated shapes", kernel=getattr(spec, "name", None))
         return run_check(self, "determinism", coverage.check_determinism,
                          self.pinned(spec, kwargs.pop("config", None)), shape, in_child=coverage.launch_for_sanitizer,
-                         **kwargs)
+                         **_case_keywords(shape, kwargs))
 
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
         """Every selected correctness check for ``spec`` at ``shape``: the results of those that ran.
@@ -126,7 +144,18 @@ class Pipecheck(CheckContext):
         __tracebackhide__ = True
         from .checks import coverage
 
-        return coverage.check_all(self, self.pinned(spec, kwargs.pop("config", None)), shape, **kwargs)
+        if getattr(shape, "extent", False):
+            return [self._extent(spec, shape, kwargs)]
+        return coverage.check_all(self, self.pinned(spec, kwargs.pop("config", None)), shape,
+                                  **_case_keywords(shape, kwargs))
+
+    def _extent(self, spec: KernelSpec, shape: Any, kwargs: dict[str, Any]) -> CheckResult:
+        """The ``extent`` case of a spec's generated cases: one program's reach, and coverage where it ends."""
+        __tracebackhide__ = True
+        from .checks import extent
+
+        return run_check(self, extent.CHECK, extent.check_extent, self.pinned(spec, kwargs.pop("config", None)),
+                         shape)
 
     def check_occupancy(
         self,

@@ -35,8 +35,10 @@ Inputs come from the test's seed (``ctx.torch_generator()`` / ``ctx.numpy_rng()`
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..model import layouts as _lay
@@ -382,6 +384,36 @@ def _check_reference_dtype(spec: KernelSpec, t: Tensor, dt: str) -> None:
 # ----------------------------------------------------------------------------- coverage
 
 
+def _explained(check: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
+    """``check``, whose failures say why: the changes that flip it to a pass (:mod:`.diagnose`) go first in
+    the message, as a ``cause:`` line, and into the recorded result's details. The verdict stays."""
+
+    @functools.wraps(check)
+    def explained(ctx: CheckContext, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
+        __tracebackhide__ = True
+        try:
+            return check(ctx, spec, shape, **kwargs)
+        except PipecheckFailure as exc:
+            if exc.result is None or exc.result.expected:
+                raise
+            from .diagnose import diagnose
+
+            causes = diagnose(ctx, check, spec, shape, kwargs)
+            if not causes:
+                raise
+            result = dataclasses.replace(exc.result, details={**exc.result.details, "cause": causes})
+            for i in range(len(ctx.results) - 1, -1, -1):
+                if ctx.results[i] is exc.result:
+                    ctx.results[i] = result
+                    break
+            head = "\n".join(f"  cause: {c}" for c in causes)
+            first, _, rest = str(exc).partition("\n")
+            raise PipecheckFailure(f"{first}\n{head}\n{rest}" if rest else f"{first}\n{head}", result) from exc
+
+    return explained
+
+
+@_explained
 def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance: str = "auto",
                    rtol: float | None = None, atol: float | None = None, values: Any = None,
                    layout: Any = None) -> CheckResult:
@@ -645,6 +677,7 @@ def _mask_loop(values: Any, axis: int, lo: int, hi: int) -> Any:
     return out
 
 
+@_explained
 def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_tiles: int = MAX_PROBE_TILES,
                      rtol: float | None = None, atol: float | None = None, tolerance: str = "auto",
                      values: Any = None, layout: Any = None) -> CheckResult:
@@ -766,6 +799,7 @@ def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, s
 # ----------------------------------------------------------------------------- determinism
 
 
+@_explained
 def check_determinism(ctx: CheckContext, spec: KernelSpec, shape: Any, *, runs: int | None = None,
                       values: Any = None, layout: Any = None) -> CheckResult:
     """``runs`` (default ``ctx.config.determinism_runs``) launches on the same inputs must be bitwise equal.

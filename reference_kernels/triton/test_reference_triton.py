@@ -1,8 +1,10 @@
 """The bundled Triton reference kernels under every pipecheck check: run ``pytest --pipecheck``.
 
-Shapes are generated from each kernel's spec (ragged edges, trip counts around the stage count, a
-large odd trip count) at the configured level (``--pipecheck-shape-level``). On a machine without a
-GPU the kernels run in the Triton interpreter with small tiles; with a GPU, with production tiles.
+Each kernel gets the cases a test of its spec gets by default (:func:`pytest_pipecheck.model.cases.cases`):
+shapes generated from its tiles (ragged edges, trip counts around the stage count, a large odd trip
+count), every value pattern and declared layout variant at a few of them, and the case that measures one
+program's extent. On a machine without a GPU the kernels run in the Triton interpreter with small tiles;
+with a GPU, with production tiles.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from pytest_pipecheck.device import detect_tier
-from pytest_pipecheck.model import shapes as shape_gen
+from pytest_pipecheck.model.cases import cases
 
 
 def _collection_device() -> str:
@@ -40,8 +42,8 @@ def _specs():
     return specs
 
 
-CASES = [pytest.param(spec, shape, id=f"{spec.name}-{shape}")
-         for spec in _specs() for shape in shape_gen.generate(spec, level="small")]
+CASES = [pytest.param(spec, case.args[0], id=f"{spec.name}-{case.id}")
+         for spec in _specs() for case in cases(spec, {"shape"}, level="small", stages=None, max_bytes=1 << 30)[1]]
 
 
 @pytest.mark.parametrize("spec, shape", CASES)

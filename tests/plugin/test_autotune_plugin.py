@@ -63,12 +63,14 @@ def test_subset(pipecheck, config):
     pipecheck.check_coverage(SUBSET, "M5-N40", config=config)
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "-v", "--pipecheck-seed=3")
-    # 10 generated shapes (the three block sizes give ragged N for each) x 3 configs; none of the shapes
-    # is a multiple of 32, so the config that drops the partial tile fails at each of them
-    result.assert_outcomes(passed=20 + 1, failed=10)
+    # 10 generated shapes (the three block sizes give ragged N for each), each of the 5 other value
+    # patterns at a ragged shape and the extent case (a test that takes only `shape` gets them too), x 3
+    # configs; none of the generated shapes is a multiple of 32, so the config that drops the partial tile
+    # fails at each of them (the extent probe, whole tiles long, cannot show it)
+    result.assert_outcomes(passed=2 * (10 + 5) + 3 + 1, failed=10 + 5)
     lines = result.stdout.lines
     failed = [ln for ln in lines if ln.startswith("FAILED ")]
-    assert len(failed) == 10 and all("config=BLOCK_N32-w2-s3" in ln for ln in failed), failed
+    assert len(failed) == 15 and all("config=BLOCK_N32-w2-s3" in ln for ln in failed), failed
     result.stdout.fnmatch_lines(["*test_scale?M5-N55-config=BLOCK_N8-w4-s1? PASSED*",
                                  "*test_scale?M5-N55-config=BLOCK_N16-w4-s2? PASSED*",
                                  "*test_scale?M5-N55-config=BLOCK_N32-w2-s3? FAILED*",

@@ -49,8 +49,9 @@ def test_values_only(pipecheck, values):
     pipecheck.check_coverage(SPEC, "M2-N20", values=values)
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "-v", "--pipecheck-seed=3")
-    # 7 shapes with normal + 5 patterns on ragged shapes, twice; 6 patterns alone
-    result.assert_outcomes(passed=12 + 11 + 6, failed=1)
+    # 7 shapes with normal + 5 patterns on ragged shapes, 3 layout variants at 2 shapes each and the extent
+    # case (a test that takes a shape gets them too), twice; 6 patterns alone
+    result.assert_outcomes(passed=(12 + 6 + 1) + (11 + 6 + 1) + 6, failed=1)
     result.stdout.fnmatch_lines(["*test_good?M1-N9-values=normal? PASSED*",
                                  "*test_good?M1-N79-values=negative? PASSED*",
                                  "*test_bad?M1-N79-values=negative? FAILED*",

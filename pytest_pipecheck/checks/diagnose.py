@@ -1,0 +1,171 @@
+"""Why a correctness check failed: the same check again with one thing changed at a time.
+
+When coverage, the tile probe or determinism fails on a case, :func:`diagnose` re-runs that check on the
+same inputs (the test's seed) with one change at a time and reports the changes that flip the verdict to a
+pass, first in the failure's message as one ``cause:`` line:
+
+* **the layout**: every tensor contiguous; where that passes, each tensor alone in the failing layout with
+  the others contiguous, which names the tensors whose strides the kernel ignores or takes from another
+  tensor (a stride mix-up);
+* **the values**: the ``normal`` pattern instead of the failing one (a masked load's ``other=`` that is not the
+  reduction's identity, a sign or range assumption);
+* **the stages**: one stage instead of the declared count, where the launcher takes ``stages`` (a
+  pipelining bug against a math bug);
+* **the tiles**: the loop dimension within one tile, where the case spans several (the prologue, the
+  epilogue or the stage ring against the arithmetic of one tile).
+
+The re-runs record nothing in the test's results and never change its verdict; they cost time only when a
+case has failed, and none runs in a sanitizer child.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..model import layouts as _lay
+from ..model import values as _values
+from ..model.spec import KernelSpec, Shape
+from ..results import PipecheckError, PipecheckFailure
+from .context import CheckContext
+
+__all__ = ["diagnose"]
+
+#: at most this many re-runs to name the tensors of a stride mix-up (one per tensor)
+MAX_TENSOR_PROBES = 8
+
+
+class _Sandbox(CheckContext):
+    """The test's context, recording into a list of its own: a re-run must not touch the test's results."""
+
+    diagnosing = True
+
+    def __init__(self, ctx: CheckContext) -> None:
+        super().__init__(ctx.nodeid, ctx.config, ctx.tier, ctx.run_seed, role=ctx.role, results=[],
+                         rootdir=ctx.rootdir)
+        self.expecting = False
+
+
+def _verdict(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape,
+             kwargs: dict[str, Any]) -> bool | None:
+    """True when ``fn`` passes with ``kwargs``, False when it fails, None when it cannot tell (an error)."""
+    try:
+        fn(_Sandbox(ctx), spec, shape, **kwargs)
+    except PipecheckFailure:
+        return False
+    except (PipecheckError, Exception):
+        return None
+    return True
+
+
+def _layout_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape,
+                  kwargs: dict[str, Any]) -> str | None:
+    failing = _lay.as_layout(spec, kwargs.get("layout"))
+    names = [n for n, _ in failing.kinds]
+    contiguous = {n: "contiguous" for n in names}
+    if all(k == "contiguous" for _, k in failing.kinds):
+        return None
+    if _verdict(ctx, fn, spec, shape, {**kwargs, "layout": contiguous}) is not True:
+        return None
+    culprits = []
+    for name, kind in failing.kinds[:MAX_TENSOR_PROBES]:
+        if kind == "contiguous":
+            continue
+        if _verdict(ctx, fn, spec, shape, {**kwargs, "layout": {**contiguous, name: kind}}) is False:
+            culprits.append(f"{name!r} ({kind})")
+    if culprits:
+        where = f"; it fails when any one of {', '.join(culprits)} alone is laid out so, the others contiguous"
+    else:
+        where = "; no single tensor's layout makes it fail alone (the strides of several tensors are mixed up)"
+    return (f"a stride mix-up: it passes when every tensor is contiguous{where}. The kernel (or its launcher) "
+            "ignores those tensors' strides or takes another tensor's; a kernel that needs a layout declares it "
+            "(Tensor(..., layout='contiguous'))")
+
+
+def _values_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape,
+                  kwargs: dict[str, Any]) -> str | None:
+    pattern = _values.resolve(kwargs.get("values"), spec.name)
+    if pattern.name == "normal":
+        return None
+    if _verdict(ctx, fn, spec, shape, {**kwargs, "values": "normal"}) is not True:
+        return None
+    return (f"the values: it fails under values={pattern.name} and passes under normal values (a masked load "
+            "whose other= is not the reduction's identity, or an assumption about the values' sign or range?)")
+
+
+def _stages_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape,
+                  kwargs: dict[str, Any]) -> str | None:
+    stages = ctx.config.stages if ctx.config.stages is not None else spec.stages
+    if stages <= 1 or not spec.launch_accepts_stages():
+        return None
+    one = _Sandbox(ctx)
+    one.config = _with_stages(ctx, 1)
+    try:
+        fn(one, spec, shape, **kwargs)
+    except PipecheckFailure:
+        return None
+    except Exception:
+        return None
+    return (f"the pipeline: it passes with one stage and fails with {stages} (a wait, a barrier or a stage "
+            "index of the pipeline, not the arithmetic)")
+
+
+def _with_stages(ctx: CheckContext, stages: int) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(ctx.config, stages=stages, sources={**ctx.config.sources, "stages": "diagnosis"})
+
+
+def _tiles_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape,
+                 kwargs: dict[str, Any]) -> str | None:
+    loop = spec.loop_dim
+    tile = spec.tiles[loop]
+    if shape[loop] <= tile:
+        return None
+    small = _one_tile(spec, shape)
+    if small is None:
+        return None
+    verdict = _verdict(ctx, fn, spec, small, kwargs)
+    if verdict is True:
+        return (f"the loop: it passes at {small}, where {loop} fits one tile of {tile}, and fails at {shape} "
+                f"({-(-shape[loop] // tile)} tiles): the prologue, the epilogue, the stage ring or the tail")
+    if verdict is False:
+        return (f"one tile: it fails at {small} too, where {loop} fits one tile of {tile}: the arithmetic or the "
+                "masks of a tile, not the pipeline over tiles")
+    return None
+
+
+def _one_tile(spec: KernelSpec, shape: Shape) -> Shape | None:
+    """``shape`` with its loop dimension cut to one tile (as ragged as it was), if the spec accepts it."""
+    loop = spec.loop_dim
+    tile = spec.tiles[loop]
+    rest = shape[loop] % tile
+    size = rest if rest else tile
+    try:
+        return spec.check_shape(shape.replace(**{loop: size}))
+    except PipecheckError:
+        try:
+            return spec.check_shape(shape.replace(**{loop: tile}))
+        except PipecheckError:
+            return None
+
+
+def diagnose(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Any,
+             kwargs: dict[str, Any]) -> list[str]:
+    """What flips a failing check to a pass when changed alone (see the module's docstring): one sentence
+    per cause, most telling first; empty when nothing flips it or the context cannot re-run it."""
+    if getattr(ctx, "diagnosing", False) or ctx.role.sanitizer:
+        return []
+    try:
+        shp = spec.check_shape(shape)
+    except PipecheckError:
+        return []
+    causes = []
+    for probe in (_layout_cause, _values_cause, _stages_cause, _tiles_cause):
+        try:
+            cause = probe(ctx, fn, spec, shp, dict(kwargs))
+        except Exception:  # a diagnosis that breaks must not hide the failure it explains
+            cause = None
+        if cause:
+            causes.append(cause)
+    return causes

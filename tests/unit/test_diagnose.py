@@ -1,0 +1,104 @@
+"""A failing correctness check says why: the change that flips it to a pass comes first, as one ``cause:``
+line, and the verdict stays a failure."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_pipecheck import KernelSpec, Tensor  # noqa: E402
+from pytest_pipecheck.config import PipecheckConfig  # noqa: E402
+from pytest_pipecheck.device import TierInfo  # noqa: E402
+from pytest_pipecheck.fixture import Pipecheck  # noqa: E402
+from pytest_pipecheck.results import PipecheckFailure, Verdict  # noqa: E402
+
+CPU = TierInfo("cpu", None, "unit test")
+
+
+def _pc() -> Pipecheck:
+    return Pipecheck("tests/unit/test_diagnose.py::t", PipecheckConfig(), CPU, 7)
+
+
+def _double(arrays, dims):  # type: ignore[no-untyped-def]
+    return {"y": arrays["x"].double() * 2}
+
+
+def _fails(pc: Pipecheck, spec: KernelSpec, shape: str, **kwargs: object) -> str:
+    with pytest.raises(PipecheckFailure) as info:
+        pc.check_coverage(spec, shape, **kwargs)
+    assert pc.results[-1].verdict is Verdict.FAIL  # the diagnosis changes no verdict
+    return str(info.value)
+
+
+def test_a_kernel_that_takes_one_tensors_strides_for_another_is_named() -> None:
+    def mixed(arrays, dims):  # type: ignore[no-untyped-def]
+        x, y = arrays["x"], arrays["y"]
+        # writes y through x's strides: right only where the two are laid out alike
+        torch.as_strided(y, y.shape, x.stride(), y.storage_offset()).copy_(x * 2)
+
+    spec = KernelSpec("mixed", mixed, _double, [Tensor("x", ("M", "N"), "float32"),
+                                                Tensor("y", ("M", "N"), "float32", role="output")],
+                      tiles={"M": 4, "N": 8}, loop_dim="N")
+    text = _fails(_pc(), spec, "M5-N20")
+    cause = text.splitlines()[1]
+    assert cause.startswith("  cause: a stride mix-up: it passes when every tensor is contiguous"), text
+    assert "'y' (padded)" in cause and "'x' (padded)" in cause, cause
+    assert _pc().results == []
+
+
+def test_a_reduction_with_the_wrong_identity_is_blamed_on_the_values() -> None:
+    def rowmax_zero_pad(arrays, dims):  # type: ignore[no-untyped-def]
+        x = arrays["x"].float()
+        pad = (-dims["N"]) % 8
+        arrays["m"].copy_(torch.nn.functional.pad(x, (0, pad), value=0.0).amax(dim=1))
+
+    spec = KernelSpec("rowmax0", rowmax_zero_pad, lambda a, d: {"m": a["x"].double().amax(dim=1)},
+                      [Tensor("x", ("M", "N")), Tensor("m", ("M",), "float32", role="output")],
+                      tiles={"N": 8}, loop_dim="N")
+    text = _fails(_pc(), spec, "M3-N20", values="negative")
+    assert text.splitlines()[1].startswith("  cause: the values: it fails under values=negative and passes under "
+                                           "normal values"), text
+
+
+def test_a_pipelining_bug_passes_with_one_stage() -> None:
+    def staged(arrays, dims, stages=3):  # type: ignore[no-untyped-def]
+        x = arrays["x"].double()
+        tiles = -(-dims["K"] // 8)
+        # once the stage ring fills (more tiles than stages), the last tile's buffer is never consumed
+        used = tiles - 1 if 1 < stages < tiles else tiles
+        arrays["s"].copy_(x[:, : used * 8].sum(dim=1).float())
+
+    spec = KernelSpec("staged", staged, lambda a, d: {"s": a["x"].double().sum(dim=1)},
+                      [Tensor("x", ("M", "K"), "float32"), Tensor("s", ("M",), "float32", role="output")],
+                      tiles={"K": 8}, loop_dim="K", stages=3)
+    text = _fails(_pc(), spec, "M3-K40")
+    causes = [ln for ln in text.splitlines() if ln.startswith("  cause:")]
+    assert causes[0].startswith("  cause: the pipeline: it passes with one stage and fails with 3"), text
+    assert any(c.startswith("  cause: the loop: it passes at M3-K8") for c in causes), causes
+
+
+def test_a_bug_of_one_tile_is_not_blamed_on_the_pipeline() -> None:
+    def off(arrays, dims):  # type: ignore[no-untyped-def]
+        arrays["s"].copy_((arrays["x"].double().sum(dim=1) + 1).float())
+
+    spec = KernelSpec("off", off, lambda a, d: {"s": a["x"].double().sum(dim=1)},
+                      [Tensor("x", ("M", "K"), "float32", layout="contiguous"),
+                       Tensor("s", ("M",), "float32", role="output", layout="contiguous")],
+                      tiles={"K": 8}, loop_dim="K")
+    text = _fails(_pc(), spec, "M3-K40")
+    causes = [ln for ln in text.splitlines() if ln.startswith("  cause:")]
+    assert causes == ["  cause: one tile: it fails at M3-K8 too, where K fits one tile of 8: the arithmetic or "
+                      "the masks of a tile, not the pipeline over tiles"], text
+
+
+def test_a_correct_kernel_is_not_diagnosed_and_a_caught_mutant_is_not_either() -> None:
+    def good(arrays, dims):  # type: ignore[no-untyped-def]
+        arrays["y"].copy_(arrays["x"] * 2)
+
+    spec = KernelSpec("good", good, _double, [Tensor("x", ("M", "N"), "float32"),
+                                              Tensor("y", ("M", "N"), "float32", role="output")],
+                      tiles={"M": 4, "N": 8}, loop_dim="N")
+    pc = _pc()
+    assert pc.check_coverage(spec, "M5-N20").verdict is Verdict.PASS
+    assert "cause" not in pc.results[-1].details

@@ -1,0 +1,107 @@
+"""One program's extent, measured: a kernel whose program covers several tiles and drops its last chunk is
+caught by the simplest test, which the declared tiles alone never reach. On the CPU tier (Triton's
+interpreter)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+from pytest_pipecheck import KernelSpec, Tensor
+
+BLOCK = 16
+CHUNKS = 8
+
+
+@triton.jit
+def scale_chunks(x_ptr, y_ptr, N, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, SKIP_LAST: tl.constexpr):
+    start = tl.program_id(0) * BLOCK * CHUNKS
+    for c in tl.range(0, CHUNKS - SKIP_LAST, num_stages=2):
+        offs = start + c * BLOCK + tl.arange(0, BLOCK)
+        m = offs < N
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+
+def _launcher(skip_last):
+    def launch(arrays, dims):
+        x, y = arrays["x"], arrays["y"]
+        grid = (triton.cdiv(dims["N"], BLOCK * CHUNKS),)
+        scale_chunks[grid](x, y, dims["N"], BLOCK=BLOCK, CHUNKS=CHUNKS, SKIP_LAST=skip_last)
+    return launch
+
+
+def _spec(name, skip_last, **extra):
+    return KernelSpec(name, _launcher(skip_last), lambda a, d: {"y": a["x"].double() * 2},
+                      [Tensor("x", ("N",), "float32", layout="contiguous"),
+                       Tensor("y", ("N",), "float32", role="output", layout="contiguous")],
+                      tiles={"N": BLOCK}, loop_dim="N", stages=2, **extra)
+
+
+GOOD = _spec("chunks", 0)
+DROPS_LAST = _spec("chunks_drop_last", 1)
+DECLARED = _spec("chunks_declared", 0, blocks_per_program={"N": CHUNKS})
+'''
+
+SUITE = '''
+import pytest
+from kernels import DECLARED, DROPS_LAST, GOOD
+
+
+@pytest.mark.pipecheck(spec=GOOD)
+def test_good(pipecheck, shape):
+    pipecheck.check_kernel(GOOD, shape)
+
+
+@pytest.mark.pipecheck(spec=DROPS_LAST)
+def test_drops_last(pipecheck, shape):
+    pipecheck.check_kernel(DROPS_LAST, shape)
+
+
+@pytest.mark.pipecheck(spec=DECLARED)
+def test_declared(pipecheck, shape):
+    pipecheck.check_kernel(DECLARED, shape)
+'''
+
+
+def test_a_program_that_drops_its_last_chunk_fails_only_in_the_extent_case(pytester: pytest.Pytester,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
+    pytester.makepyfile(kernels=KERNELS, test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                           "-rA", "--pipecheck-seed=5")
+    out = result.stdout.str()
+    failed = sorted(line.split(" ")[1] for line in out.splitlines() if line.startswith("FAILED "))
+    # every generated shape passes for the kernel that drops its last chunk: only the extent case reaches it
+    assert failed == ["test_suite.py::test_drops_last[extent]"], out
+    assert "one program reaches 112 of N" in out and "coverage failed" in out, out
+    assert "blocks_per_program={'N': 7}" not in out, "a program that drops a chunk is not told to declare it"
+    # the correct kernel passes, and the measured extent names what to declare
+    assert "one program covers 128 of N (8 tiles of 16): declare blocks_per_program={'N': 8}" in out, out
+    assert "PASSED test_suite.py::test_declared[extent]" in out, out
+
+
+def test_a_kernel_whose_program_walks_the_whole_loop_is_as_declared() -> None:
+    """The bundled staged kernel's program walks all of N: nothing to add, no note."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from pytest_pipecheck.checks.extent import check_extent
+    from pytest_pipecheck.config import PipecheckConfig
+    from pytest_pipecheck.device import TierInfo
+    from pytest_pipecheck.fixture import Pipecheck
+    from pytest_pipecheck.results import Verdict
+    from reference_kernels.triton.staged_elementwise import staged_elementwise_spec
+
+    if not isinstance(staged_elementwise_spec().launch, object):  # pragma: no cover
+        pytest.skip("no launcher")
+    pc = Pipecheck("t.py::t", PipecheckConfig(), TierInfo("cpu", None, "unit test"), 1)
+    r = check_extent(pc, staged_elementwise_spec("cpu", "float32"))
+    assert r.verdict is Verdict.PASS, r
+    assert r.details["extent"]["M"] == 8 and not r.details["notes"], r.details
