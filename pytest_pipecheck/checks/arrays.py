@@ -20,7 +20,8 @@ torch, cupy and numpy are imported lazily.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +34,12 @@ __all__ = [
     "clone",
     "guard_report",
     "is_float",
+    "listen",
     "poison_bits",
     "poison_value",
     "synchronize",
     "to_numpy",
+    "unlisten",
 ]
 
 # A finite value, exactly representable in fp16/bf16/fp32, that a correct kernel is unlikely to write.
@@ -188,9 +191,33 @@ def synchronize(backend: str, device: str) -> None:
         torch.cuda.synchronize()
 
 
+# who is told of every GuardedArray made on this thread (the out-of-bounds watch of a launch:
+# :mod:`pytest_pipecheck.checks.bounds`); a stack, so a nested listener does not lose the outer one
+_LISTENERS = threading.local()
+
+
+def listen(fn: Callable[[GuardedArray], None]) -> int:
+    """Call ``fn`` with every GuardedArray made on this thread until :func:`unlisten`; returns its token."""
+    stack = getattr(_LISTENERS, "stack", None)
+    if stack is None:
+        stack = _LISTENERS.stack = []
+    stack.append(fn)
+    return len(stack)
+
+
+def unlisten(token: int) -> None:
+    """Stop the listener :func:`listen` returned ``token`` for (and any started after it)."""
+    stack = getattr(_LISTENERS, "stack", None)
+    if stack:
+        del stack[token - 1:]
+
+
 @dataclass
 class GuardedArray:
-    """A strided view (``array``) inside a flat allocation (``buffer``) with guard bands and row padding."""
+    """A strided view (``array``) inside a flat allocation (``buffer``) with guard bands and row padding.
+
+    One made while a listener is active on the thread (:func:`listen`) is reported to it.
+    """
 
     name: str
     dtype: str
@@ -205,6 +232,11 @@ class GuardedArray:
     # how the array came to be, for messages (the wrapper form: which op allocated it, and where)
     note: str = ""
     _initial_bits: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        stack = getattr(_LISTENERS, "stack", None)
+        if stack:
+            stack[-1](self)
 
     @property
     def size(self) -> int:
