@@ -30,6 +30,8 @@ from ..model.layouts import placement
 __all__ = [
     "GuardedArray",
     "alloc_guarded",
+    "allocate_exactly",
+    "allocated_exactly",
     "bits",
     "clone",
     "guard_report",
@@ -267,6 +269,30 @@ class GuardedArray:
         return bits(self.buffer, self.dtype) != self._initial_bits
 
 
+# Set for the whole of a compute-sanitizer memcheck child (pytest_pipecheck.sanitizer.pytest_hooks): every
+# array is allocated at exactly its view's extent, and each allocation is reported (name, address range)
+_EXACT: list[Callable[[str, Any, GuardedArray | None], None]] = []
+
+
+def allocate_exactly(report: Callable[[str, Any, GuardedArray | None], None] | None) -> None:
+    """From now on in this process, allocate each array at exactly its view's extent, without guard bands
+    (:func:`pytest_pipecheck.model.layouts.placement` with ``exact``), and call ``report(name, buffer,
+    guarded)`` for each allocation; None goes back to guarded allocations.
+
+    memcheck sees a read past a tensor only where nothing valid lies past it: a guard band is valid
+    memory. The checks judged in such a child then see no guard band (memcheck judges the accesses)."""
+    _EXACT[:] = [report] if report is not None else []
+
+
+def allocated_exactly(label: str, tensor: Any) -> bool:
+    """Whether allocations stay as they are in this process (:func:`allocate_exactly`); if so, ``tensor``
+    (an allocation pipecheck intercepted but does not place, named ``label``) is reported."""
+    if not _EXACT:
+        return False
+    _EXACT[0](label, tensor, None)
+    return True
+
+
 def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
                   device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None,
                   poison_variant: int = 0, layout: str = "padded", slot: int = 0) -> GuardedArray:
@@ -277,10 +303,12 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
     ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
     (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
     guard after the array so that an overrun of one whole tile in every dim stays inside it.
-    ``layout`` and ``slot``: see :func:`pytest_pipecheck.model.layouts.placement`.
+    ``layout`` and ``slot``: see :func:`pytest_pipecheck.model.layouts.placement`. In a process that
+    :func:`allocate_exactly` switched, the allocation is the view's extent, with no guard bands.
     """
     shape = tuple(int(n) for n in shape)
-    strides, before, total = placement(shape, tiles, layout, slot)
+    exact = bool(_EXACT)
+    strides, before, total = placement(shape, tiles, layout, slot, exact=exact)
 
     guard = _output_guard_value(dtype) if role == "output" else _input_guard_value(dtype)
     interior = poison_value(dtype, poison_variant) if role == "output" else None
@@ -312,6 +340,8 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
             view.copy_(src.to(device=device, dtype=tdtype))
     g = GuardedArray(name, dtype, shape, buf, view, before, strides, guard, backend, layout=layout)
     g.snapshot()
+    if exact:
+        _EXACT[0](name, buf, g)
     return g
 
 
