@@ -76,8 +76,8 @@ class CheckKind:
 
 
 REGISTRY: tuple[CheckKind, ...] = (
-    CheckKind("coverage", "coverage", "unwritten elements, writes past an edge, mismatches against the reference",
-              child=CHILD_LAUNCH),
+    CheckKind("coverage", "coverage", "unwritten elements, reads and writes past an edge (on the CPU tier every load "
+              "and store of the run), mismatches against the reference", child=CHILD_LAUNCH),
     CheckKind("tile_probe", "tile_probe", "a loop tile dropped or counted twice (prologue, epilogue, tail)",
               child=CHILD_LAUNCH),
     CheckKind("determinism", "determinism", "results that differ between runs on the same inputs",

@@ -20,7 +20,8 @@ torch, cupy and numpy are imported lazily.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +30,18 @@ from ..model.layouts import placement
 __all__ = [
     "GuardedArray",
     "alloc_guarded",
+    "allocate_exactly",
+    "allocated_exactly",
     "bits",
     "clone",
     "guard_report",
     "is_float",
+    "listen",
     "poison_bits",
     "poison_value",
     "synchronize",
     "to_numpy",
+    "unlisten",
 ]
 
 # A finite value, exactly representable in fp16/bf16/fp32, that a correct kernel is unlikely to write.
@@ -188,9 +193,33 @@ def synchronize(backend: str, device: str) -> None:
         torch.cuda.synchronize()
 
 
+# who is told of every GuardedArray made on this thread (the out-of-bounds watch of a launch:
+# :mod:`pytest_pipecheck.checks.bounds`); a stack, so a nested listener does not lose the outer one
+_LISTENERS = threading.local()
+
+
+def listen(fn: Callable[[GuardedArray], None]) -> int:
+    """Call ``fn`` with every GuardedArray made on this thread until :func:`unlisten`; returns its token."""
+    stack = getattr(_LISTENERS, "stack", None)
+    if stack is None:
+        stack = _LISTENERS.stack = []
+    stack.append(fn)
+    return len(stack)
+
+
+def unlisten(token: int) -> None:
+    """Stop the listener :func:`listen` returned ``token`` for (and any started after it)."""
+    stack = getattr(_LISTENERS, "stack", None)
+    if stack:
+        del stack[token - 1:]
+
+
 @dataclass
 class GuardedArray:
-    """A strided view (``array``) inside a flat allocation (``buffer``) with guard bands and row padding."""
+    """A strided view (``array``) inside a flat allocation (``buffer``) with guard bands and row padding.
+
+    One made while a listener is active on the thread (:func:`listen`) is reported to it.
+    """
 
     name: str
     dtype: str
@@ -205,6 +234,11 @@ class GuardedArray:
     # how the array came to be, for messages (the wrapper form: which op allocated it, and where)
     note: str = ""
     _initial_bits: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        stack = getattr(_LISTENERS, "stack", None)
+        if stack:
+            stack[-1](self)
 
     @property
     def size(self) -> int:
@@ -235,6 +269,30 @@ class GuardedArray:
         return bits(self.buffer, self.dtype) != self._initial_bits
 
 
+# Set for the whole of a compute-sanitizer memcheck child (pytest_pipecheck.sanitizer.pytest_hooks): every
+# array is allocated at exactly its view's extent, and each allocation is reported (name, address range)
+_EXACT: list[Callable[[str, Any, GuardedArray | None], None]] = []
+
+
+def allocate_exactly(report: Callable[[str, Any, GuardedArray | None], None] | None) -> None:
+    """From now on in this process, allocate each array at exactly its view's extent, without guard bands
+    (:func:`pytest_pipecheck.model.layouts.placement` with ``exact``), and call ``report(name, buffer,
+    guarded)`` for each allocation; None goes back to guarded allocations.
+
+    memcheck sees a read past a tensor only where nothing valid lies past it: a guard band is valid
+    memory. The checks judged in such a child then see no guard band (memcheck judges the accesses)."""
+    _EXACT[:] = [report] if report is not None else []
+
+
+def allocated_exactly(label: str, tensor: Any) -> bool:
+    """Whether allocations stay as they are in this process (:func:`allocate_exactly`); if so, ``tensor``
+    (an allocation pipecheck intercepted but does not place, named ``label``) is reported."""
+    if not _EXACT:
+        return False
+    _EXACT[0](label, tensor, None)
+    return True
+
+
 def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, backend: str = "torch",
                   device: str = "cpu", values: Any = None, tiles: Sequence[int] | None = None,
                   poison_variant: int = 0, layout: str = "padded", slot: int = 0) -> GuardedArray:
@@ -245,10 +303,12 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
     ``role="input"``: the view gets ``values`` (any array-like of that shape) and the guards NaN
     (a large sentinel for integers). ``tiles`` (tile extent per dim, 1 where none) sizes the
     guard after the array so that an overrun of one whole tile in every dim stays inside it.
-    ``layout`` and ``slot``: see :func:`pytest_pipecheck.model.layouts.placement`.
+    ``layout`` and ``slot``: see :func:`pytest_pipecheck.model.layouts.placement`. In a process that
+    :func:`allocate_exactly` switched, the allocation is the view's extent, with no guard bands.
     """
     shape = tuple(int(n) for n in shape)
-    strides, before, total = placement(shape, tiles, layout, slot)
+    exact = bool(_EXACT)
+    strides, before, total = placement(shape, tiles, layout, slot, exact=exact)
 
     guard = _output_guard_value(dtype) if role == "output" else _input_guard_value(dtype)
     interior = poison_value(dtype, poison_variant) if role == "output" else None
@@ -280,6 +340,8 @@ def alloc_guarded(name: str, shape: Sequence[int], dtype: str, *, role: str, bac
             view.copy_(src.to(device=device, dtype=tdtype))
     g = GuardedArray(name, dtype, shape, buf, view, before, strides, guard, backend, layout=layout)
     g.snapshot()
+    if exact:
+        _EXACT[0](name, buf, g)
     return g
 
 

@@ -47,6 +47,7 @@ from ..model import values as _values
 from ..model.spec import KernelSpec, Shape, Tensor
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from . import arrays as _arr
+from . import bounds as _bounds
 from .context import CheckContext, run_check
 from .failures import fail as _fail
 from .failures import inconclusive as _inconclusive
@@ -435,8 +436,12 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
     lay = _lay.as_layout(spec, layout)
     extra = _stages_override(ctx, spec)
     vals = {t.name: _input_values(ctx, spec, t, shp, i, pattern) for i, t in enumerate(spec.inputs)}
-    inputs = _alloc_inputs(ctx, spec, shp, vals, lay)
-    outputs = _launch(ctx, spec, shp, inputs, extra, "the coverage run", "coverage", pattern=pattern, layout=lay)
+    # on the CPU tier every load and store of the run is checked against the views (reads past an edge
+    # whose values are discarded leave no trace in the outputs)
+    with _bounds.watch(ctx, spec) as oob:
+        inputs = _alloc_inputs(ctx, spec, shp, vals, lay)
+        outputs = _launch(ctx, spec, shp, inputs, extra, "the coverage run", "coverage", pattern=pattern,
+                          layout=lay)
     # An integer poison is a value a kernel may legitimately write (7 in a uint8 output): integer
     # outputs run a second time under the other poison, and only an element holding the poison of
     # each run is unwritten. Float poisons are NaN payloads no arithmetic produces: one run is enough.
@@ -464,6 +469,8 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
         if n:
             lines.append(f"input {name!r}: {n} element(s) of its allocation changed; a kernel must not write "
                          "its inputs (an output pointer or stride mixed up?)")
+    lines.extend(oob.lines())
+    details["bounds"] = oob.details()
     import numpy as np
 
     for t in spec.compared:

@@ -256,12 +256,17 @@ def _row_major(shape: Sequence[int], row: int) -> tuple[tuple[int, ...], int]:
 
 
 def placement(shape: tuple[int, ...], tiles: Sequence[int] | None, kind: str = "padded",
-            slot: int = 0) -> tuple[tuple[int, ...], int, int]:
+              slot: int = 0, *, exact: bool = False) -> tuple[tuple[int, ...], int, int]:
     """(strides of the view, elements before it, elements of the whole allocation) for ``shape``.
 
     ``kind`` is one of :data:`KINDS`; ``slot`` (the tensor's
     position in its spec) widens the row padding by 16 elements per slot, so that tensors of one shape
     get different row strides.
+
+    ``exact``: the view's strides, but no guard bands: the allocation starts at the view's first element
+    (one element earlier for ``offset``, which is about the base's alignment) and ends just past its last
+    one, so that an access past the view is outside the allocation. What a compute-sanitizer memcheck
+    child uses: a guard band is valid memory to the tool.
     """
     ndim = len(shape)
     tiles = tuple(tiles) if tiles is not None else (1,) * ndim
@@ -288,6 +293,10 @@ def placement(shape: tuple[int, ...], tiles: Sequence[int] | None, kind: str = "
         strides, span = _row_major(shape, shape[-1])
         if kind == "offset":
             before += 1  # one element past an aligned address
+    if exact:
+        first = 1 if kind == "offset" else 0
+        last = sum((int(n) - 1) * s for n, s in zip(shape, strides)) + 1 if all(int(n) > 0 for n in shape) else 0
+        return strides, first, first + last
     overrun = sum(int(t) * s for t, s in zip(tiles, strides))
     after = aligned(overrun + GUARD_MIN)
     return strides, before, before + span + after

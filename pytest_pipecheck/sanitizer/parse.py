@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
+    "ALLOC",
     "BEGIN",
     "END",
     "FAILURE",
@@ -56,6 +57,9 @@ POISONED = "PIPECHECK-POISONED "
 #: printed by a compute-sanitizer child, inside a test, at the test's first launch of each Triton kernel: the
 #: kernel's facts as JSON (sanitizer/launches.py), which some known-false-positive rules need
 LAUNCH = "PIPECHECK-LAUNCH "
+#: printed by a memcheck child, inside a test, for each array it allocates at its exact size: the array's name
+#: and address range as JSON (sanitizer/allocations.py), which name the tensor an invalid access is past
+ALLOC = "PIPECHECK-ALLOC "
 
 #: every kind a Finding may have
 KINDS = ("race", "barrier", "invalid_access", "uninit_read", "leak", "deadlock", "api_error",
@@ -84,6 +88,11 @@ class Finding:
     second_thread: str | None = None
     count: int = 1  # hazards this record stands for ("[1024 hazards]")
     raw: str = ""
+    size: int | None = None  # bytes of the access ("of size 2 bytes")
+    address: int | None = None  # where it went ("Access to 0x... is out of bounds")
+    nearest: int | None = None  # the start of the allocation the tool calls the nearest one
+    tensor: str | None = None  # the array pipecheck allocated there ("past 'a'"; sanitizer/allocations.py)
+    tensor_note: str | None = None  # how the access relates to it ("reads past 'a' (ends at 0x..., ...)")
 
     @property
     def where(self) -> str:
@@ -161,7 +170,10 @@ _RE_HAZARD = re.compile(
     r"(?: \([^)]*\))? at __(?P<space>\w+)__ 0x[0-9a-fA-F]+ in block (?P<block>\([\d, ]+\))"
 )
 _RE_THREAD_AT = re.compile(r"^(?P<acc>Write|Read) Thread (?P<thread>\([\d, ]+\)) at " + _AT + r"\s*$")
-_RE_INVALID = re.compile(r"^Invalid __(?P<space>\w+)__ (?P<acc>read|write|atomic)\b")
+_RE_INVALID = re.compile(r"^Invalid __(?P<space>\w+)__ (?P<acc>read|write|atomic)\b(?: of size (?P<size>\d+) bytes?)?")
+# memcheck: "Access to 0x7fcf52800780 is out of bounds" (initcheck: "Address 0x7ff2c2800580")
+_RE_ADDRESS = re.compile(r"^(?:Access to|Address) (?P<addr>0x[0-9a-fA-F]+)\b")
+_RE_NEAREST = re.compile(r"^and is (?P<n>\d+) bytes? (?:after|before) the nearest allocation at (?P<at>0x[0-9a-fA-F]+)")
 _RE_UNINIT = re.compile(r"^Uninitialized __(?P<space>\w+)__ memory read")
 _RE_AT = re.compile(r"^at " + _AT + r"\s*$")
 _RE_BY = re.compile(r"^by thread (?P<thread>\([\d, ]+\)) in block (?P<block>\([\d, ]+\))")
@@ -282,6 +294,7 @@ def _parse_line(rec: str, tool: str, current: Finding | None, out: ParsedOutput)
     m = _RE_INVALID.match(stripped)
     if m:
         f.kind, f.space, f.access = "invalid_access", m.group("space"), m.group("acc")
+        f.size = int(m.group("size")) if m.group("size") else None
         return _start(out, f)
     m = _RE_UNINIT.match(stripped)
     if m:
@@ -352,6 +365,14 @@ def _continue(f: Finding, line: str) -> None:
     m = _RE_BY.match(line)
     if m and f.thread is None:
         f.thread, f.block = _norm_xyz(m.group("thread")), _norm_xyz(m.group("block"))
+        return
+    m = _RE_ADDRESS.match(line)
+    if m and f.address is None:
+        f.address = int(m.group("addr"), 16)
+        return
+    m = _RE_NEAREST.match(line)
+    if m and f.nearest is None:
+        f.nearest = int(m.group("at"), 16)
 
 
 def _is_helper(func: str | None, path: str | None) -> bool:
@@ -455,6 +476,13 @@ def _xml_record(rec: ET.Element, tool: str) -> Finding:
     if space:
         f.space = space.strip("_")
     direction = _text(what, "direction")
+    address = _text(what, "address")
+    if address:
+        try:
+            f.address = int(address, 16)
+        except ValueError:
+            pass
+    f.size = _int(_text(what, "size"))
     if low.startswith("invalid"):
         f.kind, f.access = "invalid_access", (direction or "").lower() or None
     elif low.startswith("uninitialized"):
@@ -483,7 +511,7 @@ def merge_xml(text_findings: list[Finding], xml_findings: list[Finding]) -> list
         return text_findings
     for t, x in zip(text_findings, xml_findings):
         for name in ("hazard", "space", "access", "kernel", "file", "line", "second_kernel", "second_file",
-                     "second_line", "block", "thread", "second_thread"):
+                     "second_line", "block", "thread", "second_thread", "size", "address"):
             if getattr(t, name) is None and getattr(x, name) is not None:
                 setattr(t, name, getattr(x, name))
     return text_findings
@@ -573,6 +601,7 @@ class Segment:
     outcome: str | None = None  # None: no END line (the child died or was killed in this test)
     failure: str | None = None  # the child's own failure text, when the test failed there
     launches: list[Any] = field(default_factory=list)  # the LAUNCH payloads (a str where one was not JSON)
+    allocations: list[Any] = field(default_factory=list)  # the ALLOC payloads, in the order they were made
 
     @property
     def text(self) -> str:
@@ -592,8 +621,8 @@ class MarkerSplit:
 
 
 def split_markers(text: str) -> MarkerSplit:
-    """Cut a child's output into per-test segments at the BEGIN/END marker lines; a test's FAILURE text
-    and LAUNCH payloads go with its segment."""
+    """Cut a child's output into per-test segments at the BEGIN/END marker lines; a test's FAILURE text,
+    LAUNCH payloads and ALLOC payloads go with its segment (ALLOC lines are not among its lines)."""
     split = MarkerSplit()
     current: Segment | None = None
     for line in text.splitlines():
@@ -625,6 +654,13 @@ def split_markers(text: str) -> MarkerSplit:
             current = None
             split.open = None
             continue
+        al = line.find(ALLOC)
+        if al >= 0 and current is not None:
+            try:
+                current.allocations.append(json.loads(line[al + len(ALLOC):].strip()))
+            except ValueError:
+                current.allocations.append(line[al + len(ALLOC):].strip())
+            continue
         la = line.find(LAUNCH)
         if la >= 0 and current is not None:
             # kept among the test's lines too: its output shows what it launched
@@ -653,10 +689,10 @@ def split_markers(text: str) -> MarkerSplit:
 
 
 def group_findings(findings: Iterable[Finding]) -> list[dict[str, Any]]:
-    """Group findings per (kind, kernel, location pair): counts, examples; largest group first."""
+    """Group findings per (kind, kernel, location pair, tensor): counts, examples; largest group first."""
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for f in findings:
-        key = (f.label(), f.severity, f.kernel, f.where, f.second_where)
+        key = (f.label(), f.severity, f.kernel, f.where, f.second_where, f.tensor)
         g = groups.get(key)
         if g is None:
             g = groups[key] = {
@@ -664,6 +700,8 @@ def group_findings(findings: Iterable[Finding]) -> list[dict[str, Any]]:
                 "second_where": f.second_where, "records": 0, "hazards": 0, "examples": [],
                 "message": f.message,
             }
+            if f.tensor is not None:  # the first record's account: which tensor, and how far past it
+                g["tensor"], g["tensor_note"] = f.tensor, f.tensor_note
         g["records"] += 1
         g["hazards"] += max(f.count, 1)
         ex = " ".join(p for p in (f"block {f.block}" if f.block else "",

@@ -4,7 +4,8 @@
 child processes before the normal test loop, then, when each test runs normally, records a
 ``sanitizer:<tool>`` result and fails the test on a finding or a hang (errors it on an inconclusive
 run). ``ChildPlugin`` (``--pipecheck-child=TOOL``) prints the BEGIN/END lines that attribute output to
-tests, disables CuPy's memory pools, and runs the canary kernel last.
+tests, disables CuPy's memory pools, runs the canary kernel last and, under memcheck, allocates every
+array at its exact size and prints its address range (:mod:`.allocations`).
 """
 
 from __future__ import annotations
@@ -534,6 +535,12 @@ class ChildPlugin:
 
         # the facts of the Triton kernels each test launches, which rules of this tool may need
         self.launches = LaunchRecorder(_emit) if self.tool in {r.tool for r in RULES} else None
+        if self.tool == "memcheck":
+            from .allocations import start as allocate_exactly
+
+            # each array its own allocation of exactly its view's size, and its address range printed: a
+            # read past a tensor then lands outside every allocation, and the verdict can name the tensor
+            allocate_exactly(_emit)
 
     @staticmethod
     def _disable_pools() -> None:
@@ -564,6 +571,12 @@ class ChildPlugin:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.tool == "memcheck":
+            from .allocations import stop
+
+            stop()
 
     def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
         reports = self.reports.pop(nodeid, [])

@@ -38,6 +38,7 @@ from typing import Any
 
 from .. import children
 from ..results import Verdict
+from .allocations import attribute
 from .known import filter_findings, option_args
 from .launches import kernel_facts
 from .parse import (
@@ -376,6 +377,8 @@ def format_failure(outcome: TestOutcome) -> str:
         where = g["where"] + (f" / {g['second_where']}" if g["second_where"] else "")
         hz = f", {g['hazards']} hazards" if g["hazards"] != g["records"] else ""
         lines.append(f"  {g['records']} x {g['label']} ({g['severity']}) in {g['kernel'] or '?'} at {where}{hz}")
+        if g.get("tensor_note"):
+            lines.append(f"      {g['tensor_note']}")
         for ex in g["examples"]:
             lines.append(f"      e.g. {ex}")
     if not outcome.findings and outcome.output:
@@ -393,6 +396,8 @@ def _describe_findings(findings: list[Finding]) -> str:
     g = groups[0]
     where = g["where"] + (f"/{g['second_where']}" if g["second_where"] else "")
     head = f"{g['records']} {g['label']}{'s' if g['records'] != 1 else ''} in {g['kernel'] or '?'} ({where})"
+    if g.get("tensor"):
+        head += f" {g['tensor']}"
     more = sum(x["records"] for x in groups[1:])
     return head + (f" and {more} more" if more else "")
 
@@ -436,6 +441,10 @@ def _analyze(run: ChildRun, tool: str, print_limit: int | None = None,
         if gone:
             found[:] = kept
             filtered[nodeid] = gone
+    for nodeid, found in per.items():
+        seg = split.segments.get(nodeid)
+        if seg is not None and seg.allocations:
+            attribute(found, seg.allocations)  # name the tensor an invalid access is past
     rec = reconcile(whole, tool, print_limit=print_limit, xml=run.xml)
     return _ChildAnalysis(split, per, outside, whole.summary.seen, tool_errors, any_findings, rec, filtered)
 

@@ -14,6 +14,11 @@ and behaves as the plan in the environment variable FAKE_SANITIZER_PLAN (JSON, k
                  hidden, dies_*) happens at its first PIPECHECK-LAUNCH line (the child's record of a Triton
                  kernel it launched) instead of at its BEGIN line, as the real tool reports a kernel after
                  its launch; such a test that launches nothing gets none of it
+    past:        {nodeid substring: [array name, bytes, "read" or "write"]}: in that test, when the child
+                 prints the PIPECHECK-ALLOC line of that array (memcheck children allocate each array
+                 exactly and say where: pytest_pipecheck/sanitizer/allocations.py), one invalid access that
+                 many bytes past the end of its allocation, worded as the real tool words it (as in the
+                 recorded memcheck_oob_x.txt)
 
 Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
 
@@ -223,9 +228,21 @@ def main() -> int:
             return 86
         return None
 
+    current: str | None = None
     for line in proc.stdout:
         sys.stdout.write(line)
         sys.stdout.flush()
+        if "PIPECHECK-ALLOC " in line and current is not None:
+            alloc = json.loads(line.split("PIPECHECK-ALLOC ", 1)[1])
+            for key, (name, past, access) in plan.get("past", {}).items():
+                if key in current and alloc["name"] == name:
+                    end = alloc["start"] + alloc["bytes"]
+                    t.record([f"Invalid __global__ {access} of size 2 bytes", "    at gemm_kernel+0x1c30 in gemm.py:42",
+                              "    by thread (5,0,0) in block (3,0,0)",
+                              f"    Access to {end + past:#x} is out of bounds",
+                              f"    and is {past + 1} bytes after the nearest allocation at {alloc['start']:#x} of "
+                              f"size {alloc['bytes']} bytes"])
+            continue
         if deferred is not None and "PIPECHECK-LAUNCH " in line:
             nodeid, deferred = deferred, None
             status = in_test(nodeid)
@@ -235,6 +252,7 @@ def main() -> int:
         if "PIPECHECK-BEGIN " not in line:
             continue
         nodeid = line.split("PIPECHECK-BEGIN ", 1)[1].strip()
+        current = nodeid
         deferred = None
         if nodeid.startswith("pipecheck-canary::"):
             mode = plan.get("canary", "catch")

@@ -1,0 +1,150 @@
+"""Which tensor a memcheck finding is about: exact allocations in the memcheck child, and their address ranges.
+
+The coverage check places every tensor inside a guarded allocation (:mod:`pytest_pipecheck.checks.arrays`).
+To compute-sanitizer a guard band is valid memory: a load past a tensor that lands in it is no error, so
+memcheck would miss exactly the reads whose values the kernel discards (a GEMM's A rows past M), which the
+guard bands cannot show either.
+
+Child side
+    :func:`start` (called by the memcheck child's plugin) switches the child's allocations to exact ones
+    (:func:`pytest_pipecheck.checks.arrays.allocate_exactly`): each array is its own allocation, from its
+    view's first element to just past its last one, with the layout's strides; a torch allocation the
+    wrapper form intercepts keeps torch's own (exact, with the caching allocator off in the child). Each
+    allocation prints one :data:`.parse.ALLOC` line (JSON: name, address, bytes, dtype, shape, strides),
+    inside the test's BEGIN/END lines, when it is made.
+
+Parent side
+    :func:`attribute` names, for each invalid access of a test that carries an address, the array it is
+    past (or before): ``tensor`` says which (``past 'a'``) and ``tensor_note`` how far; the allocation the tool calls the nearest one when the test's ALLOC lines hold it,
+    else the one nearest to the address; the latest of that test's allocations at that place, since a
+    freed allocation's addresses are reused. The finding then reads ``reads past 'a' (ends at 0x..., read
+    at 0x...+16)``, with the element the address would be by the array's strides where they say one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .parse import ALLOC, Finding
+
+__all__ = ["attribute", "payload", "start", "stop"]
+
+_VERBS = {"read": "reads", "write": "writes", "atomic": "accesses"}
+
+
+def payload(name: str, buffer: Any, guarded: Any = None) -> dict[str, Any] | None:
+    """What one ALLOC line says of an allocation: its name and address range, and the view's dtype, shape,
+    strides and offset (elements) when pipecheck placed it (``guarded``); None for an array it cannot read."""
+    try:
+        if hasattr(buffer, "untyped_storage"):  # torch: the whole storage is the allocation
+            storage = buffer.untyped_storage()
+            start, nbytes, itemsize = int(storage.data_ptr()), int(storage.nbytes()), int(buffer.element_size())
+        else:  # CuPy
+            start, nbytes, itemsize = int(buffer.data.ptr), int(buffer.nbytes), int(buffer.itemsize)
+    except Exception:
+        return None
+    out: dict[str, Any] = {"name": name, "start": start, "bytes": nbytes, "itemsize": itemsize}
+    if guarded is not None:
+        out.update(dtype=guarded.dtype, shape=list(guarded.shape), strides=list(guarded.strides),
+                   offset=int(guarded.offset))
+    else:
+        out.update(dtype=str(getattr(buffer, "dtype", "?")).replace("torch.", ""),
+                   shape=[int(n) for n in getattr(buffer, "shape", ())],
+                   strides=[int(s) for s in (buffer.stride() if hasattr(buffer, "stride") else ())],
+                   offset=int(buffer.storage_offset()) if hasattr(buffer, "storage_offset") else 0)
+    return out
+
+
+def start(emit: Callable[[str], None]) -> None:
+    """In a memcheck child: allocate every array exactly, and print an ALLOC line for each (``emit`` writes
+    one marker line)."""
+    from ..checks import arrays
+
+    def report(name: str, buffer: Any, guarded: Any) -> None:
+        data = payload(name, buffer, guarded)
+        if data is not None:
+            emit(ALLOC + json.dumps(data))
+
+    arrays.allocate_exactly(report)
+
+
+def stop() -> None:
+    """Back to guarded allocations (the child's session ends)."""
+    from ..checks import arrays
+
+    arrays.allocate_exactly(None)
+
+
+def _valid(a: Any) -> bool:
+    return (isinstance(a, Mapping) and isinstance(a.get("name"), str) and isinstance(a.get("start"), int)
+            and isinstance(a.get("bytes"), int) and a["bytes"] >= 0)
+
+
+def _element(a: Mapping[str, Any], address: int) -> str:
+    """``a[65, 0]``: where ``address`` would be by the array's strides (empty where they do not say)."""
+    shape, strides, itemsize = a.get("shape"), a.get("strides"), a.get("itemsize")
+    if not (isinstance(shape, list) and isinstance(strides, list) and isinstance(itemsize, int) and itemsize > 0
+            and len(shape) == len(strides) and shape and all(isinstance(s, int) and s > 0 for s in strides)):
+        return ""
+    off = address - a["start"]
+    if off % itemsize:
+        return ""
+    rel = off // itemsize - int(a.get("offset") or 0)
+    order = sorted(range(len(shape)), key=lambda d: -strides[d])
+    for outer, inner in itertools.pairwise(order):
+        if strides[outer] < strides[inner] * shape[inner]:
+            return ""
+    index = [0] * len(shape)
+    for d in order:
+        index[d], rel = divmod(rel, strides[d])
+    if rel:
+        return ""
+    return f": {a['name']}[{', '.join(str(i) for i in index)}] by its strides"
+
+
+def _note(f: Finding, a: Mapping[str, Any]) -> str:
+    """``reads past 'a' (ends at 0x..., read at 0x...+16: a[65, 0] by its strides)``."""
+    assert f.address is not None
+    verb = _VERBS.get(f.access or "", "accesses")
+    what = "read" if f.access == "read" else "written" if f.access == "write" else "accessed"
+    first, end = a["start"], a["start"] + a["bytes"]
+    if f.address >= end:
+        return (f"{verb} past '{a['name']}' (ends at {end:#x}, {what} at {end:#x}+{f.address - end}"
+                f"{_element(a, f.address)})")
+    if f.address < first:
+        return f"{verb} before '{a['name']}' (starts at {first:#x}, {what} at {first:#x}-{first - f.address})"
+    return (f"{verb} inside '{a['name']}' as allocated earlier in the test ({first:#x}..{end:#x}, {what} at "
+            f"{first:#x}+{f.address - first}; freed since?)")
+
+
+def _gap(a: Mapping[str, Any], address: int) -> int:
+    """Bytes between ``address`` and allocation ``a`` (0 inside it)."""
+    end = a["start"] + a["bytes"]
+    if address >= end:
+        return address - end
+    return a["start"] - address if address < a["start"] else 0
+
+
+def attribute(findings: Sequence[Finding], allocations: Sequence[Any]) -> None:
+    """Set ``tensor`` and ``tensor_note`` of each invalid access in ``findings`` that carries an address, from
+    the ALLOC payloads of the same test (see the module's docstring); the others are left alone."""
+    known = [a for a in allocations if _valid(a)]
+    if not known:
+        return
+    for f in findings:
+        if f.kind != "invalid_access" or f.address is None:
+            continue
+        chosen = None
+        if f.nearest is not None:
+            chosen = next((a for a in reversed(known) if a["start"] == f.nearest), None)
+        if chosen is None:
+            gaps = [_gap(a, f.address) for a in known]
+            best = min(gaps)
+            chosen = known[len(gaps) - 1 - gaps[::-1].index(best)]  # the latest at that distance
+        end = chosen["start"] + chosen["bytes"]
+        where = "past" if f.address >= end else "before" if f.address < chosen["start"] else "inside"
+        f.tensor = f"{where} '{chosen['name']}'"
+        f.tensor_note = _note(f, chosen)

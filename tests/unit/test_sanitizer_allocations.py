@@ -1,0 +1,106 @@
+"""memcheck sees reads past a tensor: exact allocations in its children, and the tensor named in its verdict.
+
+A guard band is valid memory to compute-sanitizer, so in a memcheck child every array is its own
+allocation of exactly its view's extent (pytest_pipecheck/model/layouts.py ``placement(exact=True)``), and
+the child prints each one's address range (``PIPECHECK-ALLOC``); the parent names, in each invalid access
+that carries an address, the array it is past. The end-to-end run through the fake compute-sanitizer is
+tests/plugin/test_sanitizer_memcheck_exact.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_pipecheck.model.layouts import placement
+from pytest_pipecheck.results import Verdict
+from pytest_pipecheck.sanitizer import runner
+from pytest_pipecheck.sanitizer.allocations import attribute
+from pytest_pipecheck.sanitizer.parse import ALLOC, BEGIN, END, parse_text, parse_xml, split_markers
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
+# the recorded run: 200 floats at 0x7fcf52800400 (800 bytes), read 96 bytes past their end
+X = {"name": "x", "start": 0x7FCF52800400, "bytes": 800, "itemsize": 4, "dtype": "float32", "shape": [200],
+     "strides": [1], "offset": 0}
+
+
+def test_memcheck_records_carry_address_size_and_nearest_allocation() -> None:
+    first = parse_text((DATA / "memcheck_oob_x.txt").read_text(), "memcheck").findings[0]
+    assert (first.kind, first.access, first.size, first.address, first.nearest) == (
+        "invalid_access", "read", 4, 0x7FCF52800780, 0x7FCF52800400)
+    xml = parse_xml((DATA / "memcheck_oob_x.xml").read_text(), "memcheck")[0]
+    assert (xml.kind, xml.access, xml.size, xml.address) == ("invalid_access", "read", 4, 0x7FCF52800780)
+
+
+def test_the_finding_names_the_tensor_it_reads_past() -> None:
+    findings = parse_text((DATA / "memcheck_oob_x.txt").read_text(), "memcheck").findings
+    other = {**X, "name": "w", "start": 0x7FCF52800800, "bytes": 64}
+    attribute(findings, [X, other])
+    f = findings[0]
+    assert f.tensor == "past 'x'"
+    # 0x780 - 0x720 = 96 bytes past the last float: element 224 of x by its unit stride
+    assert f.tensor_note == "reads past 'x' (ends at 0x7fcf52800720, read at 0x7fcf52800720+96: x[224] by its strides)"
+    out = runner.TestOutcome("t.py::test_x", "memcheck", Verdict.FAIL, runner._describe_findings(findings),
+                             findings=findings)
+    assert out.summary.startswith("3 invalid __global__ reads in tail_oob") and out.summary.endswith("past 'x'")
+    assert "      reads past 'x' (ends at 0x7fcf52800720, read at 0x7fcf52800720+96" in runner.format_failure(out)
+
+
+def test_without_the_tools_nearest_allocation_the_closest_latest_one_is_named() -> None:
+    [f] = parse_text("========= Invalid __global__ write of size 2 bytes\n=========     at k+0x10 in k.py:3\n"
+                     "=========     by thread (0,0,0) in block (0,0,0)\n"
+                     "=========     Access to 0x1000 is out of bounds\n=========\n", "memcheck").findings
+    freed = {"name": "old", "start": 0xE00, "bytes": 0x100, "itemsize": 2}  # the same range, allocated before
+    a = {"name": "a", "start": 0xE00, "bytes": 0x100, "itemsize": 2, "shape": [8, 100], "strides": [128, 1],
+         "offset": 0}
+    attribute([f], [freed, {"name": "far", "start": 0x100, "bytes": 16}, a, "not json"])
+    assert f.tensor == "past 'a'"
+    # 0x1000 - 0xE00 = 512 bytes = element 256 = row 2, column 0 by a's strides
+    assert f.tensor_note == "writes past 'a' (ends at 0xf00, written at 0xf00+256: a[2, 0] by its strides)"
+    f.address, f.tensor = 0xDF0, None
+    attribute([f], [a])
+    assert f.tensor == "before 'a'" and f.tensor_note == "writes before 'a' (starts at 0xe00, written at 0xe00-16)"
+
+
+def test_alloc_lines_go_with_their_test() -> None:
+    payload = json.dumps(X)
+    text = "\n".join([f"{BEGIN}t.py::test_a", f"{ALLOC}{payload}", "output", f"{END}t.py::test_a passed",
+                      f"{ALLOC}{payload}"])
+    split = split_markers(text)
+    seg = split.segments["t.py::test_a"]
+    assert seg.allocations == [X] and seg.lines == ["output"]
+
+
+@pytest.mark.parametrize("kind, shape, before, total", [
+    ("padded", (9, 40), 0, 8 * 64 + 40),      # rows 64 apart; ends just past the last element
+    ("contiguous", (9, 40), 0, 9 * 40),
+    ("offset", (9, 40), 1, 1 + 9 * 40),       # the misaligned base is what the layout is about
+    ("sliced", (5,), 0, 9),                   # every other element: the last one ends it
+    ("padded", (0, 40), 0, 0),
+])
+def test_exact_placement_has_no_guard_bands(kind: str, shape: tuple[int, ...], before: int, total: int) -> None:
+    strides, first, size = placement(shape, (16, 16)[:len(shape)], kind, exact=True)
+    assert (first, size) == (before, total)
+    assert strides == placement(shape, (16, 16)[:len(shape)], kind)[0]
+
+
+def test_alloc_guarded_allocates_exactly_while_switched() -> None:
+    torch = pytest.importorskip("torch")
+    from pytest_pipecheck.checks import arrays, wrapper
+
+    seen: list[tuple[str, int, bool]] = []
+    arrays.allocate_exactly(lambda name, buf, g: seen.append((name, buf.untyped_storage().nbytes(), g is not None)))
+    try:
+        g = arrays.alloc_guarded("a", (9, 40), "float16", role="input", values=torch.ones(9, 40), tiles=(16, 16))
+        assert g.offset == 0 and g.strides == (64, 1) and g.buffer.numel() == 8 * 64 + 40
+        assert bool((g.array == 1).all())
+        with wrapper.PoisonAllocations(0, 16) as mode:
+            y = torch.empty(3, 5)
+        assert mode.allocations == [] and y.untyped_storage().nbytes() == 60  # torch's own, exact allocation
+    finally:
+        arrays.allocate_exactly(None)
+    assert seen[0] == ("a", (8 * 64 + 40) * 2, True)
+    assert seen[1][0].startswith("torch.empty at test_sanitizer_allocations.py:") and seen[1][1:] == (60, False)
+    assert arrays.alloc_guarded("a", (9, 40), "float16", role="input", values=torch.ones(9, 40)).offset > 0
