@@ -3,15 +3,20 @@ launcher form (:mod:`.coverage`) and the wrapper form (:mod:`.wrapper`)."""
 
 from __future__ import annotations
 
+import math
 import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from ..model import tolerance as _tol
 from ..model import values as _values
 from ..model.spec import KernelSpec, Shape
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from .context import CheckContext
 
-__all__ = ["MAX_ERROR_LINES", "MAX_ERROR_LINE_CHARS", "error_lines", "fail", "inconclusive", "pct", "raised", "where"]
+__all__ = ["MAX_ERROR_LINES", "MAX_ERROR_LINE_CHARS", "OutputCheck", "coverage_key", "error_lines", "fail",
+           "inconclusive", "pct", "raised", "where"]
 
 MAX_ERROR_LINES = 16  # of a kernel's exception message kept in a failure (head and tail)
 MAX_ERROR_LINE_CHARS = 240
@@ -85,3 +90,63 @@ def fail(ctx: CheckContext, check: str, spec: KernelSpec, summary: str, lines: l
 
 def pct(n: int, total: int) -> str:
     return f"{n} of {total} ({100.0 * n / total:.2f}%)" if total else f"{n}"
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """What coverage found in one compared output: the facts its key number is made of."""
+
+    name: str
+    size: int
+    #: elements still holding poison
+    unwritten: int
+    cmp: _tol.Comparison
+    tol: _tol.Tolerance
+    #: elements written outside it (guard bands, row padding)
+    outside: int = 0
+    #: NaN or inf expected by a non-finite value pattern and not written
+    nonfinite: int = 0
+
+
+def _err(value: float) -> str:
+    return "NaN" if math.isnan(value) else f"{value:.2g}"
+
+
+def _defects(o: OutputCheck) -> str | None:
+    """``c: 17 of 16383 wrong (0.104%), worst err 0.004 vs tol 0.001`` (None when ``o`` has no defect)."""
+    parts = []
+    wrong = o.unwritten + o.cmp.bad + o.nonfinite
+    if wrong:
+        share = f"{100.0 * wrong / o.size:.3g}%" if o.size else "all"
+        how = [f"{o.unwritten} never written"] if o.unwritten and o.unwritten < wrong else (
+            ["never written"] if o.unwritten else [])
+        if o.cmp.nan:
+            how.append(f"{o.cmp.nan} NaN")
+        if o.nonfinite:
+            how.append(f"{o.nonfinite} not the NaN/inf expected")
+        text = f"{wrong} of {o.size} wrong ({share}{'; ' + ', '.join(how) if how else ''})"
+        if o.cmp.bad:
+            text += (f", worst err {_err(abs(o.cmp.worst_got - o.cmp.worst_want))} vs tol "
+                     f"{o.cmp.worst_allowed:.2g}")
+        parts.append(text)
+    if o.outside:
+        parts.append(f"{o.outside} written outside it")
+    return f"{o.name}: {'; '.join(parts)}" if parts else None
+
+
+def coverage_key(outputs: Sequence[OutputCheck], inputs_written: Sequence[str] = ()) -> str:
+    """The key number of a coverage result, the one line the summary shows for it.
+
+    A failure says how many elements of each bad output are wrong out of how many (never written,
+    outside the tolerance, NaN) and the worst error against the tolerance at that element; writes
+    outside an output or into an input are named. A pass says how close the worst element came to
+    its tolerance (``worst err 0.31 of tol``), with the tolerance of that output.
+    """
+    bad = [d for d in (_defects(o) for o in outputs) if d]
+    bad += [f"input {name!r} written" for name in inputs_written]
+    if bad:
+        return "; ".join(bad)
+    if not outputs:
+        return "nothing compared"
+    closest = max(outputs, key=lambda o: o.cmp.of_tol)
+    return f"worst err {closest.cmp.of_tol:.2g} of tol ({closest.tol.short})"
