@@ -273,10 +273,12 @@ _CHECK_KEYWORDS = {
               "(`pytest_pipecheck.model.layouts`); default: the spec's base layout",
     "config": "a config of the spec's `autotune` kernel (id, index or `AutotuneConfig`): every launch runs it "
               "pinned with the Autotuner's hooks, and the verdicts name it `spec[config id]`",
-    "tolerance": "`auto` (by dtype, or the spec's `rtol`/`atol`), `calibrated` (at most `calibration_k` times a "
-                 "same-precision implementation's error; needs `same_precision`) or `exact`",
+    "tolerance": "`auto` (calibrated when the spec has `same_precision`, else `fixed`), `fixed` (the spec's "
+                 "`rtol`/`atol`, else by dtype, the atol grown with the loop's length: "
+                 "`pytest_pipecheck.model.tolerance`) or `calibrated` (at most `calibration_k` times a "
+                 "same-precision implementation's error; needs `same_precision`)",
     "rtol": "relative tolerance for this call (overrides the spec's)",
-    "atol": "absolute tolerance for this call (overrides the spec's)",
+    "atol": "absolute tolerance for this call (overrides the spec's, and the default's growth with the loop)",
     "max_tiles": "the most loop tiles probed (first, second, around the stage count, last); default 16",
     "runs": "launches compared bitwise; default: the setting `determinism_runs`",
 }

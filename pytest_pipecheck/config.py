@@ -436,7 +436,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("rtol", _parse_optional_float(0.0), None,
             "relative tolerance override (default: by dtype)", metavar="FLOAT", cli=False, ini=False),
     Setting("atol", _parse_optional_float(0.0), None,
-            "absolute tolerance override (default: by dtype)", metavar="FLOAT", cli=False, ini=False),
+            "absolute tolerance override (default: by dtype, grown with the loop's length)", metavar="FLOAT",
+            cli=False, ini=False),
     Setting("stages", _parse_optional_int(1), None,
             "override the kernel spec's stage count", metavar="N", cli=False, ini=False),
     Setting("spec", _parse_spec, None,
@@ -444,9 +445,9 @@ SETTINGS: tuple[Setting, ...] = (
             "`values` argument with its value patterns (paired with the shapes when the test takes both)",
             metavar="KernelSpec", cli=False, ini=False),
     Setting("expect_failures", _parse_expect, False,
-            "the test provokes check failures on purpose (a mutant): they are reported as caught, and the "
-            "test fails if none is (True), or if a named check does not catch it (e.g. 'tile_probe' or "
-            "['coverage', 'sanitizer:racecheck'])",
+            "the test provokes check failures on purpose (a mutant): they are reported as caught, a caught "
+            "failure that ends the test's body does not fail it, and the test fails if none is caught (True), "
+            "or if a named check does not catch it (e.g. 'tile_probe' or ['coverage', 'sanitizer:racecheck'])",
             metavar="BOOL|CHECKS", cli=False, ini=False),
     Setting("kernel", _parse_optional_str, None,
             "kernel name shown in the summary", metavar="NAME", cli=False, ini=False),

@@ -51,7 +51,9 @@ class Pipecheck(CheckContext):
         They are still raised and recorded, but the summary counts them as *caught* rather than
         as failures of the code under test. A block in which no check failed raises
         :class:`PipecheckFailure` on exit, as ``pytest.raises`` does: a mutant that nothing caught
-        must not pass. The marker keyword ``expect_failures=True`` does the same for a whole test.
+        must not pass. The marker keyword ``expect_failures=True`` does the same for a whole test, and
+        there a caught failure that ends the test's body does not fail the test
+        (:func:`pytest_pipecheck.verdicts.caught_ending`).
         """
         __tracebackhide__ = True
         from .contract import unmet_expectation

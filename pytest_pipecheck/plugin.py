@@ -108,6 +108,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     restore_session_env(config)  # what this session put into the environment goes back
+    if config.stash.get(ROLE, None) is not None and config.stash[ROLE].sanitizer:
+        from .model import autotune
+
+        autotune.restore_benchmark()  # and so does the sanitizer child's benchmark policy
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -8,7 +8,10 @@ recorded, for every check and for the sanitizer's verdicts alike.
   failure);
 * an inconclusive sanitizer verdict errors the test's teardown, unless the call failed already;
 * any other check that did not pass fails a test whose body passed, and so does a failure the test
-  expected (``expect_failures``) that did not happen.
+  expected (``expect_failures``) that did not happen;
+* a test that expects failures (``expect_failures`` in its marker) whose body ended on a check failure
+  it expected (the check raised it and recorded it as caught) passes, unless something else did not:
+  see :func:`caught_ending`.
 
 :func:`apply` is called from ``pytest_runtest_makereport`` for the tests this process runs, and by the
 containment relay for the reports it replays from a fresh process (:mod:`.containment`).
@@ -21,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from .results import CheckResult, Verdict
+from .results import CheckResult, PipecheckFailure, Verdict
 from .state import ATTACHED, RUN_SEED, item_config, item_nodeid, item_results, role
 
-__all__ = ["apply", "pytest_runtest_makereport", "uses_pipecheck"]
+__all__ = ["apply", "caught_ending", "pytest_runtest_makereport", "uses_pipecheck"]
 
 #: the item's call report failed (its own failure, or one of pipecheck's)
 CALL_FAILED = pytest.StashKey[bool]()
@@ -79,6 +82,34 @@ def _checks_that_fail_a_passing_test(item: pytest.Item, results: list[CheckResul
     return None
 
 
+def caught_ending(item: pytest.Item, results: list[CheckResult], raised: BaseException | None) -> CheckResult | None:
+    """The caught result whose failure ended the test's body, when that is all that went wrong; else None.
+
+    A check raises :class:`~pytest_pipecheck.results.PipecheckFailure` on a defect, also in a test that
+    provokes one on purpose (``expect_failures`` in its marker), where it records the result as caught.
+    Such a test need not catch the exception: its body ends there, and the test's verdict is the
+    expectation's. Only that exception qualifies, never a lookalike: ``raised`` must be the
+    PipecheckFailure of a result this test recorded, expected and failed; every other result the test
+    recorded must have passed, been skipped or been caught (an ERROR, an unexpected failure, a sanitizer
+    finding keep the test failed); whether the expected checks caught it is decided after, as for a
+    body that passed. Any other exception (a bug in the test, a TypeError, a PipecheckError for a bad
+    spec, a PipecheckFailure the test raised itself or from an ``expecting_failures()`` block in a test
+    without the marker) fails the test as before.
+    """
+    from .report.terminal import status
+
+    if not isinstance(raised, PipecheckFailure) or not item_config(item).expect_failures:
+        return None
+    caught = raised.result
+    if caught is None or not caught.expected or caught.verdict != Verdict.FAIL:
+        return None
+    if not any(r is caught for r in results):  # recorded by this test, not built by hand
+        return None
+    if any(status(r) in ("fail", "error") for r in results):
+        return None
+    return caught
+
+
 def _fail(report: pytest.TestReport, text: str) -> None:
     report.outcome = "failed"
     report.longrepr = text
@@ -86,9 +117,11 @@ def _fail(report: pytest.TestReport, text: str) -> None:
         del report.wasxfail  # an xfail that a finding overrides is a failure, not an expected one
 
 
-def apply(item: pytest.Item, report: pytest.TestReport, carried: list[CheckResult] | None = None) -> None:
+def apply(item: pytest.Item, report: pytest.TestReport, carried: list[CheckResult] | None = None,
+          raised: BaseException | None = None) -> None:
     """Make ``report`` agree with what ``item`` recorded (see the module's docstring). ``carried``: the
-    results a replayed report brought from the relay child that ran the test (the checks of its body)."""
+    results a replayed report brought from the relay child that ran the test (the checks of its body);
+    ``raised``: the exception that ended the phase, if any (a relay child's report comes decided)."""
     recorded = item_results(item)
     results = [*(carried or []), *recorded]
     if report.when == "call":
@@ -99,10 +132,23 @@ def apply(item: pytest.Item, report: pytest.TestReport, carried: list[CheckResul
                 report.sections.append(("pipecheck: sanitizer", text))
             else:
                 _fail(report, f"{text}\n\n(pipecheck: a sanitizer finding fails the test; {_what_the_body_did(report)})")
-        elif report.passed and uses_pipecheck(item) and not hasattr(report, "wasxfail"):
-            why = _checks_that_fail_a_passing_test(item, results)
-            if why:
-                _fail(report, why)
+        else:
+            caught = (caught_ending(item, results, raised)
+                      if report.failed and uses_pipecheck(item) and not hasattr(report, "wasxfail") else None)
+            if caught is not None:
+                report.outcome = "passed"
+                report.longrepr = None
+                report.sections.append(("pipecheck: caught", f"{caught.check} caught the bug, ending the test body:\n"
+                                                              f"{raised}"))
+            if report.passed and uses_pipecheck(item) and not hasattr(report, "wasxfail"):
+                why = _checks_that_fail_a_passing_test(item, results)
+                if why and caught is not None:
+                    why += (f"\n(the test body ended at the failure {caught.check} caught, so the checks it would "
+                            "have called after it did not run: call check_kernel, which runs coverage, the tile "
+                            "probe and determinism before it raises, or catch the first failure)\n\n"
+                            f"{raised}")
+                if why:
+                    _fail(report, why)
         if report.failed:
             item.stash[CALL_FAILED] = True
     elif report.when == "teardown" and report.passed and not item.stash.get(CALL_FAILED, False):
@@ -134,7 +180,7 @@ def _attach(item: pytest.Item, report: pytest.TestReport, results: list[CheckRes
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
-    apply(item, report)
+    apply(item, report, raised=call.excinfo.value if call.excinfo is not None else None)
     if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
         seed = item.config.stash[RUN_SEED]
         report.sections.append(("pipecheck: reproduce", f"pytest '{item_nodeid(item)}' --pipecheck-seed={seed}"))

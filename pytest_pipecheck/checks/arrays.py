@@ -234,6 +234,10 @@ class GuardedArray:
     # how the array came to be, for messages (the wrapper form: which op allocated it, and where)
     note: str = ""
     _initial_bits: Any = field(default=None, repr=False)
+    # why an element the kernel never wrote cannot be told from a written one (empty: the view starts
+    # poisoned); the wrapper form sets it for outputs the call initialized itself (torch.zeros) or that
+    # pipecheck did not allocate
+    unpoisoned: str = ""
 
     def __post_init__(self) -> None:
         stack = getattr(_LISTENERS, "stack", None)
@@ -379,7 +383,8 @@ def guard_report(g: GuardedArray, changed: Any, interior: Any) -> str | None:
                          f"{tuple(g.strides)}: strides ignored?)")
     if n_after:
         first_after = int(where[where >= end_of_view][0]) - end_of_view
-        parts.append(f"{n_after} past its end (first {first_after} elements past)")
+        gap = "immediately after its last element" if first_after == 0 else f"{first_after} element(s) beyond it"
+        parts.append(f"{n_after} past its end (the first {gap})")
     return f"{n} element(s) written outside '{g.name}': " + ", ".join(parts)
 
 

@@ -48,6 +48,7 @@ from ..model.spec import KernelSpec, Shape, Tensor
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from . import arrays as _arr
 from . import bounds as _bounds
+from . import failures as _failures
 from .context import CheckContext, run_check
 from .failures import fail as _fail
 from .failures import inconclusive as _inconclusive
@@ -463,8 +464,7 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
     where_text = f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}"
     lines = [f"{where_text}: coverage failed"]
     details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "layout": str(lay), "outputs": {}}
-    worst_rel = 0.0
-    tol_used: _tol.Tolerance | None = None
+    checked: list[_failures.OutputCheck] = []
     for name, n in input_writes.items():
         if n:
             lines.append(f"input {name!r}: {n} element(s) of its allocation changed; a kernel must not write "
@@ -483,6 +483,8 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
         if not _poisoned(t):
             info["unwritten_not_checked"] = ("inout: updated in place" if t.is_inout else
                                              "init='zeros': zeroed by the caller")
+        elif g.unpoisoned:
+            info["unwritten_not_checked"] = g.unpoisoned
         guard = _arr.guard_report(g, changed, interior)
         if guard:
             lines.append(f"{_kind(t)} {t.name!r}: {guard} (an unmasked store past an edge, or strides ignored?)")
@@ -501,12 +503,10 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
             info["unwritten"] = n_unwritten
         tol = _output_tolerance(ctx, "coverage", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
                                 spec_atol=spec_atol, rtol=rtol, atol=atol)
-        tol_used = tol
         nonfinite_lines, exclude = _nonfinite_expectations(pattern, t, got, want, unwritten, spec)
         cmp = _tol.compare(got, np.where(exclude, 0.0, want) if pattern.nonfinite else want, tol, exclude=exclude)
-        worst_rel = max(worst_rel, cmp.max_rel)
         info.update(tolerance=str(tol), max_abs_err=cmp.max_abs, max_rel_err=cmp.max_rel, bad=cmp.bad,
-                    nan=cmp.nan)
+                    nan=cmp.nan, of_tol=cmp.of_tol)
         lines.extend(nonfinite_lines)
         if cmp.bad:
             nan_note = (f", {cmp.nan} of them NaN where the reference is finite (read a NaN guard band: an "
@@ -515,18 +515,23 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
             lines.append(
                 f"{_kind(t)} {t.name!r}: {_pct(cmp.bad, want.size)} elements exceed the tolerance{nan_note}; "
                 f"worst at {where}: got {cmp.worst_got:.6g}, expected {cmp.worst_want:.6g} "
-                f"(abs err {abs(cmp.worst_got - cmp.worst_want):.3g}); tolerance {tol}")
+                f"(abs err {abs(cmp.worst_got - cmp.worst_want):.3g}, allowed there {cmp.worst_allowed:.3g}); "
+                f"tolerance {tol}")
         details["outputs"][t.name] = info
+        checked.append(_failures.OutputCheck(t.name, int(want.size), n_unwritten, cmp, tol,
+                                             outside=info.get("outside_writes", 0), nonfinite=len(nonfinite_lines)))
 
-    summary = f"max rel err {worst_rel:.1e}" + (f" (tol {tol_used.short})" if tol_used else "")
+    details["of_tol"] = max((c.cmp.of_tol for c in checked), default=0.0)
+    summary = _failures.coverage_key(checked, [name for name, n in input_writes.items() if n])
     if pattern.name != "normal":
         summary += f", {pattern.id}"
-    # the wrapper form: an output its call did not allocate through torch was compared but never poisoned
-    bare = [t.name for t in spec.outputs if outputs[t.name].note.startswith("not intercepted")]
-    if bare:
-        summary += f"; not poisoned: {', '.join(bare)}"
+    # outputs whose unwritten elements cannot be told from written ones (zeroed, initialized, inout, not
+    # intercepted): the check is weaker there, and the summary says so
+    unchecked = [t.name for t in spec.compared if "unwritten_not_checked" in details["outputs"][t.name]]
+    if unchecked:
+        summary += f"; not poisoned: {', '.join(unchecked)}"
     if len(lines) > 1:
-        _fail(ctx, "coverage", spec, summary + f", {len(lines) - 1} defect(s) at {shp}", lines, details)
+        _fail(ctx, "coverage", spec, f"{summary} at {shp}", lines, details)
     return ctx.record(CheckResult("coverage", Verdict.PASS, summary, kernel=spec.name, details=details))
 
 
@@ -580,7 +585,8 @@ def _pattern_tolerance(tol: _tol.Tolerance, pattern: _values.Pattern, want: Any,
     if scale == 1.0:
         return tol
     return _tol.Tolerance(tol.rtol, tol.atol * scale,
-                          f"{tol.source}; atol x {scale:.1e}, the reference's magnitude under {pattern.id}")
+                          f"{tol.source}; atol x {scale:.1e}, the reference's magnitude under {pattern.id}",
+                          default_atol=tol.default_atol)
 
 
 _RANGE = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
@@ -591,14 +597,16 @@ def _output_tolerance(ctx: CheckContext, check: str, spec: KernelSpec, shp: Shap
                       rtol: Any, atol: Any) -> _tol.Tolerance:
     """The tolerance output ``t`` is compared with: calibrated on the same-precision implementation's
     error when there is one (``lowp``), else resolved from the call, the spec and the config; then
-    adjusted for the value ``pattern``."""
+    adjusted for the value ``pattern``, and a default atol for the length of the loop (the reduction
+    along ``loop_dim``: :func:`pytest_pipecheck.model.tolerance.accumulated`)."""
     if lowp is not None:
         # both are finite here (_reference made a NaN or inf an error)
         tol = _calibrated(ctx, check, spec, shp, t, want, lowp[t.name])
     else:
         tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
                            config_rtol=ctx.config.rtol, config_atol=ctx.config.atol, rtol=rtol, atol=atol)
-    return _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
+    tol = _pattern_tolerance(tol, pattern, want, calibrated=lowp is not None)
+    return _tol.accumulated(tol, t.dtype, spec.loop_dim, shp[spec.loop_dim], want)
 
 
 def _out_of_range(ctx: CheckContext, check: str, spec: KernelSpec, shp: Shape, pattern: _values.Pattern,
@@ -733,7 +741,7 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
     problems: list[str] = []
     details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "layout": str(lay), "tiles": count,
                                "probed": [], "bad": {}}
-    worst_rel = 0.0
+    worst_of_tol = 0.0
     for j in _probe_tiles(count, stages, max_tiles):
         lo, hi = j * tile, min((j + 1) * tile, size)
         inputs = _alloc_inputs(ctx, spec, shp, probe_values(lo, hi), lay)
@@ -754,7 +762,7 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
             tol = _output_tolerance(ctx, "tile_probe", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
                                     spec_atol=spec_atol, rtol=rtol, atol=atol)
             cmp = _tol.compare(got, want, tol)
-            worst_rel = max(worst_rel, cmp.max_rel)
+            worst_of_tol = max(worst_of_tol, cmp.of_tol)
             if not cmp.bad:
                 continue
             if baseline is None:
@@ -768,7 +776,9 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
             text = f"{loop} tile {j} of {count}, {role}, {verdicts[0]}"
             problems.append(text)
             details["bad"][str(j)] = text
-    summary = (f"{len(details['probed'])} of {count} {loop} tiles each counted once, max rel err {worst_rel:.1e}")
+    details["of_tol"] = worst_of_tol
+    summary = (f"{len(details['probed'])} of {count} {loop} tiles each counted once, worst err {worst_of_tol:.2g} "
+               "of tol")
     if problems:
         lines = [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: tile probe along {loop} "
                  f"({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
@@ -791,15 +801,23 @@ def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, s
     where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.tiles, want.shape)
     if denom <= 0:
         return f"mismatch in {t.name!r} at {where} (tolerance {tol.short})"
-    ratio = float(((got[ok] - base[ok]) * expected[ok]).sum()) / denom
+    with np.errstate(invalid="ignore", over="ignore"):
+        ratio = float(((got[ok] - base[ok]) * expected[ok]).sum()) / denom
     nan_note = f"; {int(nan.sum())} elements of {t.name!r} NaN or never written" if nan.any() else ""
+    if not math.isfinite(ratio):
+        # an inf in the output (an overflow, or a guard band read as a huge value) makes the projection
+        # meaningless: say what the output holds instead of printing the ratio
+        inf = int(np.isinf(got).sum())
+        held = f"{inf} infinite value(s)" if inf else "values too large to compare"
+        return (f"wrote {held} into {t.name!r}, worst at {where}: got {cmp.worst_got:.6g}, "
+                f"expected {cmp.worst_want:.6g}{nan_note}")
     if abs(ratio) < 0.25:
         return f"never reached the output{nan_note}"
     if abs(ratio - 2.0) < 0.25:
         return f"counted twice{nan_note}"
     if abs(ratio - 1.0) < 0.05:
         return (f"counted once but {cmp.bad} elements of {t.name!r} are wrong, worst at {where}: got "
-                f"{cmp.worst_got:.6g}, expected {cmp.worst_want:.6g}{nan_note}")
+                f"{cmp.worst_got:.6g}, expected {cmp.worst_want:.6g}{nan_note}; tolerance {tol}")
     return f"contributes {ratio:.2f}x what it should{nan_note}"
 
 

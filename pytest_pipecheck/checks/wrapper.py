@@ -403,14 +403,17 @@ def _output(name: str, value: Any, dtype: str, mode: PoisonAllocations,
             r = a.guarded
             # built directly (dataclasses.replace and copy.copy both cost several times as much), sharing
             # the allocation's buffer and its snapshot; the allocation keeps its own record
+            unpoisoned = "" if a.poisoned else (f"{a.op} in the call at {a.site}: initialized by the wrapper, so an "
+                                                "element the kernel never wrote keeps that value")
             return _arr.GuardedArray(name, r.dtype, r.shape, r.buffer, value, r.offset, r.strides, r.guard_value,
-                                     r.backend, r.layout, note, r._initial_bits)
+                                     r.backend, r.layout, note, r._initial_bits, unpoisoned)
     aliased = [n for n, g in inputs.items() if _storage(g.buffer) == ptr]
     why = f"it aliases input {aliased[0]!r}" if aliased else "not made by an intercepted torch factory op"
     flat = value.detach().reshape(-1).clone()
     stand_in = _arr.GuardedArray(name, dtype, tuple(int(n) for n in value.shape), flat, value, 0,
                                  _contiguous_strides(value.shape), 0, "torch", layout="as returned",
-                                 note=f"not intercepted ({why}): no poison or guard check, compared only")
+                                 note=f"not intercepted ({why}): no poison or guard check, compared only",
+                                 unpoisoned=f"not intercepted ({why}): compared only")
     stand_in.snapshot()
     return stand_in
 

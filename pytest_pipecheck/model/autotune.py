@@ -344,12 +344,33 @@ def launch_each_config_once() -> bool:
     parent process, which judges correctness and timing, is untouched.
 
     Replaces the Autotuner's ``do_bench`` for every instance (the benchmarker it uses; a kernel's own
-    ``do_bench=`` too). Returns False where Triton or that attribute is missing."""
+    ``do_bench=`` too) until :func:`restore_benchmark`. Returns False where Triton or that attribute is
+    missing."""
     try:
         from triton.runtime.autotuner import Autotuner
     except Exception:  # no Triton (or a broken install): nothing is autotuned in this process
         return False
     if not hasattr(Autotuner, "do_bench"):
         return False
+    if not _SAVED_BENCH:
+        _SAVED_BENCH.append(Autotuner.__dict__.get("do_bench"))
     Autotuner.do_bench = property(lambda self: _launch_once)
     return True
+
+
+#: the Autotuner's own ``do_bench`` while :func:`launch_each_config_once` replaces it
+_SAVED_BENCH: list[Any] = []
+
+
+def restore_benchmark() -> None:
+    """Undo :func:`launch_each_config_once`: a session that ends in a process that goes on (pytest run in
+    process, as pipecheck's own tests do) must not leave every later Autotuner launching once per config."""
+    if not _SAVED_BENCH:
+        return
+    from triton.runtime.autotuner import Autotuner
+
+    saved = _SAVED_BENCH.pop()
+    if saved is None:
+        del Autotuner.do_bench
+    else:
+        Autotuner.do_bench = saved

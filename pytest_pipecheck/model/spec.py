@@ -50,7 +50,13 @@ allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are po
   accumulates into it (split-K with atomic adds). It cannot be poisoned either, so its coverage
   compares values only: an element never written is found only where the reference is not zero.
 * ``rtol``/``atol`` may also be callables of the shape, ``rtol=lambda dims: 1e-3 * (dims["K"] // 256 + 1)``,
-  returning a float or ``{output name: float}`` (split-K rounds once per split).
+  returning a float or ``{output name: float}`` (split-K rounds once per split). Without them the
+  default atol grows with the length of the loop dimension, as an fp32 accumulator's rounding error
+  does (:mod:`pytest_pipecheck.model.tolerance`); one that is given is used as given.
+* ``tiles`` for a kernel whose block is ``triton.next_power_of_2(N)`` (one program per row, whatever
+  N is): there is no fixed tile. Declare a small power of two, ``tiles={"M": 1, "N": 32}``: the
+  generated N (17, 32, 63, 64, 95, 159, ...) fall just under, on and between powers of two, where the
+  block fits exactly or masks up to half of itself, and the tile probe steps through the row by 32.
 
 * ``launch`` gets ``arrays`` (name -> torch tensor on the test's device, or CuPy array when
   ``backend="cupy"``) and ``dims`` (name -> int). Arrays may be *strided views* into larger guarded
@@ -396,7 +402,9 @@ class KernelSpec:
     tensors: Sequence[Tensor] = ()
     #: tile size per dimension, e.g. ``{"M": 128, "N": 128, "K": 64}``, or several sizes of one dimension,
     #: ``{"N": (64, 128)}`` (BLOCK_M and BLOCK_N both on it): shapes get ragged trip counts for each; with
-    #: ``autotune``, a config keyword (``{"M": "BLOCK_M"}``) stands for its sizes over the checked configs
+    #: ``autotune``, a config keyword (``{"M": "BLOCK_M"}``) stands for its sizes over the checked configs.
+    #: A block of ``triton.next_power_of_2(N)`` has no fixed size: declare a small power of two (``{"N": 32}``),
+    #: and the generated N fall just under, on and between powers of two (docs/tutorial.md)
     tiles: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     #: the pipelined loop dimension (its tiles are probed one by one)
     loop_dim: str = ""
@@ -417,7 +425,9 @@ class KernelSpec:
     #: relative tolerance override: a float, ``{output name: float}``, or a callable of the shape's sizes
     #: returning either (``lambda dims: 1e-3 * (dims["K"] // 256 + 1)``)
     rtol: float | Mapping[str, float] | None = None
-    #: absolute tolerance override: a float, ``{output name: float}``, or a callable of the shape's sizes
+    #: absolute tolerance override: a float, ``{output name: float}``, or a callable of the shape's sizes;
+    #: default: the dtype's, raised for a long loop (it grows like sqrt(loop_dim), as an fp32 accumulator's
+    #: rounding error does: :mod:`pytest_pipecheck.model.tolerance`)
     atol: float | Mapping[str, float] | None = None
     #: ``same_precision(arrays, dims) -> outputs`` in the output dtype: enables the calibrated tolerance
     #: (coverage and tile probe)

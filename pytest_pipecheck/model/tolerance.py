@@ -10,6 +10,29 @@ place of the output format, which a kernel that accumulates in fp32 and rounds o
 Overrides, strongest first: the check's keyword arguments, the marker / config (``rtol=``,
 ``atol=``), the spec's ``rtol``/``atol`` (a float or a per-output mapping), the dtype default.
 
+The default ``atol`` knows the accumulation (:func:`accumulated`). A kernel reduces along the spec's
+``loop_dim``: a GEMM over K, a scan or a softmax over the row. Summing ``L`` terms in an accumulator
+of unit roundoff ``u`` rounds once per addition; the k-th rounding error is ``delta_k * s_k`` with
+``|delta_k| <= u`` and ``s_k`` the running sum, so the total error is ``sum_k delta_k * s_k``. The
+``delta_k`` of a correct kernel are independent of each other and centred on zero (the model of
+Higham and Mary's probabilistic rounding error analysis), so the errors add like a random walk, not
+in one direction: by Hoeffding's inequality the total exceeds ``lam * u * sqrt(sum_k s_k**2)`` with
+probability at most ``2 exp(-lam**2 / 2)``, and ``sqrt(sum_k s_k**2) <= sqrt(L) * max_k |s_k|``. The
+running sums are measured by the reference: the largest finite ``|ref|`` (for a scan the running sums
+are its elements; a dot product's running sums grow to about its result). Hence the absolute
+tolerance at loop length ``L``::
+
+    atol = max(dtype default, lam * u * sqrt(L) * max|ref|),   lam = 6 (2 exp(-18) = 3e-8 per element)
+
+with ``u = 2**-24`` (an fp32 accumulator) for 16- and 32-bit outputs and ``2**-53`` for float64. It
+grows like ``sqrt(L)``, as the rounding error of an accumulator does, not like ``L``: where the
+elements cancel (a scan crossing zero, a dot product near zero) the relative tolerance alone fails
+a correct kernel, while a dropped loop tile still moves a value by about the tile's own sum (of
+order ``sqrt(tile)`` for unit-normal terms), thousands of times this bound at the sizes kernels run.
+The default is raised only where the bound is larger, and only the absolute part: an ``atol`` given
+by the spec, the marker, the configuration or the check is used as given. A kernel that accumulates
+in a narrower type than the bound assumes (fp16) is still outside it; say so with ``atol=``.
+
 Calibrated mode (FlashAttention's habit): run the spec's ``same_precision`` implementation, measure
 its worst error against the high-precision reference, and accept a kernel error of at most
 ``k`` times that (plus a floor of one unit in the last place of the output's largest value,
@@ -21,7 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULTS", "Tolerance", "calibrated", "compare", "default_tolerance", "problem", "resolve"]
+__all__ = ["ACCUMULATION_LAMBDA", "DEFAULTS", "Tolerance", "accumulated", "accumulation_atol", "calibrated", "compare",
+           "default_tolerance", "problem", "resolve"]
 
 DEFAULTS: dict[str, tuple[float, float]] = {
     "float16": (2e-3, 2e-3),
@@ -30,6 +54,11 @@ DEFAULTS: dict[str, tuple[float, float]] = {
     "float64": (1e-10, 1e-12),
 }
 _EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+#: unit roundoff of the accumulator assumed for each output dtype: fp32 for 16- and 32-bit outputs
+_ACCUMULATOR_U = {"float16": 2.0**-24, "bfloat16": 2.0**-24, "float32": 2.0**-24, "float64": 2.0**-53}
+_ACCUMULATOR_NAME = {2.0**-24: "2^-24, an fp32 accumulator", 2.0**-53: "2^-53, an fp64 accumulator"}
+#: standard deviations of the accumulated rounding error the default atol allows (see the module docstring)
+ACCUMULATION_LAMBDA = 6.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +68,9 @@ class Tolerance:
     rtol: float
     atol: float
     source: str
+    #: the atol is the dtype default (perhaps scaled by a value pattern), not one the spec, marker,
+    #: configuration or check gave: :func:`accumulated` may raise it for a long accumulation
+    default_atol: bool = False
 
     def __str__(self) -> str:
         return f"rtol {self.rtol:.1e}, atol {self.atol:.1e} ({self.source})"
@@ -75,7 +107,7 @@ def problem(value: Any) -> str | None:
 def default_tolerance(dtype: str) -> Tolerance:
     """The dtype default (exact for integer dtypes)."""
     rtol, atol = DEFAULTS.get(dtype, (0.0, 0.0))
-    return Tolerance(rtol, atol, f"{dtype} default")
+    return Tolerance(rtol, atol, f"{dtype} default", default_atol=True)
 
 
 def _pick(value: Any, output: str) -> float | None:
@@ -92,7 +124,7 @@ def resolve(dtype: str, output: str, *, spec_rtol: Any = None, spec_atol: Any = 
             rtol: float | None = None, atol: float | None = None) -> Tolerance:
     """The tolerance for ``output``: keyword > config/marker > spec > dtype default, per component."""
     base = default_tolerance(dtype)
-    r, a, sources = base.rtol, base.atol, []
+    r, a, sources, given_atol = base.rtol, base.atol, [], False
     for label, rv, av in (("spec", _pick(spec_rtol, output), _pick(spec_atol, output)),
                           ("config", config_rtol, config_atol),
                           ("argument", rtol, atol)):
@@ -101,8 +133,42 @@ def resolve(dtype: str, output: str, *, spec_rtol: Any = None, spec_atol: Any = 
             sources.append(f"rtol from {label}")
         if av is not None:
             a = av
+            given_atol = True
             sources.append(f"atol from {label}")
-    return Tolerance(r, a, ", ".join(sources) if sources else base.source)
+    return Tolerance(r, a, ", ".join(sources) if sources else base.source, default_atol=not given_atol)
+
+
+def accumulation_atol(dtype: str, length: int, peak: float) -> float:
+    """``lam * u * sqrt(length) * peak``: the bound on the rounding error of ``length`` additions in the
+    accumulator of ``dtype`` whose running sums stay within ``peak`` (see the module docstring); 0 for
+    integer dtypes (exact) and dtypes pipecheck does not know."""
+    import math
+
+    u = _ACCUMULATOR_U.get(dtype)
+    if u is None or length < 1 or not math.isfinite(peak):
+        return 0.0
+    return ACCUMULATION_LAMBDA * u * math.sqrt(length) * abs(peak)
+
+
+def accumulated(tol: Tolerance, dtype: str, loop_dim: str, length: int, ref: Any) -> Tolerance:
+    """``tol`` with its default atol raised to the accumulation bound of ``length`` terms along
+    ``loop_dim`` (:func:`accumulation_atol`, with the running sums measured by the largest finite
+    element of the reference ``ref``) where that is larger. An atol that was given (not the default),
+    and a calibrated tolerance, are returned unchanged; the source says what was raised and why."""
+    import numpy as np
+
+    if not tol.default_atol:
+        return tol
+    r = np.asarray(ref, dtype=np.float64)
+    finite = r[np.isfinite(r)]
+    peak = float(np.max(np.abs(finite))) if finite.size else 0.0
+    grown = accumulation_atol(dtype, length, peak)
+    if not grown > tol.atol:
+        return tol
+    u = _ACCUMULATOR_NAME.get(_ACCUMULATOR_U[dtype], "")
+    why = (f"atol raised to {ACCUMULATION_LAMBDA:g} u sqrt(L) max|ref| for L = {length} additions along {loop_dim} "
+           f"(u = {u}; max|ref| {peak:.3g})")
+    return Tolerance(tol.rtol, grown, f"{tol.source}; {why}", default_atol=True)
 
 
 def calibrated(dtype: str, same_precision_err: float, ref_absmax: float, k: float) -> Tolerance:
@@ -124,6 +190,12 @@ class Comparison:
     worst_index: tuple[int, ...] | None
     worst_got: float
     worst_want: float
+    #: the tolerance at the worst element, ``atol + rtol * |worst_want|`` (0 when nothing is bad)
+    worst_allowed: float = 0.0
+    #: the largest ``|out - ref| / (atol + rtol * |ref|)`` over the compared elements: at most 1 when
+    #: every element passes (how close the kernel came to the tolerance), inf for an error under an
+    #: exact tolerance; NaN outputs and excluded elements do not count
+    of_tol: float = 0.0
 
     @property
     def fraction(self) -> float:
@@ -144,7 +216,9 @@ def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparis
 
     o = np.asarray(out, dtype=np.float64)
     r = np.asarray(ref, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
+    # inf and NaN are part of the comparison (a kernel writes them, extreme value patterns put them in the
+    # reference), and a huge error over a tiny tolerance overflows the ratios to inf: none of it is news
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.abs(o - r)
         allowed = tol.atol + tol.rtol * np.abs(r)
         nan = np.isnan(o) & ~np.isnan(r)
@@ -153,16 +227,25 @@ def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparis
             bad |= True
         if exclude is not None:
             bad &= ~exclude
+            nan &= ~exclude
         finite = ~np.isnan(diff)
         max_abs = float(diff[finite].max()) if finite.any() else 0.0
         rel = diff / np.maximum(np.abs(r), max(tol.atol, 1e-30))
         max_rel = float(rel[finite].max()) if finite.any() else 0.0
         n_bad = int(bad.sum())
         worst: tuple[int, ...] | None = None
-        got = want = 0.0
+        got = want = worst_allowed = 0.0
         if n_bad:
             excess = np.where(bad, np.nan_to_num(diff - allowed, nan=np.inf), -np.inf)
             flat = int(np.argmax(excess))
             worst = tuple(int(i) for i in np.unravel_index(flat, o.shape))
-            got, want = float(o[worst]), float(r[worst])
-    return Comparison(int(o.size), n_bad, int(nan.sum()), max_abs, max_rel, worst, got, want)
+            got, want, worst_allowed = float(o[worst]), float(r[worst]), float(allowed[worst])
+        counted = finite & np.isfinite(r)
+        if exclude is not None:
+            counted &= ~exclude
+        of_tol = 0.0
+        if counted.any():
+            d, a = diff[counted], allowed[counted]
+            ratio = np.where(a > 0, d / np.where(a > 0, a, 1.0), np.where(d > 0, np.inf, 0.0))
+            of_tol = float(ratio.max())
+    return Comparison(int(o.size), n_bad, int(nan.sum()), max_abs, max_rel, worst, got, want, worst_allowed, of_tol)

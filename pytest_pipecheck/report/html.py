@@ -9,6 +9,8 @@ URIs, there is no script. It shows, in order:
   says only that (a run that dies leaves it behind), an interrupted run's page names the signal;
 - what did not pass (fail and error), each with its message and the command that reproduces it;
 - the skipped checks with their reasons (a skip is never a pass);
+- the outputs whose coverage could not look for unwritten elements (zeroed, initialized by the wrapper,
+  not intercepted, inouts), with why and the tests: a weaker check than a poisoned output's;
 - per kernel, a table of verdicts per test and check, coloured, followed by what the details carry:
   the occupancy plot (blocks/SM against shared memory per block for each target architecture, the
   kernel's point, its cliffs), the stage sweep (measured against cost-model predicted), the
@@ -35,6 +37,8 @@ The details this module reads (each optional, each read defensively):
 ``findings``
     ``[{"kind", "kernel", "file", "line", "count"}]`` (plus ``hazard``, ``second_file``,
     ``second_line``, ``message``, ``tool`` where the sanitizer gives them).
+``outputs``
+    ``{output: {"unwritten_not_checked": why, ...}}`` on ``coverage`` results: the weaker-coverage list.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from . import plots
 from .interrupt import FINISHED, INTERRUPTED, RUNNING, STATES, Interruption
 from .json_report import write_atomic
 from .outcomes import TestOutcomes
-from .terminal import status
+from .terminal import status, unpoisoned
 
 __all__ = ["HtmlReportError", "render", "write_html", "write_html_for_run"]
 
@@ -481,6 +485,24 @@ def _skips(results: Sequence[CheckResult]) -> str:
             "<table><tr><th>check</th><th>count</th><th>reason</th></tr>" + "".join(rows) + "</table>")
 
 
+def _unpoisoned(results: Sequence[CheckResult]) -> str:
+    """Outputs whose coverage could not look for unwritten elements (zeroed, initialized by the wrapper, not
+    intercepted, inouts): a weaker check than the poisoned one, so it is listed, not folded into the passes."""
+    weak = unpoisoned(results)
+    if not weak:
+        return ""
+    rows = []
+    for (kernel, output, why), nodeids in sorted(weak.items()):
+        tests = "".join(f"<div><code>{_e(n)}</code></div>" for n in sorted(set(nodeids)))
+        rows.append(f'<tr><td class="v-skip">{_e(kernel)}</td><td><code>{_e(output)}</code></td>'
+                    f'<td class="num">{len(nodeids)}</td>'
+                    f"<td>{_e(why)}<details><summary>tests</summary>{tests}</details></td></tr>")
+    return ('<h2 id="unpoisoned">Coverage without the unwritten-element check</h2>'
+            "<p>These outputs do not start poisoned, so an element the kernel never wrote cannot be told from "
+            "a written one: it is found only where the reference differs from the starting value.</p>"
+            "<table><tr><th>kernel</th><th>output</th><th>tests</th><th>why</th></tr>" + "".join(rows) + "</table>")
+
+
 def _verdict_table(results: Sequence[CheckResult]) -> str:
     checks = sorted({r.check for r in results}, key=_check_order)
     by_test: dict[str, dict[str, list[CheckResult]]] = defaultdict(lambda: defaultdict(list))
@@ -783,6 +805,7 @@ def render(results: Iterable[CheckResult], tier: TierInfo, seed: int, run_config
             + _tests_section(outcomes)
             + _failures(results, seed)
             + _skips(results)
+            + _unpoisoned(results)
             + _kernel_sections(results, missing, roots)
             + "</main>"
         )

@@ -16,7 +16,7 @@ from ..config import PipecheckConfig
 from ..device import TIMING_ALONE, TierInfo
 from ..results import CheckResult, Verdict
 
-__all__ = ["STATUSES", "format_summary", "status", "write_summary"]
+__all__ = ["STATUSES", "format_summary", "status", "unpoisoned", "write_summary"]
 
 STATUSES = ("pass", "fail", "caught", "skip", "error")
 _ORDER = {"error": 0, "fail": 1, "skip": 2, "caught": 3, "pass": 4}
@@ -89,6 +89,13 @@ def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: in
         for r in sorted(bad, key=lambda r: (r.nodeid, r.check)):
             lines.append((f"  {r.verdict.value.upper()} {r.check} {r.nodeid}: {r.summary}", "red"))
 
+    weak = unpoisoned(results)
+    if weak:
+        lines.append(("coverage without the unwritten-element check (an element the kernel never wrote cannot be "
+                      "told from a written one):", "yellow"))
+        for (kernel, output, why), nodeids in sorted(weak.items()):
+            lines.append((f"  {kernel} {output!r} x{len(nodeids)}: {why}", "yellow"))
+
     skips: Counter[tuple[str, str]] = Counter(
         (r.check, r.summary) for r in results if r.verdict == Verdict.SKIP
     )
@@ -113,9 +120,36 @@ def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: in
 
 
 def _representative(group: list[CheckResult]) -> str:
-    # for a passing group, the summary of its last test (the largest shape comes last when
-    # shapes are generated in increasing order) stands for the group
-    return group[-1].summary if group else ""
+    """The summary that stands for a passing group: the result that came closest to its tolerance (the
+    largest ``of_tol`` in its details: coverage, tile probe), else the last one."""
+    if not group:
+        return ""
+    margins = [r for r in group if isinstance(r.details.get("of_tol"), (int, float))]
+    if margins:
+        return max(margins, key=lambda r: float(r.details["of_tol"])).summary
+    return group[-1].summary
+
+
+def unpoisoned(results: Iterable[CheckResult]) -> dict[tuple[str, str, str], list[str]]:
+    """Outputs checked without the unwritten-element check, by (kernel, output, why), with the tests.
+
+    An output that starts zeroed (``init="zeros"``), that the wrapper allocated initialized (``torch.zeros``
+    in a ``call=``), that pipecheck could not intercept, or an inout, holds a value a kernel may write: an
+    element it never wrote passes wherever the reference equals that value. Coverage records why in its
+    details (``unwritten_not_checked``); the reports list it so that a weaker check never reads as a full one.
+    """
+    out: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for r in results:
+        if r.check != "coverage" or r.verdict == Verdict.SKIP:
+            continue
+        outputs = r.details.get("outputs")
+        if not isinstance(outputs, dict):
+            continue
+        for name, info in outputs.items():
+            why = info.get("unwritten_not_checked") if isinstance(info, dict) else None
+            if why:
+                out[(_kernel_of(r), str(name), str(why))].append(r.nodeid)
+    return dict(out)
 
 
 def write_summary(terminalreporter: Any, results: Iterable[CheckResult], tier: TierInfo,

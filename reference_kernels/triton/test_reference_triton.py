@@ -17,6 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from pytest_pipecheck.device import detect_tier
+from pytest_pipecheck.model import shapes as shape_gen
 from pytest_pipecheck.model.cases import cases
 
 

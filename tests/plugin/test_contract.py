@@ -83,6 +83,112 @@ def test_expect_failures_is_strict(pytester: pytest.Pytester) -> None:
     assert {r["kernel"] for r in missed} == {"mutant_missed"}
 
 
+CAUGHT_WITHOUT_TRY = """
+import pytest
+import torch
+
+from pytest_pipecheck import KernelSpec, Tensor
+from pytest_pipecheck.results import CheckResult, PipecheckFailure, Verdict
+
+def _spec(launch, name):
+    return KernelSpec(name, launch, lambda a, d: {"y": a["x"].double().cumsum(1)},
+                      [Tensor("x", ("M", "K"), "float32"), Tensor("y", ("M", "K"), "float32", role="output")],
+                      {"M": 4, "K": 8}, "K")
+
+def _correct(a, d):
+    a["y"].copy_(a["x"].double().cumsum(1).float())
+
+def _drops_last_tile(a, d):
+    keep = (d["K"] - 1) // 8 * 8
+    a["y"].copy_(torch.cat([a["x"][:, :keep], torch.zeros_like(a["x"][:, keep:])], 1).double().cumsum(1).float())
+
+MUTANT = _spec(_drops_last_tile, "scan_mutant")
+CORRECT = _spec(_correct, "scan")
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_caught_by_one_check(pipecheck):
+    pipecheck.check_coverage(MUTANT, "M5-K20")
+
+@pytest.mark.pipecheck(expect_failures=["coverage", "tile_probe"])
+def test_caught_by_every_check_of_check_kernel(pipecheck):
+    pipecheck.check_kernel(MUTANT, "M5-K20")
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_missed(pipecheck):
+    pipecheck.check_coverage(CORRECT, "M5-K20")
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_typeerror_in_the_body(pipecheck):
+    pipecheck.check_coverage(MUTANT, "M5-K20", 3)
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_typeerror_after_a_caught_failure(pipecheck):
+    try:
+        pipecheck.check_coverage(MUTANT, "M5-K20")
+    except PipecheckFailure:
+        pass
+    len(None)
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_bad_spec(pipecheck):
+    pipecheck.check_coverage(MUTANT, "M5-Q20")
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_a_failure_raised_by_hand(pipecheck):
+    raise PipecheckFailure("looks caught", CheckResult("coverage", Verdict.FAIL, "made up", expected=True))
+
+@pytest.mark.pipecheck(expect_failures="tile_probe")
+def test_body_ended_before_the_expected_check(pipecheck):
+    pipecheck.check_coverage(MUTANT, "M5-K20")
+    pipecheck.check_tile_probe(MUTANT, "M5-K20")
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_an_error_beside_the_catch(pipecheck):
+    pipecheck.record(CheckResult("inspect", Verdict.ERROR, "nvcc failed"))
+    pipecheck.check_coverage(MUTANT, "M5-K20")
+
+def test_block_without_the_marker_still_raises(pipecheck):
+    with pipecheck.expecting_failures():
+        pipecheck.check_coverage(MUTANT, "M5-K20")
+"""
+
+
+def test_a_caught_mutant_passes_without_try_and_nothing_else_does(pytester: pytest.Pytester) -> None:
+    """A check failure that the test expects ends its body and the test passes; a missed mutant, an unrelated
+    exception, a bad spec, a failure raised by hand, an expected check that never ran and an ERROR beside
+    the catch keep it failed."""
+    pytester.makepyfile(test_m=CAUGHT_WITHOUT_TRY)
+    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider", "-rA",
+                                "--pipecheck-json=r.json")
+    outcomes = {name: outcome for outcome, name in
+                (line.split(" ", 2)[:2] for line in result.stdout.lines if line.startswith(("PASSED", "FAILED")))}
+    outcomes = {name.split("::")[-1]: outcome for name, outcome in outcomes.items()}
+    assert outcomes == {
+        "test_caught_by_one_check": "PASSED",
+        "test_caught_by_every_check_of_check_kernel": "PASSED",
+        "test_missed": "FAILED",
+        "test_typeerror_in_the_body": "FAILED",
+        "test_typeerror_after_a_caught_failure": "FAILED",
+        "test_bad_spec": "FAILED",
+        "test_a_failure_raised_by_hand": "FAILED",
+        "test_body_ended_before_the_expected_check": "FAILED",
+        "test_an_error_beside_the_catch": "FAILED",
+        "test_block_without_the_marker_still_raises": "FAILED",
+    }, result.stdout.str()
+    out = result.stdout.str()
+    assert "TypeError: Pipecheck.check_coverage() takes 3 positional arguments but 4 were given" in out
+    assert "TypeError: object of type 'NoneType' has no len()" in out
+    assert "PipecheckError: spec 'scan_mutant': shape M5-Q20 has no size for K" in out
+    assert "test_missed expected at least one check to catch a bug, but none did" in out
+    assert ("expected tile_probe to catch a bug, but tile_probe did not" in out
+            and "the test body ended at the failure coverage caught" in out), out
+    # a passing catch keeps its message in the report's sections (pytest -rP shows it)
+    assert "coverage caught the bug, ending the test body:" in out and "scan_mutant at M5-K20: coverage failed" in out
+    doc = json.loads((pytester.path / "r.json").read_text())
+    one = [r for r in doc["results"] if r["nodeid"].endswith("test_caught_by_one_check")]
+    assert [(r["check"], r["verdict"], r["expected"]) for r in one] == [("coverage", "fail", True)]
+
+
 @pytest.mark.parametrize("value, message", [
     ("'tile_prob'", "*names unknown check 'tile_prob' (did you mean 'tile_probe'?)*"),
     ("[]", "*`expect_failures=[]` from the pipecheck marker on *test_bad* is empty*"),

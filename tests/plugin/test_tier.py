@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -105,3 +106,78 @@ def test_an_in_process_session_takes_back_what_it_put_into_the_environment(pytes
     pytester.runpytest_inprocess("--pipecheck", "--pipecheck-child=racecheck", "-p", "no:cacheprovider"
                                  ).assert_outcomes(passed=1)
     assert os.environ["TRITON_INTERPRET"] == "0" and os.environ[CHILD_ENV] == "synccheck"
+    # nor the sanitizer child's autotune policy (one launch per config, no benchmark): every later
+    # autotuned launch of the process would skip the benchmark
+    autotuner = pytest.importorskip("triton.runtime.autotuner")
+    import inspect
+
+    assert type(inspect.getattr_static(autotuner.Autotuner, "do_bench")).__name__ != "property"
+
+
+KERNELS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def copy(x, y):
+    copy_kernel[(triton.cdiv(x.numel(), 16),)](x, y, x.numel(), BLOCK=16)
+'''
+
+CHECKS = '''
+import pytest
+from pytest_pipecheck import KernelSpec, Tensor
+
+import mykernels
+
+SPEC = KernelSpec("copy", lambda a, d: mykernels.copy(a["x"], a["y"]), lambda a, d: {"y": a["x"].double()},
+                  [Tensor("x", ("N",), "float32"), Tensor("y", ("N",), "float32", role="output")], {"N": 16}, "N")
+
+
+def test_copy(pipecheck):
+    pipecheck.check_kernel(SPEC, "N40")
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_not_a_mutant_caught(pipecheck):
+    pipecheck.check_kernel(SPEC, "N40")
+'''
+
+
+def test_a_kernel_library_imported_by_the_conftest_is_named_with_what_to_do(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conftest.py is imported before pipecheck sets TRITON_INTERPRET=1 on the CPU tier: the kernels it
+    imports are compiled, and every check of them used to fail with Triton's bare "0 active drivers",
+    blamed on the kernel (and counted as a mutant caught). Now each check is an ERROR that names the kernel,
+    says what happened and what to do; the same kernel imported by the test module passes."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # this session's own value must not leak in
+    pytester.makepyfile(mykernels=KERNELS, test_k=CHECKS)
+    pytester.makeconftest("import mykernels  # noqa: F401  (the kernel library, before pipecheck configures)")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                           "--pipecheck-json=r.json")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    for test in ("test_copy", "test_not_a_mutant_caught"):
+        result.stdout.fnmatch_lines([
+            "*PipecheckError: copy at N40: the kernel launched the compiled Triton kernel mykernels.copy_kernel (a "
+            "triton JITFunction), but this is the CPU tier, where Triton kernels run in Triton's interpreter: "
+            "triton.jit decided to compile it when the kernel was defined, before pipecheck set TRITON_INTERPRET=1: "
+            "its module was imported before pytest configured pipecheck (by a conftest.py or a plugin).*",
+            "*What to do: set TRITON_INTERPRET=1 before that import (in the environment of CPU runs, or in the first "
+            "lines of the conftest.py when there is no GPU), or move that import out of the conftest.py*",
+            f"*reproduce: pytest 'test_k.py::{test}'*",
+        ])
+    assert "0 active drivers" in out or "(cpu tensor?)" in out  # Triton's own words stay in the message
+    doc = json.loads((pytester.path / "r.json").read_text())
+    assert {(r["check"], r["verdict"], r["expected"]) for r in doc["results"]} == {("coverage", "error", False)}
+
+    # the control: the same kernel imported by the test module only (after pipecheck configured) runs
+    pytester.makeconftest("")
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_not_a_mutant_caught expected at least one check to catch a bug, but none did*"])

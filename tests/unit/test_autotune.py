@@ -6,6 +6,8 @@ where the Autotuner itself cannot benchmark: only pinned launches run.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -105,6 +107,47 @@ def test_a_bug_in_one_config_fails_that_config_only_and_names_it(pipecheck):
     assert pipecheck.results[-1].kernel == "scale_rows[BLOCK_N32-w2-s3]"
     # at a multiple of 32 the buggy config is right: a config-only bug needs the shapes of its block size
     assert pipecheck.check_coverage(spec, "M5-N64", config=IDS[2]).verdict is Verdict.PASS
+
+
+def _cpu_handle():
+    """A pipecheck handle of the CPU tier outside the plugin's bookkeeping (the ERROR it records stays here)."""
+    import os
+
+    from pytest_pipecheck.config import PipecheckConfig
+    from pytest_pipecheck.device import TierInfo
+    from pytest_pipecheck.fixture import Pipecheck
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the kernels of this module are compiled here (GPU tier): the Autotuner can benchmark")
+    return Pipecheck("tests/unit/test_autotune.py::t", PipecheckConfig(), TierInfo("cpu", None, "unit test"), 1234)
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["autotune_declared", "autotune_not_declared"])
+def test_an_autotuned_kernel_checked_without_a_config_on_the_cpu_tier_says_to_pin_one(declared):
+    """Unpinned, the Autotuner benchmarks its configs, which the interpreter cannot: Triton's bare
+    "0 active drivers" on every shape. The check says which spec, why, and how to pin a config."""
+    pc = _cpu_handle()
+    spec = _scale_spec() if declared else KernelSpec(
+        "scale_rows", _launch_scale, _scale_ref, [Tensor("x", ("M", "N"), dtype="float32"),
+                                                  Tensor("y", ("M", "N"), dtype="float32", role="output")],
+        {"M": ROWS, "N": 8}, "N")
+    with pytest.raises(PipecheckError) as info:
+        pc.check_kernel(spec, "M5-N40")
+    msg = str(info.value)
+    assert "Triton's Autotuner benchmarks its 3 configs on the first launch, which needs a GPU" in msg, msg
+    assert "0 active drivers" in msg and "This is not a verdict on the kernel." in msg, msg
+    if declared:
+        assert re.search(r"spec 'scale_rows' is autotuned \(autotune=\S*_scale_rows\) and was checked without a "
+                         r"config", msg), msg
+        assert ("take a `config` argument in the test (one test per config: BLOCK_N8-w4-s1, BLOCK_N16-w4-s2, "
+                "BLOCK_N32-w2-s3) and pass it on, pipecheck.check_kernel(scale_rows, shape, config=config), or "
+                "pass config='BLOCK_N8-w4-s1'") in msg, msg
+    else:
+        assert re.search(r"launched the autotuned kernel \S*_scale_rows without a pinned config", msg), msg
+        assert "KernelSpec(..., autotune=<the kernel>)" in msg, msg
+    # an ERROR (the set-up, not the kernel), never a failure an expect_failures test would count as caught
+    assert [(r.check, r.verdict) for r in pc.results] == [("coverage", Verdict.ERROR)]
+    assert pc.results[0].summary == "inconclusive: an autotuned kernel without a config on the CPU tier"
 
 
 def test_a_launcher_that_never_launches_the_kernel_checks_nothing(pipecheck):

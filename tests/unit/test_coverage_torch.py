@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import math
+import warnings
 
 import pytest
 
@@ -18,7 +20,8 @@ def test_correct_kernel_passes_all(pipecheck):
     results = coverage.check_all(pipecheck, _spec(good), SHAPE)
     assert [r.check for r in results] == ["coverage", "tile_probe", "determinism"]
     assert all(r.verdict is Verdict.PASS for r in results)
-    assert "max rel err" in results[0].summary and "3 of 3 K tiles" in results[1].summary
+    assert results[0].summary.startswith("worst err 0.") and "of tol (rtol 2e-03, atol 2e-03)" in results[0].summary
+    assert "3 of 3 K tiles each counted once, worst err 0." in results[1].summary
 
 
 @pytest.mark.pipecheck(expect_failures=True)
@@ -173,3 +176,32 @@ def test_one_line_kernel_error_unchanged(pipecheck):
         coverage.check_coverage(pipecheck, _spec(boom), SHAPE)
     assert len(info.value.result.details["error"].splitlines()) == 1
     assert "the kernel raised during the coverage run: RuntimeError: boom (at " in str(info.value)
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_a_tile_that_writes_inf_says_so_without_numpy_warnings(pipecheck):
+    def inf_in_c(arrays, dims):
+        good(arrays, dims)
+        arrays["c"][0, 0] = math.inf
+        arrays["c"][0, 1] = -math.inf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(PipecheckFailure) as info:
+            coverage.check_tile_probe(pipecheck, _spec(inf_in_c), SHAPE)
+    msg = str(info.value)
+    # was "contributes nanx what it should" (and numpy's "invalid value encountered" on the way)
+    assert "x what it should" not in msg, msg
+    assert "K tile 0 of 3, the first (prologue), wrote 2 infinite value(s) into 'c', worst at [0, " in msg, msg
+
+
+def test_comparisons_of_inf_nan_and_huge_errors_raise_no_numpy_warnings():
+    import numpy as np
+
+    from pytest_pipecheck.model import tolerance as tol
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        cmp = tol.compare(np.array([1e308, -1e308, math.inf, math.nan, 1.0]), np.array([-1e308, 1e308, 1.0, 1.0, 1.0]),
+                          tol.Tolerance(0.0, 1e-300, "test"))
+    assert cmp.bad == 4 and cmp.nan == 1 and cmp.of_tol == math.inf

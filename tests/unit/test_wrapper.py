@@ -113,7 +113,7 @@ def test_store_past_the_end_of_a_scratch_allocation_names_the_allocation(pipeche
     msg = _failure(coverage.check_determinism, pipecheck, _spec(scale_with_scratch, "scratch"))
     assert "the kernel wrote outside an allocation the call made" in msg
     assert "1 element(s) written outside 'allocation #2 (torch.empty of float32 (1,) at " in msg
-    assert "test_wrapper.py" in msg and "past its end (first 0 elements past)" in msg, msg
+    assert "test_wrapper.py" in msg and "past its end (the first immediately after its last element)" in msg, msg
     assert pipecheck.results[-1].check == "determinism" and pipecheck.results[-1].verdict is Verdict.FAIL
 
 
