@@ -1,0 +1,173 @@
+"""The README's first example, as a new user writes it for kernels nobody here wrote, catches every bug
+class by default, and each failure says why; the correct twins pass once their layout contract is declared.
+One real pytest run on the CPU tier (Triton's interpreter)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+from pytest_pipecheck import KernelSpec, Tensor
+
+
+# a row max whose masked load pads with 0: right for positive rows, wrong when a row is all negative
+@triton.jit
+def rowmax_kernel(x_ptr, m_ptr, N, sxm, sxn, smm, BLOCK: tl.constexpr, PAD: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.full((BLOCK,), float("-inf"), tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * sxm + cols * sxn, mask=cols < N, other=PAD)
+        acc = tl.maximum(acc, x.to(tl.float32))
+    tl.store(m_ptr + row * smm, tl.max(acc, axis=0))
+
+
+def _rowmax(pad):
+    def launch(arrays, dims):
+        x = arrays["x"]
+        m = arrays["m"]
+        rowmax_kernel[(dims["M"],)](x, m, dims["N"], x.stride(0), x.stride(1), m.stride(0), BLOCK=16, PAD=pad)
+    return launch
+
+
+def _rowmax_spec(name, pad):
+    return KernelSpec(name, _rowmax(pad), lambda a, d: {"m": a["x"].double().amax(dim=1)},
+                      [Tensor("x", ("M", "N"), "float32"), Tensor("m", ("M",), "float32", role="output")],
+                      tiles={"M": 1, "N": 16}, loop_dim="N")
+
+
+ROWMAX_ZERO = _rowmax_spec("rowmax_other0", 0.0)
+ROWMAX = _rowmax_spec("rowmax", float("-inf"))
+
+
+# a scale whose launcher passes the row stride only: it assumes the columns are adjacent
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, M, N, sxm, sxn, sym, syn, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    for start in range(0, N, BLOCK):
+        c = start + cols
+        x = tl.load(x_ptr + row * sxm + c * sxn, mask=c < N)
+        tl.store(y_ptr + row * sym + c * syn, x * 2, mask=c < N)
+
+
+def _scale(unit_columns):
+    def launch(arrays, dims):
+        x, y = arrays["x"], arrays["y"]
+        sxn = 1 if unit_columns else x.stride(1)
+        syn = 1 if unit_columns else y.stride(1)
+        scale_kernel[(dims["M"],)](x, y, dims["M"], dims["N"], x.stride(0), sxn, y.stride(0), syn, BLOCK=16)
+    return launch
+
+
+def _scale_spec(name, unit_columns):
+    return KernelSpec(name, _scale(unit_columns), lambda a, d: {"y": a["x"].double() * 2},
+                      [Tensor("x", ("M", "N"), "float32"), Tensor("y", ("M", "N"), "float32", role="output")],
+                      tiles={"M": 1, "N": 16}, loop_dim="N")
+
+
+SCALE_UNIT = _scale_spec("scale_unit_columns", True)
+SCALE = _scale_spec("scale", False)
+
+
+# a row normalisation whose launcher gives X's row stride to Y as well (one stride for both)
+@triton.jit
+def center_kernel(x_ptr, y_ptr, N, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    tl.store(y_ptr + row * stride + cols, x - mean, mask=mask)
+
+
+def _center(arrays, dims):
+    x, y = arrays["x"], arrays["y"]
+    center_kernel[(dims["M"],)](x, y, dims["N"], x.stride(0), BLOCK=triton.next_power_of_2(dims["N"]))
+
+
+def _center_ref(arrays, dims):
+    x = arrays["x"].double()
+    return {"y": x - x.mean(dim=1, keepdim=True)}
+
+
+CENTER = KernelSpec("center_one_stride", _center, _center_ref,
+                    [Tensor("x", ("M", "N"), "float32"), Tensor("y", ("M", "N"), "float32", role="output")],
+                    tiles={"M": 1, "N": 32}, loop_dim="N")
+# its contract: both contiguous (then one row stride is right for both)
+CENTER_DECLARED = KernelSpec("center_contiguous", _center, _center_ref,
+                             [Tensor("x", ("M", "N"), "float32", layout="contiguous"),
+                              Tensor("y", ("M", "N"), "float32", role="output", layout="contiguous")],
+                             tiles={"M": 1, "N": 32}, loop_dim="N")
+'''
+
+SUITE = '''
+import pytest
+from kernels import CENTER, CENTER_DECLARED, ROWMAX, ROWMAX_ZERO, SCALE, SCALE_UNIT
+
+
+@pytest.mark.pipecheck(spec=ROWMAX_ZERO)
+def test_rowmax_other0(pipecheck, shape):
+    pipecheck.check_kernel(ROWMAX_ZERO, shape)
+
+
+@pytest.mark.pipecheck(spec=ROWMAX)
+def test_rowmax(pipecheck, shape):
+    pipecheck.check_kernel(ROWMAX, shape)
+
+
+@pytest.mark.pipecheck(spec=SCALE_UNIT)
+def test_scale_unit_columns(pipecheck, shape):
+    pipecheck.check_kernel(SCALE_UNIT, shape)
+
+
+@pytest.mark.pipecheck(spec=SCALE)
+def test_scale(pipecheck, shape):
+    pipecheck.check_kernel(SCALE, shape)
+
+
+@pytest.mark.pipecheck(spec=CENTER)
+def test_center_one_stride(pipecheck, shape):
+    pipecheck.check_kernel(CENTER, shape)
+
+
+@pytest.mark.pipecheck(spec=CENTER_DECLARED)
+def test_center_contiguous(pipecheck, shape):
+    pipecheck.check_kernel(CENTER_DECLARED, shape)
+'''
+
+
+def test_the_simplest_test_catches_each_bug_and_says_why(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
+    pytester.makepyfile(kernels=KERNELS, test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                           "-rA", "--pipecheck-seed=11")
+    out = result.stdout.str()
+    failed: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        m = re.match(r"FAILED test_suite.py::(\w+)\[([^\]]+)\]", line)
+        if m:
+            failed.setdefault(m.group(1), []).append(m.group(2))
+    # the correct twins pass every default case
+    assert not {"test_rowmax", "test_scale", "test_center_contiguous"} & set(failed), failed
+    # the row max with the wrong identity: only the negative values reach it, and the cause says so
+    assert failed["test_rowmax_other0"] and all("values=negative" in c for c in failed["test_rowmax_other0"]), failed
+    assert "cause: the values: it fails under values=negative and passes under normal values" in out
+    # the launcher that assumes unit columns: the declared strided variants catch it, and name the tensor
+    assert failed["test_scale_unit_columns"], failed
+    assert all(re.search(r"(x|y)-(transposed|sliced)", c) for c in failed["test_scale_unit_columns"]), failed
+    assert re.search(r"cause: a stride mix-up: it passes when every tensor is contiguous; it fails when any one of "
+                     r"'[xy]' \((transposed|sliced)\)", out), out
+    # one row stride for two tensors: fails in the base layout, and the cause names both tensors' layouts
+    assert failed["test_center_one_stride"], failed
+    assert re.search(r"cause: a stride mix-up: it passes when every tensor is contiguous; it fails when any one of "
+                     r"'x' \(padded\), 'y' \(padded\) alone", out), out
