@@ -73,13 +73,18 @@ def _probe_shape(ctx: CheckContext, spec: KernelSpec) -> Shape:
     """Many tiles along every dimension (the loop's too: a program may walk a fixed number of its tiles),
     within the shape budget."""
     from ..model.shapes import shape_bytes
+    from ..model.spec import Divisible, Range
 
     guards = spec.guard_tiles
     budget = ctx.config.shape_budget_mib << 20
     for tiles in (PROBE_TILES, 8, 4, 2):
-        dims = {}
-        for d in spec.dim_names:
-            dims[d] = tiles * guards.get(d, 1)
+        dims = {d: tiles * guards.get(d, 1) for d in spec.dim_names}
+        # a declared precondition bounds the probe too (a head dimension fixed at 64, a batch of at most 4)
+        for pre in spec.preconditions:
+            if isinstance(pre, Divisible) and pre.dim in dims:
+                dims[pre.dim] = -(-dims[pre.dim] // pre.n) * pre.n
+            elif isinstance(pre, Range) and pre.dim in dims:
+                dims[pre.dim] = min(max(dims[pre.dim], pre.lo), pre.hi)
         shape = Shape(dims)
         if shape_bytes(spec, shape) <= budget:
             return spec.check_shape(shape)
@@ -87,8 +92,10 @@ def _probe_shape(ctx: CheckContext, spec: KernelSpec) -> Shape:
                          f"({ctx.config.shape_budget_mib} MiB)")
 
 
-def _reach(written: Any, dims: tuple[str, ...]) -> dict[str, int]:
-    """For each dimension of an output, one past the last index program 0 wrote (0: nothing written)."""
+def _reach(written: Any, dims: tuple[str, ...]) -> dict[str, tuple[int, bool]]:
+    """For each dimension of an output, one past the last index program 0 wrote (0: nothing written), and
+    whether what it wrote along that dimension is one piece from index 0 (a program that owns a chunk)
+    rather than blocks with gaps between them (a persistent program that strides over the tiles)."""
     import numpy as np
 
     out = {}
@@ -96,12 +103,14 @@ def _reach(written: Any, dims: tuple[str, ...]) -> dict[str, int]:
         other = tuple(i for i in range(written.ndim) if i != axis)
         along = written.any(axis=other) if other else written
         hits = np.flatnonzero(along)
-        out[d] = int(hits[-1]) + 1 if hits.size else 0
+        end = int(hits[-1]) + 1 if hits.size else 0
+        out[d] = (end, bool(along[:end].all()))
     return out
 
 
-def _measure(ctx: CheckContext, spec: KernelSpec, probe: Shape) -> tuple[dict[str, int], list[str]]:
-    """Per output dimension, how far program 0 wrote at ``probe``; and the Triton kernels launched."""
+def _measure(ctx: CheckContext, spec: KernelSpec, probe: Shape) -> tuple[dict[str, int], list[str], set[str]]:
+    """Per output dimension, how far program 0 wrote at ``probe``; the Triton kernels launched; and the
+    dimensions along which it wrote blocks with gaps between them."""
     from . import coverage as _cov
 
     vals = {t.name: _cov._input_values(ctx, spec, t, probe, i) for i, t in enumerate(spec.inputs)}
@@ -111,13 +120,16 @@ def _measure(ctx: CheckContext, spec: KernelSpec, probe: Shape) -> tuple[dict[st
         outputs = _cov._launch(ctx, spec, probe, inputs, _cov._stages_override(ctx, spec),
                                "the launch of one program", CHECK)
     reach: dict[str, int] = {}
+    strided: set[str] = set()
     for t in spec.outputs:
         if not _cov._poisoned(t):
             continue  # an element never written cannot be told from a written one
         written = _arr.bits(outputs[t.name].array, t.dtype) != _arr.poison_bits(t.dtype)
-        for d, n in _reach(written, t.dims).items():
+        for d, (n, whole) in _reach(written, t.dims).items():
             reach[d] = max(reach.get(d, 0), n)
-    return reach, launched
+            if n and not whole:
+                strided.add(d)
+    return reach, launched, strided
 
 
 def _chunked_shapes(spec: KernelSpec, probe: Shape, extents: dict[str, int]) -> list[Shape]:
@@ -151,7 +163,7 @@ def check_extent(ctx: CheckContext, spec: KernelSpec, shape: Any = None, **kwarg
         probe = _probe_shape(ctx, spec)
     except PipecheckError as exc:
         return ctx.skip_check(CHECK, str(exc), kernel=spec.name)
-    reach, launched = _measure(ctx, spec, probe)
+    reach, launched, strided = _measure(ctx, spec, probe)
     if not launched:
         return ctx.skip_check(CHECK, f"{spec.name} launched no Triton kernel, and only a Triton launch can be given "
                               "one program: a kernel whose program covers several tiles declares "
@@ -165,8 +177,15 @@ def check_extent(ctx: CheckContext, spec: KernelSpec, shape: Any = None, **kwarg
     notes: list[str] = []
     chunked: dict[str, int] = {}
     for d, e in reach.items():
+        if d in strided:
+            # a persistent program strides over the tiles: its reach says nothing a declaration could hold
+            notes.append(f"one program writes blocks of {d} with gaps between them, up to {e} (a persistent or "
+                         "strided program)")
+            if e < probe[d]:
+                chunked[d] = e
+            continue
         if e >= probe[d]:
-            continue  # the program walks the whole dimension at the probe size: its loop, or a persistent grid
+            continue  # the program walks the whole dimension at the probe size: its loop
         if e != declared[d]:
             tile = spec.tiles.get(d, 1)
             if e > declared[d] and e % tile == 0:
@@ -177,9 +196,10 @@ def check_extent(ctx: CheckContext, spec: KernelSpec, shape: Any = None, **kwarg
                              f"{{{d!r}: {e}}}")
             chunked[d] = e
     details: dict[str, Any] = {"probe": str(probe), "extent": reach, "declared": declared, "launched": launched,
-                               "notes": notes}
+                               "strided": sorted(strided), "notes": notes}
     if not chunked:
-        summary = "one program covers " + ", ".join(f"{d} {e}" for d, e in reach.items()) + " as the tiles declare"
+        summary = "; ".join(notes) if notes else ("one program covers " + ", ".join(f"{d} {e}" for d, e in reach.items())
+                                                  + " as the tiles declare")
         return ctx.record(CheckResult(CHECK, Verdict.PASS, summary, kernel=spec.name, details=details))
     shapes = _chunked_shapes(spec, probe, chunked)
     details["shapes"] = [str(s) for s in shapes]

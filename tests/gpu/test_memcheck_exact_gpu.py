@@ -38,7 +38,8 @@ def test_memcheck_names_the_tensor_a_discarded_read_is_past(pytester: pytest.Pyt
         Path(evidence).mkdir(parents=True, exist_ok=True)
         (Path(evidence) / "memcheck-exact-output.txt").write_text(text)
     res = results(text)
-    bug_line = next(i for i, ln in enumerate(TARGETS.read_text().splitlines(), 1) if "# BUG" in ln)
+    # the line of the bug itself (the docstring mentions the marker too)
+    bug_line = next(i for i, ln in enumerate(TARGETS.read_text().splitlines(), 1) if "# BUG:" in ln)
     # the guard bands are valid memory: the normal run's coverage cannot see the discarded read
     assert res[("test_a_rows_unmasked", "coverage")][0] == "pass", text[-6000:]
     verdict, summary = res[("test_a_rows_unmasked", "sanitizer:memcheck")]

@@ -105,3 +105,40 @@ def test_a_kernel_whose_program_walks_the_whole_loop_is_as_declared() -> None:
     r = check_extent(pc, staged_elementwise_spec("cpu", "float32"))
     assert r.verdict is Verdict.PASS, r
     assert r.details["extent"]["M"] == 8 and not r.details["notes"], r.details
+
+
+def test_a_persistent_program_is_not_told_to_declare_blocks_per_program() -> None:
+    """A program that strides over the tiles with a fixed program count (a persistent kernel) writes blocks
+    with gaps between them: its reach is reported as that, and no declaration is suggested."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import triton.language as tl
+
+    from pytest_pipecheck import KernelSpec, Tensor
+    from pytest_pipecheck.checks.extent import check_extent
+    from pytest_pipecheck.config import PipecheckConfig
+    from pytest_pipecheck.device import TierInfo
+    from pytest_pipecheck.fixture import Pipecheck
+    from pytest_pipecheck.model.spec import Range
+    from pytest_pipecheck.results import Verdict
+
+    @triton.jit
+    def persistent_scale(x_ptr, y_ptr, N, BLOCK: tl.constexpr, PROGRAMS: tl.constexpr):
+        for t in range(tl.program_id(0), tl.cdiv(N, BLOCK), PROGRAMS):
+            offs = t * BLOCK + tl.arange(0, BLOCK)
+            m = offs < N
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    def launch(arrays, dims):  # type: ignore[no-untyped-def]
+        persistent_scale[(4,)](arrays["x"], arrays["y"], dims["N"], BLOCK=16, PROGRAMS=4)
+
+    spec = KernelSpec("persistent", launch, lambda a, d: {"y": a["x"].double() * 2},
+                      [Tensor("x", ("N",), "float32", layout="contiguous"),
+                       Tensor("y", ("N",), "float32", role="output", layout="contiguous")],
+                      tiles={"N": 16}, loop_dim="N", preconditions=[Range("N", 1, 200)])
+    pc = Pipecheck("t.py::t", PipecheckConfig(), TierInfo("cpu", None, "unit test"), 1)
+    r = check_extent(pc, spec)
+    assert r.verdict is Verdict.PASS, r
+    # the probe respects the declared range (16 tiles of 16 would be 256 > 200)
+    assert r.details["probe"] == "N200", r.details
+    assert r.details["strided"] == ["N"] and "blocks_per_program" not in r.summary, r.summary
+    assert "gaps between them" in r.summary, r.summary
