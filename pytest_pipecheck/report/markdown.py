@@ -44,6 +44,7 @@ import html
 import math
 import os
 import re
+import shlex
 import stat
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -304,7 +305,7 @@ def _failures(results: Sequence[CheckResult], seed: Any) -> list[str]:
                 shown += f"\n- … and {rest} more (the JSON report lists every one)"
             out += ["", *_details_block(f"the {len(group)} tests", shown)]
         if r.nodeid:
-            out += ["", f"reproduce: {_code(f'pytest {r.nodeid!r} --pipecheck --pipecheck-seed={seed}')}"]
+            out += ["", f"reproduce: {_code(f'pytest {shlex.quote(r.nodeid)} --pipecheck --pipecheck-seed={seed}')}"]
         out.append("")
     rest = len(groups) - _MAX_FAILURE_GROUPS
     if rest > 0:

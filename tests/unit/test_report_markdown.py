@@ -84,7 +84,7 @@ def test_a_failing_run_says_do_not_merge_with_what_failed() -> None:
     assert "**INCONCLUSIVE** `sanitizer:synccheck` on `my_gemm` in `t.py::c`" in text
     # the long message is folded, whole up to its bound, in a code block
     assert "<details><summary>message (40 lines)</summary>" in text and "race 39: write at gemm.cu:139" in text
-    assert "reproduce: `pytest 't.py::a' --pipecheck --pipecheck-seed=7`" in text
+    assert "reproduce: `pytest t.py::a --pipecheck --pipecheck-seed=7`" in text
     # the test that failed outside its checks is listed on its own; the ones above are not repeated
     assert "#### 1 test did not pass besides the checks above" in text
     assert "| `t.py::e` | failed | call | AssertionError: the output's shape is wrong |" in text
