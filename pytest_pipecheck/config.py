@@ -455,6 +455,11 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="PATH", marker=False),
     Setting("html", _parse_optional_path(False), None, "write a self-contained HTML report to this path",
             metavar="PATH", marker=False),
+    Setting("markdown", _parse_optional_path(False), None,
+            "write the merge verdict and what decides it as Markdown to this path (for a review comment or a CI "
+            "artifact); where $GITHUB_STEP_SUMMARY is set, a run with --pipecheck or any report also appends "
+            "the same text to that file (GitHub Actions' job summary)",
+            metavar="PATH", marker=False),
     Setting("baseline_dir", _parse_optional_path(False), "pipecheck-baselines",
             "directory holding perf baselines", metavar="DIR", marker=False),
     Setting("baseline_save", _parse_bool, False, "save perf results as the new baselines",
@@ -513,6 +518,7 @@ class PipecheckConfig:
     kernel: str | None = None
     json: str | None = None
     html: str | None = None
+    markdown: str | None = None
     baseline_dir: str | None = "pipecheck-baselines"
     baseline_save: bool = False
     perf_threshold: float = 0.0275

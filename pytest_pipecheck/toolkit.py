@@ -17,7 +17,7 @@ wins):
    ``importlib.util.find_spec``, never imported).
 
 compute-sanitizer is the one exception: its pip package (``nvidia-cuda-sanitizer-api``, installed
-at a tested version by ``pip install pytest-pipecheck[sanitizer]``) is searched right after step 1,
+at a tested version by pipecheck's ``sanitizer`` extra) is searched right after step 1,
 before ``PATH`` and the toolkits: a newer compute-sanitizer sees more and reports fewer false
 positives than the one of an older toolkit, and the version pipecheck pins is the one it was
 validated with. Its order is therefore 1, 5, 2, 3, 4, 6.

@@ -121,3 +121,11 @@ def consan_aot() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def _no_job_summary_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytester run is not the CI step around it: under GitHub Actions each nested session would append
+    its own verdict to the job's summary (``$GITHUB_STEP_SUMMARY``). The run around them read the variable
+    when it was configured, before any test, and still writes its own. A test of the job summary sets it."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)

@@ -61,7 +61,8 @@ def missing_reason() -> str | None:
     try:
         importlib.import_module("matplotlib")
     except ImportError:
-        return "plots need matplotlib (pip install 'pytest-pipecheck[html]'); the tables below carry the same data"
+        return ("plots need matplotlib (pip install matplotlib; pipecheck's html extra installs it too: "
+                "pip install -e '.[html]' in a clone of pytest-pipecheck); the tables below carry the same data")
     return None
 
 

@@ -1,6 +1,7 @@
 """The run's reports: every test's outcome and check results gathered, the terminal summary, and the
-JSON and HTML files, written by the one process that has every result (the controller under
-pytest-xdist; never a worker or a child pipecheck started).
+JSON, HTML and Markdown files (the Markdown text also appended to GitHub's job summary), written by the
+one process that has every result (the controller under pytest-xdist; never a worker or a child
+pipecheck started).
 
 The report writer marks each report as in progress when the session starts, and on SIGTERM or SIGINT
 ends the session early, writing what it has and which signal interrupted it (:mod:`.interrupt`); a
@@ -27,14 +28,30 @@ from .interrupt import (
     SignalReceived,
     allow_children,
 )
+from .markdown import STEP_SUMMARY_ENV, StepSummary
 from .outcomes import TestOutcomes
 
-__all__ = ["REPORT_WRITE_FAILED", "ReportPlugin", "check_report_paths", "report_option"]
+__all__ = ["REPORT_WRITE_FAILED", "ReportPlugin", "check_report_paths", "report_option", "step_summary_path"]
 
-#: the exit status of a run whose report (--pipecheck-json / --pipecheck-html) could not be written at
-#: the end, when it would otherwise have been 0: pytest's "usage error", as for a bad report path
-#: caught at start-up. A run that already failed keeps its own status.
+#: the exit status of a run whose report (--pipecheck-json / --pipecheck-html / --pipecheck-markdown /
+#: $GITHUB_STEP_SUMMARY) could not be written at the end, when it would otherwise have been 0: pytest's
+#: "usage error", as for a bad report path caught at start-up. A run that already failed keeps its own status.
 REPORT_WRITE_FAILED = int(pytest.ExitCode.USAGE_ERROR)
+
+#: the report files, by setting name
+REPORTS = ("json", "html", "markdown")
+#: how messages name the job summary file, which no option gives
+STEP_SUMMARY = "$GITHUB_STEP_SUMMARY"
+
+
+def step_summary_path(run_config: PipecheckConfig) -> str | None:
+    """The job summary file to append the Markdown report to: ``$GITHUB_STEP_SUMMARY`` (GitHub Actions
+    sets it in every step) when it is set and the run checks with pipecheck or asks for a report; else None.
+    """
+    path = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+    if not path or not (run_config.enabled or any(getattr(run_config, name) for name in REPORTS)):
+        return None
+    return path
 
 
 def report_option(run_config: PipecheckConfig, name: str, value: str | None = None) -> str:
@@ -44,32 +61,53 @@ def report_option(run_config: PipecheckConfig, name: str, value: str | None = No
     return f"--pipecheck-{name}={value}" if value is not None else f"--pipecheck-{name}"
 
 
-def check_report_paths(run_config: PipecheckConfig) -> None:
+def _path_problem(path: str, *, append: bool) -> str | None:
+    """Why a report cannot be written at ``path`` (None when it can): a directory, a symlink, a FIFO or a
+    device there (reports are written as regular files only), or no writable directory for it. A file
+    that is ``append``-ed to must be writable itself, and its directory must exist (it is not created)."""
+    from .._atomic import describe_non_regular
+
+    target = os.path.abspath(path)
+    found = describe_non_regular(target)
+    if found:
+        return f"the path is {found}; reports are written as regular files only"
+    parent = os.path.dirname(target)
+    if append:
+        if os.path.lexists(target):
+            return None if os.access(target, os.W_OK) else "the file is not writable"
+        if not os.path.lexists(parent):
+            return f"the directory {parent!r} does not exist"
+    while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"{parent!r} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"the directory {parent!r} is not writable"
+    return None
+
+
+def check_report_paths(run_config: PipecheckConfig, step_summary: str | None = None) -> None:
     """A report path that cannot be written is a usage error now, not a line after the results.
 
     The path must not be a directory, a symlink, a FIFO or a device (reports are written as regular
-    files only), and its nearest existing parent must be a writable directory.
+    files only), and its nearest existing parent must be a writable directory. ``step_summary``, the
+    job summary the Markdown report is appended to, must be a writable file or one that can be created
+    in its existing directory.
     """
-    from .._atomic import describe_non_regular
-
-    for name in ("json", "html"):
+    for name in REPORTS:
         path = getattr(run_config, name)
         if not path:
             continue
-        option = report_option(run_config, name, path)
-        target = os.path.abspath(path)
-        found = describe_non_regular(target)
-        problem = f"the path is {found}; reports are written as regular files only" if found else None
-        if problem is None:
-            parent = os.path.dirname(target)
-            while not os.path.lexists(parent) and os.path.dirname(parent) != parent:
-                parent = os.path.dirname(parent)
-            if not os.path.isdir(parent):
-                problem = f"{parent!r} is not a directory"
-            elif not os.access(parent, os.W_OK | os.X_OK):
-                problem = f"the directory {parent!r} is not writable"
+        problem = _path_problem(path, append=False)
         if problem is not None:
-            raise pytest.UsageError(f"pipecheck: {option}: the report cannot be written there: {problem}")
+            raise pytest.UsageError(f"pipecheck: {report_option(run_config, name, path)}: the report cannot be "
+                                    f"written there: {problem}")
+    if step_summary:
+        problem = _path_problem(step_summary, append=True)
+        if problem is not None:
+            raise pytest.UsageError(
+                f"pipecheck: {STEP_SUMMARY}={step_summary} (the job summary GitHub Actions shows): the Markdown "
+                f"report cannot be appended there: {problem}; unset {STEP_SUMMARY_ENV} for no job summary")
 
 
 class ReportPlugin:
@@ -83,14 +121,21 @@ class ReportPlugin:
         self.interruption: Interruption | None = None
         config.stash[SESSION_RESULTS] = []
         config.stash[SESSION_OUTCOMES] = TestOutcomes()
+        # read once, here: the variable names the summary of the step this run started in
+        path = step_summary_path(config.stash[RUN_CONFIG]) if writes else None
+        self.step_summary = StepSummary(path) if path else None
         if writes:
-            check_report_paths(config.stash[RUN_CONFIG])
+            check_report_paths(config.stash[RUN_CONFIG], path)
+
+    def _wants_reports(self) -> bool:
+        run_config = self.config.stash[RUN_CONFIG]
+        return self.step_summary is not None or any(getattr(run_config, name) for name in REPORTS)
 
     # ------------------------------------------------------------------ the run's start and its interruption
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         run_config = self.config.stash[RUN_CONFIG]
-        wants_reports = bool(run_config.json or run_config.html)
+        wants_reports = self._wants_reports()
         if self.writes and (wants_reports or run_config.enabled):
             # SIGTERM (a CI job's timeout) would end the process with no report and leave the children
             # running; SIGINT is already a KeyboardInterrupt, but which signal it was is kept
@@ -123,7 +168,7 @@ class ReportPlugin:
         # signal or a kill during that wait still leaves a report that says what happened
         returncode = getattr(excinfo.value, "returncode", None)
         status = int(returncode) if isinstance(returncode, int) else int(pytest.ExitCode.INTERRUPTED)
-        if self.config.stash[RUN_CONFIG].json or self.config.stash[RUN_CONFIG].html:
+        if self._wants_reports():
             with self._deferred(raise_after=False):  # what could not be written is said at the end
                 self._write_reports(INTERRUPTED, status, quiet=True)
 
@@ -170,11 +215,9 @@ class ReportPlugin:
         if not self.writes:
             return
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        run_config = self.config.stash[RUN_CONFIG]
         interruption = self.interruption
         if interruption is not None and interruption.signal and tr is not None:
-            said = "; the reports say the run was interrupted and did not pass" if run_config.json or run_config.html \
-                else ""
+            said = "; the reports say the run was interrupted and did not pass" if self._wants_reports() else ""
             tr.write_line(f"pipecheck: {interruption.signal} received: the session ended early{said}", red=True)
         with self._deferred(raise_after=False):  # a second signal must not leave a report half-decided
             failed = self._write_reports(INTERRUPTED if interruption is not None else FINISHED, int(exitstatus))
@@ -221,6 +264,7 @@ class ReportPlugin:
                     tr.write_line(line)
             else:
                 failed.append(f"{line} ({report_option(run_config, 'html')})")
+        self._write_markdown(state, status, interruption, results, outcomes, failed, quiet=quiet)
         if state == RUNNING and failed:
             failed = [f"{line}; a run that ends without its reports leaves the previous ones at their paths"
                       for line in failed]
@@ -228,3 +272,44 @@ class ReportPlugin:
             if tr is not None and not quiet:
                 tr.write_line(line, red=True)
         return failed
+
+    def _write_markdown(self, state: str, status: int | None, interruption: Interruption | None,
+                        results: list[CheckResult], outcomes: TestOutcomes, failed: list[str], *, quiet: bool) -> None:
+        """Write the Markdown report and append it to the job summary; what could not be written goes to
+        ``failed``. Written after the other reports, so that its verdict counts theirs: a run whose JSON
+        report could not be written ends with exit status 4, and the Markdown says so."""
+        config = self.config
+        run_config = config.stash[RUN_CONFIG]
+        if not run_config.markdown and self.step_summary is None:
+            return
+        from . import markdown
+
+        targets: list[tuple[str, str, Any]] = []
+        if run_config.markdown:
+            targets.append((run_config.markdown, report_option(run_config, "markdown"),
+                            lambda t, p=run_config.markdown: markdown.write(p, t)))
+        if self.step_summary is not None:
+            targets.append((self.step_summary.path, STEP_SUMMARY, self.step_summary.write))
+        # a target that fails changes the run's verdict (its exit status becomes 4): the others are written
+        # again, so that none of them says "merge OK" for that run
+        ok = list(targets)
+        seen = -1
+        while len(failed) != seen:
+            seen = len(failed)
+            for target in list(ok):
+                path, option, write = target
+                shown = REPORT_WRITE_FAILED if failed and status == 0 and state == FINISHED else status
+                try:
+                    write(markdown.render(results, config.stash[TIER], config.stash[RUN_SEED], outcomes, shown,
+                                          state=state, interrupted=interruption, not_written=failed))
+                except Exception as exc:  # a bug in the report must not hide the results: it fails the run
+                    reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) \
+                        else f"{type(exc).__name__}: {exc}"
+                    failed.append(f"pipecheck: could not write the Markdown report to {path!r} ({option}): "
+                                  f"{reason}")
+                    ok.remove(target)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and not quiet and state != RUNNING:
+            for path, option, _ in ok:
+                done = "appended to" if option == STEP_SUMMARY else "written to"
+                tr.write_line(f"pipecheck: Markdown report {done} {path} ({option})")

@@ -43,13 +43,16 @@ from dataclasses import dataclass
 from .launches import KernelFacts
 from .parse import Finding
 
-__all__ = ["OPTIONS", "PINNED_PACKAGE", "PINNED_VERSION", "RULES", "Rule", "SanitizerOption", "applicable_rules",
+__all__ = ["INSTALL_PINNED", "OPTIONS", "PINNED_PACKAGE", "PINNED_VERSION", "RULES", "Rule", "SanitizerOption", "applicable_rules",
            "filter_findings", "limitations", "option_args"]
 
 Version = tuple[int, ...]
 
-#: the package ``pip install pytest-pipecheck[sanitizer]`` installs, and the version of the tool in it
+#: the package pipecheck's ``sanitizer`` extra installs, and the version of the tool in it
 PINNED_PACKAGE = "nvidia-cuda-sanitizer-api==13.5.25"
+#: how to install it, in words that work as written: pipecheck is installed from a clone or from git, not an index
+INSTALL_PINNED = (f"pip install '{PINNED_PACKAGE}' (what pipecheck's sanitizer extra installs: "
+                  "pip install -e '.[sanitizer]' in a clone of pytest-pipecheck)")
 PINNED_VERSION: Version = (2026, 4)
 
 
@@ -351,7 +354,7 @@ def limitations(version_text: str | None, version: Version | None, tools: Sequen
     if version is None:
         return [f"{name}: version unknown, so no version-gated option is used (shared-memory initcheck, "
                 f"--check-bulk-copy, --check-warpgroup-mma) and no known-false-positive rule applies; "
-                f"pip install pytest-pipecheck[sanitizer] installs {PINNED_PACKAGE}"]
+                f"the version pipecheck was validated with: {INSTALL_PINNED}"]
     out = []
     if "initcheck" in tools and version < OPTIONS[0].since:
         out.append(f"{name} cannot check shared memory in initcheck (--initcheck-address-space needs 2025.4): "
@@ -364,5 +367,5 @@ def limitations(version_text: str | None, version: Version | None, tools: Sequen
                     f"filters exactly those records, counts them and reports them")
             (out if rule.fixed_in is not None else bugs).append(line)
     if out:
-        out.append(f"pip install pytest-pipecheck[sanitizer] installs {PINNED_PACKAGE}, which has none of these")
+        out.append(f"{PINNED_PACKAGE} has none of these: {INSTALL_PINNED}")
     return out + bugs

@@ -6,9 +6,9 @@ The search order is the one of :mod:`pytest_pipecheck.toolkit`, with NVIDIA's pi
 1. ``PIPECHECK_COMPUTE_SANITIZER``: the executable the user named explicitly;
 2. NVIDIA's pip packages in this interpreter's site-packages directories:
    ``nvidia/<pkg>/bin/compute-sanitizer`` and ``nvidia/<pkg>/compute-sanitizer/compute-sanitizer``
-   (``nvidia/cu13/...`` of ``nvidia-cuda-sanitizer-api`` 13.x, which
-   ``pip install pytest-pipecheck[sanitizer]`` installs at the tested version; older releases used
-   ``nvidia/cuda_sanitizer_api/...``);
+   (``nvidia/cu13/...`` of ``nvidia-cuda-sanitizer-api`` 13.x, which pipecheck's ``sanitizer`` extra
+   installs at the tested version (``pip install -e ".[sanitizer]"`` in a clone of pytest-pipecheck);
+   older releases used ``nvidia/cuda_sanitizer_api/...``);
 3. the absolute entries of ``PATH``, in order;
 4. ``$CUDA_HOME``, ``$CUDA_PATH``, ``$CUDA_ROOT`` (absolute values only): ``bin/compute-sanitizer``
    and ``compute-sanitizer/compute-sanitizer``;
@@ -29,13 +29,14 @@ import functools
 from dataclasses import dataclass
 
 from .. import toolkit
+from .known import INSTALL_PINNED
 
 __all__ = ["HOW_TO_GET", "SanitizerInstall", "find_compute_sanitizer", "not_found"]
 
 HOW_TO_GET = (
-    "pip install pytest-pipecheck[sanitizer] installs NVIDIA's compute-sanitizer at the tested version; it "
-    "also ships with the CUDA toolkit: put the toolkit's bin/ on PATH (an absolute entry), set CUDA_HOME, "
-    "or point PIPECHECK_COMPUTE_SANITIZER at the executable"
+    f"NVIDIA's compute-sanitizer at the version pipecheck was validated with: {INSTALL_PINNED}; it also ships "
+    "with the CUDA toolkit: put the toolkit's bin/ on PATH (an absolute entry), set CUDA_HOME, or point "
+    "PIPECHECK_COMPUTE_SANITIZER at the executable"
 )
 
 

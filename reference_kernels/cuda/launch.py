@@ -123,8 +123,9 @@ KERNELS: dict[str, CudaKernel] = {
 #: Reviewed sanitizer exclusions for compute-sanitizer before 2026.4.0: kernel -> {tool: reason}.
 _EXCLUSIONS_BEFORE_2026_4: dict[str, dict[str, str]] = {
     name: {"synccheck": (
-        "synccheck excluded for compute-sanitizer {version} (reviewed false positive; none from 2026.4.0, "
-        "pip install pytest-pipecheck[sanitizer]): it reports 'Barrier error detected. Missing wait.' at the "
+        "synccheck excluded for compute-sanitizer {version} (reviewed false positive; none from 2026.4.0: "
+        "pip install 'nvidia-cuda-sanitizer-api==13.5.25', or pip install -e '.[sanitizer]' in a clone of "
+        "pytest-pipecheck): it reports 'Barrier error detected. Missing wait.' at the "
         "mbarrier arrive inside cuda::pipeline::producer_commit for every cuda::pipeline kernel, a 20-line "
         "textbook pipeline included, and stops the kernel there (unspecified launch failure), so no filter "
         "of its records can rescue the run (H200 2026-11-22, H100 2026-11-25: docs/validation/); racecheck "

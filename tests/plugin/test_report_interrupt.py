@@ -21,7 +21,7 @@ import pytest
 from ._sanitizer_fake import GPU_CONFTEST, _fake, noop_tests
 
 REPORTS = ("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=r.json", "--pipecheck-html=r.html",
-           "-p", "no:cacheprovider")
+           "--pipecheck-markdown=r.md", "-p", "no:cacheprovider")
 
 SIGNALLED = """
 import os, signal
@@ -44,6 +44,11 @@ def _doc(pytester: pytest.Pytester) -> dict[str, Any]:
     return doc
 
 
+def _verdict(pytester: pytest.Pytester) -> str:
+    """The Markdown report's first line."""
+    return (pytester.path / "r.md").read_text(encoding="utf-8").splitlines()[0]
+
+
 def _outcomes(doc: dict[str, Any]) -> dict[str, str]:
     return {t["nodeid"].rsplit("::", 1)[-1]: t["outcome"] for t in doc["tests"]}
 
@@ -63,6 +68,8 @@ def test_a_signal_mid_run_writes_reports_that_say_interrupted_with_the_finished_
     page = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert 'id="run-interrupted"' in page and "The run did not finish" in page and name in page
     assert 'id="all-passed"' not in page
+    assert _verdict(pytester) == (f"❌ pipecheck: do not merge — the run was interrupted by {name} before it "
+                                  "finished (1 of 3 tests ran)")
     result.stdout.fnmatch_lines([f"*pipecheck: {name} received*"])
 
 
@@ -72,6 +79,7 @@ def test_a_run_killed_mid_run_leaves_reports_that_are_not_ok(pytester: pytest.Py
                                                        "ok": True, "exitstatus": 0}))
     (pytester.path / "r.html").write_text('<div class="banner good" id="all-passed">Every test and every check '
                                           "passed.</div>")
+    (pytester.path / "r.md").write_text("✅ pipecheck: merge OK — 3 checks passed, 0 skipped\n")
     pytester.makepyfile(SIGNALLED.format(name="SIGKILL"))
     result = pytester.runpytest_subprocess(*REPORTS)
     assert result.ret == -signal.SIGKILL
@@ -81,6 +89,7 @@ def test_a_run_killed_mid_run_leaves_reports_that_are_not_ok(pytester: pytest.Py
     page = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert 'id="all-passed"' not in page
     assert 'id="run-not-finished"' in page and "The run did not finish" in page
+    assert _verdict(pytester) == "❌ pipecheck: do not merge — the run has not finished"
 
 
 XDIST_CONFTEST = """
@@ -134,6 +143,7 @@ def test_sigterm_to_the_xdist_controller_writes_reports_that_say_interrupted(pyt
     assert doc["interrupted"]["signal"] == "SIGTERM"
     assert _outcomes(doc)["test_first"] == "passed"
     assert "did not finish" in (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert _verdict(pytester).startswith("❌ pipecheck: do not merge — the run was interrupted by SIGTERM")
 
 
 MID_RUN = """
@@ -144,6 +154,8 @@ def test_sees_its_reports_in_progress(pipecheck):
     assert doc["ok"] is False and doc["state"] == "running" and doc["finished"] is False
     assert doc["tests"] == [] and doc["exitstatus"] is None
     assert "The run did not finish" in open("r.html").read()
+    assert open("r.md", encoding="utf-8").read().splitlines()[0] == (
+        "❌ pipecheck: do not merge — the run has not finished")
 
 def test_raises_keyboard_interrupt(pipecheck):
     raise KeyboardInterrupt
@@ -165,6 +177,8 @@ def test_reports_say_running_during_the_run_and_an_interruption_without_a_signal
     assert doc["interrupted"] == {"signal": None, "reason": "KeyboardInterrupt"}
     assert "The run did not finish: it was interrupted (KeyboardInterrupt)" in \
         (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert _verdict(pytester) == ("❌ pipecheck: do not merge — the run was interrupted (KeyboardInterrupt) before "
+                                  "it finished (1 of 2 tests ran)")
 
 
 CHILD_SIGNALS_PARENT = """
@@ -213,6 +227,7 @@ def test_sigterm_while_sanitizer_children_run_kills_them_and_writes_the_reports(
         assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-3000:]
         doc = _doc(pytester)
         assert doc["ok"] is False and doc["state"] == "interrupted" and doc["interrupted"]["signal"] == "SIGTERM"
+        assert _verdict(pytester).startswith("❌ pipecheck: do not merge — the run was interrupted by SIGTERM")
     finally:
         if pid_file.exists():  # never leave a child behind, whatever failed
             with contextlib.suppress(ProcessLookupError):

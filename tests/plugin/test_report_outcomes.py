@@ -23,7 +23,7 @@ def test_fails_after_its_checks(pipecheck):
 def test_a_test_failing_after_passing_checks_makes_both_reports_say_not_passed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(AFTER_CHECKS)
     result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=r.json",
-                                "--pipecheck-html=r.html", "-p", "no:cacheprovider")
+                                "--pipecheck-html=r.html", "--pipecheck-markdown=r.md", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["totals"]["fail"] == 0 and doc["totals"]["pass"] == 2  # every check passed ...
@@ -35,25 +35,33 @@ def test_a_test_failing_after_passing_checks_makes_both_reports_say_not_passed(p
     page = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert "Every check passed" not in page and 'id="all-passed"' not in page
     assert "1 test did not pass" in page and "test_fails_after_its_checks" in page
+    md = (pytester.path / "r.md").read_text(encoding="utf-8")
+    assert md.splitlines()[0] == "❌ pipecheck: do not merge — 1 test failed"
+    assert "test_fails_after_its_checks" in md and "the output's shape is wrong" in md
+    result.stdout.fnmatch_lines(["pipecheck: Markdown report written to r.md (--pipecheck-markdown)"])
 
 
 def test_a_passing_run_is_ok_in_both_reports(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(AFTER_CHECKS.split("def test_fails_after")[0])
     result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=r.json",
-                                "--pipecheck-html=r.html", "-p", "no:cacheprovider")
+                                "--pipecheck-html=r.html", "--pipecheck-markdown=r.md", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["ok"] is True and doc["test_totals"]["passed"] == 1
     assert 'id="all-passed"' in (pytester.path / "r.html").read_text(encoding="utf-8")
+    md = (pytester.path / "r.md").read_text(encoding="utf-8")
+    assert md.splitlines()[0] == "✅ pipecheck: merge OK — 1 check passed, 0 skipped"
 
 
 def test_a_collection_error_is_not_ok(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_good="def test_fine(pipecheck):\n    pass\n",
                         test_broken="import no_such_module_pipecheck\n")
     pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=r.json",
-                       "--continue-on-collection-errors", "-p", "no:cacheprovider")
+                       "--pipecheck-markdown=r.md", "--continue-on-collection-errors", "-p", "no:cacheprovider")
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["ok"] is False
+    assert (pytester.path / "r.md").read_text(encoding="utf-8").splitlines()[0] == \
+        "❌ pipecheck: do not merge — 1 test errored"
     assert {"nodeid": "test_broken.py", "outcome": "error", "when": "collect"}.items() <= \
         next(t for t in doc["tests"] if t["nodeid"] == "test_broken.py").items()
 
@@ -74,7 +82,8 @@ def test_a_crashed_xdist_worker_is_in_the_reports(pytester: pytest.Pytester) -> 
         """
     )
     pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=r.json",
-                                  "--pipecheck-html=r.html", "-p", "xdist", "-p", "no:cacheprovider")
+                                  "--pipecheck-html=r.html", "--pipecheck-markdown=r.md", "-p", "xdist",
+                                  "-p", "no:cacheprovider")
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["ok"] is False
     outcome = {t["nodeid"].split("::")[1]: t["outcome"] for t in doc["tests"]}
@@ -82,6 +91,8 @@ def test_a_crashed_xdist_worker_is_in_the_reports(pytester: pytest.Pytester) -> 
     assert doc["test_totals"]["crashed"] == 1
     page = (pytester.path / "r.html").read_text(encoding="utf-8")
     assert 'id="all-passed"' not in page and "1 crashed" in page
+    assert (pytester.path / "r.md").read_text(encoding="utf-8").splitlines()[0] == \
+        "❌ pipecheck: do not merge — 1 test crashed its worker"
 
 
 LINK_AT_THE_END = """
@@ -127,8 +138,9 @@ def test_a_symlink_as_report_path_is_a_usage_error(pytester: pytest.Pytester) ->
 def test_a_relay_child_does_not_write_the_parents_reports(pytester: pytest.Pytester) -> None:
     # a child started with the parent's ini file sees its report keys; only the parent writes them
     pytester.makepyfile("def test_ok(pipecheck):\n    pass\n")
-    pytester.makeini("[pytest]\npipecheck_json = r.json\npipecheck_html = r.html\n")
+    pytester.makeini("[pytest]\npipecheck_json = r.json\npipecheck_html = r.html\npipecheck_markdown = r.md\n")
     result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-relay=relay.jsonl",
                                 "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "r.json").exists() and not (pytester.path / "r.html").exists()
+    assert not (pytester.path / "r.md").exists()

@@ -251,7 +251,8 @@ def test_without_matplotlib_tables_remain_and_the_page_says_why(monkeypatch: pyt
     page = _page()
     assert "<img" not in page
     assert 'id="no-matplotlib"' in page and "plots need matplotlib" in page
-    assert "pip install &#x27;pytest-pipecheck[html]&#x27;" in page
+    assert "pip install matplotlib; pipecheck&#x27;s html extra installs it too: pip install -e &#x27;.[html]&#x27; " \
+        "in a clone of pytest-pipecheck" in page
     assert "<th>blocks/SM</th>" in page and "<th>measured (µs)</th>" in page
 
 
