@@ -129,7 +129,7 @@ def decode(config: pytest.Config) -> Role:
 #: (each child gets its own role and the parent's seed)
 _NOT_PASSED = frozenset({
     # reports and output
-    "--pipecheck-json", "--pipecheck-html", "--junitxml", "--junit-xml", "--junit-prefix", "--resultlog",
+    "--pipecheck-json", "--pipecheck-html", "--pipecheck-markdown", "--junitxml", "--junit-xml", "--junit-prefix", "--resultlog",
     "--html", "--self-contained-html", "--json-report", "--json-report-file", "--report-log", "--log-file",
     "--durations", "--durations-min", "--store-durations", "--durations-path", "--splits", "--group",
     "--splitting-algorithm", "--clean-durations", "-v", "--verbose", "-q", "--quiet", "--verbosity", "-r",
