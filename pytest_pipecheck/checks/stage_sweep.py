@@ -37,6 +37,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
@@ -314,10 +315,34 @@ def check_stage_sweep(
         raise type(exc)(str(exc)) from None
 
 
-def _check_stage_sweep(ctx: CheckContext, run: Any, stages: Any, *, kernel: str | None, flops: Any, chosen: Any,
-                       max_loss: Any, load_only: Any, compute_only: Any, tiles: Any, resources: Any, arch: Any,
-                       timer: Timer | None, timing_kw: dict[str, Any]) -> CheckResult:
-    __tracebackhide__ = True
+@dataclass
+class _Sweep:
+    """A sweep's arguments, checked: what :func:`_rows` times and :func:`_verdict` judges."""
+
+    run: Callable[[int], Any]
+    stages: list[int]
+    max_loss: float
+    flops: float | None
+    chosen: int | None
+    tiles: int  # the loop's tiles per block, for the cost-model prediction (0: no prediction)
+    load_only: Callable[[int], Any] | dict[int, float] | None
+    compute_only: Callable[[int], Any] | dict[int, float] | None
+    resources: Any
+    arch: str | None  # the architecture blocks/SM are read for (None: no resources given)
+    name: str | None
+    timing_kw: dict[str, Any]
+    where: str
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """What every result of the sweep carries in its details."""
+        return {"max_loss": self.max_loss, "chosen": self.chosen, "arch": self.arch, "tiles": self.tiles or None}
+
+
+def _checked(ctx: CheckContext, run: Any, stages: Any, *, kernel: str | None, flops: Any, chosen: Any,
+             max_loss: Any, load_only: Any, compute_only: Any, tiles: Any, resources: Any, arch: Any,
+             timer: Timer | None, timing_kw: dict[str, Any]) -> _Sweep:
+    """The sweep's arguments checked; PipecheckError naming the argument and the test for a bad one."""
     where = _where(ctx)
     if not callable(run):
         raise PipecheckError(f"check_stage_sweep(run={run!r}){where}: run must be a callable taking the stage count")
@@ -362,94 +387,121 @@ def _check_stage_sweep(ctx: CheckContext, run: Any, stages: Any, *, kernel: str 
         raise PipecheckError(f"check_stage_sweep(timer={timer!r}){where}: must be a callable like perf.timing.measure")
     if kernel is not None and not isinstance(kernel, str):
         raise PipecheckError(f"check_stage_sweep(kernel={kernel!r}){where}: must be a string")
-    name = kernel or ctx.config.kernel
+    return _Sweep(run, stage_list, loss_limit, flops_f, chosen, n_tiles, load_v, compute_v, resources, occ_arch,
+                  kernel or ctx.config.kernel, timing_kw, where)
 
-    def skip(reason: str) -> CheckResult:
-        return ctx.record(CheckResult(CHECK, Verdict.SKIP, reason, kernel=name,
-                                     details={"reason": reason, "stages": stage_list, "chosen": chosen}))
 
-    if timer is None:
-        if not ctx.tier.has_gpu:
-            return skip(f"stage sweep needs a CUDA GPU: {ctx.tier.reason}")
-        if ctx.tier.timing_blocked:
-            return skip(f"stage sweep not timed: {ctx.tier.timing_blocked}")
-        from ..perf import timing
+def _timer(ctx: CheckContext, sweep: _Sweep, timer: Timer | None) -> Timer | str:
+    """The timer to use: the one given, else the device's (:func:`pytest_pipecheck.perf.timing.measure`);
+    or why the sweep cannot be timed here (no GPU, a GPU shared by xdist workers)."""
+    if timer is not None:
+        return timer
+    if not ctx.tier.has_gpu:
+        return f"stage sweep needs a CUDA GPU: {ctx.tier.reason}"
+    if ctx.tier.timing_blocked:
+        return f"stage sweep not timed: {ctx.tier.timing_blocked}"
+    from ..perf import timing
 
-        timing_kw.setdefault("settle_s", timing.DEFAULT_SETTLE_S)
-        timer = timing.measure
+    sweep.timing_kw.setdefault("settle_s", timing.DEFAULT_SETTLE_S)
+    return timing.measure
 
+
+def _timed(ctx: CheckContext, sweep: _Sweep, timer: Timer, rows: list[dict[str, Any]], fn: Callable[[], Any],
+           s: int, what: str = "") -> Samples | str:
+    """Samples of ``fn``, or the reason it does not fit; any other failure is recorded as an error result of
+    the sweep (with the rows timed so far) and raised."""
+    try:
+        got = timer(fn, **sweep.timing_kw)
+    except PipecheckError:
+        raise
+    except Exception as exc:
+        reason = does_not_fit(exc)
+        if reason is not None:
+            return reason
+        summary = f"{what}stages={s}: {type(exc).__name__}: {_first_line(exc)}"
+        ctx.record(CheckResult(CHECK, Verdict.ERROR, summary, kernel=sweep.name,
+                               details={**sweep.base, "stage_sweep": rows, "error": summary}))
+        raise
+    return _samples(got, s, what, sweep.where)
+
+
+def _row(ctx: CheckContext, sweep: _Sweep, timer: Timer, rows: list[dict[str, Any]], s: int,
+         meta: dict[str, Any]) -> dict[str, Any]:
+    """One stage count's row: its time (or why it does not fit), its throughput, the cost model's prediction
+    from the load-only and compute-only variants, and its blocks/SM; ``meta`` gets the first timing's."""
+    row: dict[str, Any] = {"stages": s, "measured_us": None, "q1_us": None, "q3_us": None, "n": 0,
+                           "predicted_us": None, "blocks_per_sm": None, "tflops": None, "note": ""}
+    notes: list[str] = []
+    got = _timed(ctx, sweep, timer, rows, functools.partial(sweep.run, s), s)
+    fits = not isinstance(got, str)
+    if isinstance(got, str):
+        notes.append(f"does not fit: {got}")
+    else:
+        row.update(measured_us=got.median, q1_us=got.q1, q3_us=got.q3, n=got.n)
+        if sweep.flops is not None:
+            row["tflops"] = sweep.flops / (got.median * 1e-6) / 1e12
+        if not meta:
+            meta.update(got.meta)
+    if fits and sweep.load_only is not None and sweep.compute_only is not None:
+        _predict(ctx, sweep, timer, rows, s, row, notes)
+    if sweep.resources is not None and sweep.arch is not None:
+        res = None
+        if isinstance(sweep.resources, Mapping):
+            res = sweep.resources.get(s)
+        elif fits:
+            try:
+                res = sweep.resources(s)
+            except PipecheckError as exc:  # resources that cannot be read: say so in the row
+                notes.append(f"blocks/SM unknown: {exc}")
+        if res is not None:
+            row.update(_occupancy_of(res, sweep.arch, s, sweep.where))
+    row["note"] = "; ".join(notes)
+    return row
+
+
+def _predict(ctx: CheckContext, sweep: _Sweep, timer: Timer, rows: list[dict[str, Any]], s: int,
+             row: dict[str, Any], notes: list[str]) -> None:
+    """The cost model's prediction for stage count ``s`` from its load-only and compute-only times."""
+    variant_us: dict[str, float | None] = {}
+    for label, v in (("load_only", sweep.load_only), ("compute_only", sweep.compute_only)):
+        if isinstance(v, dict):
+            variant_us[label] = v.get(s)
+            continue
+        assert v is not None
+        vs = _timed(ctx, sweep, timer, rows, functools.partial(v, s), s, f"{label} ")
+        if isinstance(vs, str):
+            notes.append(f"{label} variant does not fit: {vs}")
+            variant_us[label] = None
+        else:
+            variant_us[label] = vs.median
+    lo, co = variant_us["load_only"], variant_us["compute_only"]
+    row["load_only_us"], row["compute_only_us"] = lo, co
+    if lo is not None and co is not None:
+        from ..perf.cost_model import predict_from_variants
+
+        pred = predict_from_variants(lo, co, sweep.tiles, s)
+        row["predicted_us"] = pred.pipelined
+        row["bound"] = pred.bound
+    elif not notes:
+        notes.append("no prediction: no variant time for this stage count")
+
+
+def _check_stage_sweep(ctx: CheckContext, run: Any, stages: Any, *, kernel: str | None, flops: Any, chosen: Any,
+                       max_loss: Any, load_only: Any, compute_only: Any, tiles: Any, resources: Any, arch: Any,
+                       timer: Timer | None, timing_kw: dict[str, Any]) -> CheckResult:
+    __tracebackhide__ = True
+    sweep = _checked(ctx, run, stages, kernel=kernel, flops=flops, chosen=chosen, max_loss=max_loss,
+                     load_only=load_only, compute_only=compute_only, tiles=tiles, resources=resources, arch=arch,
+                     timer=timer, timing_kw=timing_kw)
+    chosen_timer = _timer(ctx, sweep, timer)
+    if isinstance(chosen_timer, str):
+        return ctx.record(CheckResult(CHECK, Verdict.SKIP, chosen_timer, kernel=sweep.name,
+                                      details={"reason": chosen_timer, "stages": sweep.stages, "chosen": sweep.chosen}))
     rows: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
-    base = {"max_loss": loss_limit, "chosen": chosen, "arch": occ_arch, "tiles": n_tiles or None}
-
-    def time_it(fn: Callable[[], Any], s: int, what: str = "") -> Samples | str:
-        """Samples of ``fn``, or the reason it does not fit; other failures become an error result."""
-        assert timer is not None
-        try:
-            got = timer(fn, **timing_kw)
-        except PipecheckError:
-            raise
-        except Exception as exc:
-            reason = does_not_fit(exc)
-            if reason is not None:
-                return reason
-            summary = f"{what}stages={s}: {type(exc).__name__}: {_first_line(exc)}"
-            ctx.record(CheckResult(CHECK, Verdict.ERROR, summary, kernel=name,
-                                  details={**base, "stage_sweep": rows, "error": summary}))
-            raise
-        return _samples(got, s, what, where)
-
-    for s in stage_list:
-        row: dict[str, Any] = {"stages": s, "measured_us": None, "q1_us": None, "q3_us": None, "n": 0,
-                               "predicted_us": None, "blocks_per_sm": None, "tflops": None, "note": ""}
-        notes: list[str] = []
-        got = time_it(functools.partial(run, s), s)
-        fits = not isinstance(got, str)
-        if isinstance(got, str):
-            notes.append(f"does not fit: {got}")
-        else:
-            row.update(measured_us=got.median, q1_us=got.q1, q3_us=got.q3, n=got.n)
-            if flops_f is not None:
-                row["tflops"] = flops_f / (got.median * 1e-6) / 1e12
-            if not meta:
-                meta = dict(got.meta)
-        if fits and load_v is not None and compute_v is not None:
-            variant_us: dict[str, float | None] = {}
-            for label, v in (("load_only", load_v), ("compute_only", compute_v)):
-                if isinstance(v, dict):
-                    variant_us[label] = v.get(s)
-                    continue
-                vs = time_it(functools.partial(v, s), s, f"{label} ")
-                if isinstance(vs, str):
-                    notes.append(f"{label} variant does not fit: {vs}")
-                    variant_us[label] = None
-                else:
-                    variant_us[label] = vs.median
-            lo, co = variant_us["load_only"], variant_us["compute_only"]
-            row["load_only_us"], row["compute_only_us"] = lo, co
-            if lo is not None and co is not None:
-                from ..perf.cost_model import predict_from_variants
-
-                pred = predict_from_variants(lo, co, n_tiles, s)
-                row["predicted_us"] = pred.pipelined
-                row["bound"] = pred.bound
-            elif not notes:
-                notes.append("no prediction: no variant time for this stage count")
-        if resources is not None and occ_arch is not None:
-            res = None
-            if isinstance(resources, Mapping):
-                res = resources.get(s)
-            elif fits:
-                try:
-                    res = resources(s)
-                except PipecheckError as exc:  # resources that cannot be read: say so in the row
-                    notes.append(f"blocks/SM unknown: {exc}")
-            if res is not None:
-                row.update(_occupancy_of(res, occ_arch, s, where))
-        row["note"] = "; ".join(notes)
-        rows.append(row)
-
-    return _verdict(ctx, rows, name, chosen, loss_limit, base, meta, flops_f)
+    for s in sweep.stages:
+        rows.append(_row(ctx, sweep, chosen_timer, rows, s, meta))
+    return _verdict(ctx, rows, sweep.name, sweep.chosen, sweep.max_loss, sweep.base, meta, sweep.flops)
 
 
 def _verdict(ctx: CheckContext, rows: list[dict[str, Any]], name: str | None, chosen: int | None, max_loss: float,

@@ -501,3 +501,32 @@ def test_sweep_table_shows_each_optional_column_that_has_a_value() -> None:
     bare = [dict(r, predicted_us=None, tflops=None) for r in rows]
     assert sweep_table(bare, 3, 1).splitlines()[0] == "stages     median      q1 - q3 (us) blocks/SM  note"
     assert sweep_table(bare, 3, 1).splitlines()[1] == "     1   0.350 ms     349.0 - 351.5         3  best"
+
+
+def _steps_sweep(pc: Pipecheck, k: Kernel, **kw: Any) -> Any:
+    from pytest_pipecheck.checks import stage_sweep as sw
+
+    args: dict[str, Any] = dict(kernel="k", flops=None, chosen=None, max_loss=0.05, load_only=None,
+                                compute_only=None, tiles=None, resources=None, arch=None, timer=k.timer, timing_kw={})
+    args.update(kw)
+    return sw._checked(pc, k.run, (1, 2, 3), **args)
+
+
+def test_the_sweeps_steps_one_by_one() -> None:
+    """The sweep's named steps: its arguments checked, the timer chosen, one row per stage count."""
+    from pytest_pipecheck.checks import stage_sweep as sw
+
+    k = Kernel(fails={3: RuntimeError("out of resource: shared memory, Required: 262144, Hardware limit: 232448")})
+    pc = _pc(GPU)
+    with pytest.raises(PipecheckError, match=r"check_stage_sweep\(chosen=7\).*not among stages 1, 2, 3"):
+        _steps_sweep(pc, k, chosen=7)
+    sweep = _steps_sweep(pc, k, chosen=2, flops=FLOPS)
+    assert sweep.stages == [1, 2, 3] and sweep.base == {"max_loss": 0.05, "chosen": 2, "arch": None, "tiles": None}
+    # the timer: the one given; without one, the device's, or why not (no GPU here)
+    assert sw._timer(pc, sweep, k.timer) == k.timer  # a bound method: equal, not the same object
+    assert sw._timer(_pc(CPU), sweep, None).startswith("stage sweep needs a CUDA GPU")
+    meta: dict[str, Any] = {}
+    fits = sw._row(pc, sweep, k.timer, [], 2, meta)
+    assert fits["measured_us"] == pytest.approx(TIMES[2], rel=0.01) and fits["tflops"] > 0 and fits["note"] == ""
+    too_big = sw._row(pc, sweep, k.timer, [], 3, meta)
+    assert too_big["measured_us"] is None and too_big["note"].startswith("does not fit:"), too_big
