@@ -53,7 +53,7 @@ def _verdict(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape:
         fn(_Sandbox(ctx), spec, shape, **kwargs)
     except PipecheckFailure:
         return False
-    except (PipecheckError, Exception):
+    except Exception:  # a bad variant (PipecheckError) or a kernel that raises there: no verdict either way
         return None
     return True
 
@@ -102,9 +102,7 @@ def _stages_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, s
     one.config = _with_stages(ctx, 1)
     try:
         fn(one, spec, shape, **kwargs)
-    except PipecheckFailure:
-        return None
-    except Exception:
+    except Exception:  # it fails with one stage too (or cannot run so): not the pipeline's
         return None
     return (f"the pipeline: it passes with one stage and fails with {stages} (a wait, a barrier or a stage "
             "index of the pipeline, not the arithmetic)")
