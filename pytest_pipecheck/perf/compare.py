@@ -797,7 +797,6 @@ def check(ctx: CheckContext, session: ComparePlugin, fn: Callable[..., Any] | No
     use_anchor = None
     if not fake and found is not None and found.samples is not None and found.samples.anchored:
         use_anchor = timing.Anchor.from_definition(dict(found.samples.anchor or {}))
-    ceilings = timing.current_ceilings() if not fake and (flops_f is not None or bytes_f is not None) else None
     settle_s = float(timing_kw.get("settle_s", timing.DEFAULT_SETTLE_S))
     n_samples = int(timing_kw.get("n_samples", timing.DEFAULT_SAMPLES))
     if n_samples < 2:
@@ -807,7 +806,7 @@ def check(ctx: CheckContext, session: ComparePlugin, fn: Callable[..., Any] | No
     def head() -> Any:
         return make_sampler(fn, warmup_s=float(timing_kw.get("warmup_s", 0.2)), hot_cache=hot_cache,
                             graph=graph, n_inputs=timing_kw.get("n_inputs"), reps=timing_kw.get("reps"),
-                            anchor=use_anchor, ceilings=ceilings, anchor_dtype=anchor_dtype, settle_s=settle_s)
+                            anchor=use_anchor, anchor_dtype=anchor_dtype, settle_s=settle_s)
 
     try:
         got = session.pair(ctx, case_id, head, n_samples=n_samples,
