@@ -43,7 +43,8 @@ an error. Compare mode and ``--pipecheck-baseline-save`` exclude each other.
 
 **Details** of a perf result (``CheckResult.details``, for the JSON, HTML and Markdown reports):
 
-* always: ``case``; ``decided_by`` (``"baseline"``, or ``"compare"`` when the paired gate decided);
+* always: ``case``; ``decided_by`` on every timed result and every result of compare mode (``"compare"``
+  when the paired gate decided or compare mode skipped or failed the check, ``"baseline"`` otherwise);
 * timed: ``median_us``, ``q1_us``, ``q3_us``, ``n``, ``timing`` (how the samples were taken), ``env``,
   ``threshold``, ``alpha``, ``anchor`` (the anchor asked for, chosen, and why), ``tflops`` / ``gbps`` and
   ``roofline_fraction`` with declared counts;
@@ -488,8 +489,9 @@ def _compare_note(session: ComparePlugin | None, new_at_rev: NewAtRev | None) ->
         return None
     info: dict[str, Any] = {"rev": session.revision.rev, "sha": session.revision.sha}
     if new_at_rev is not None:
-        return {"compare": {**info, "status": "new", "reason": new_at_rev.reason}}
-    return {"compare": {**info, "status": "not-compared", "reason": "samples= given: nothing to time at REV"}}
+        return {"decided_by": "baseline", "compare": {**info, "status": "new", "reason": new_at_rev.reason}}
+    return {"decided_by": "baseline",
+            "compare": {**info, "status": "not-compared", "reason": "samples= given: nothing to time at REV"}}
 
 
 def skip(ctx: CheckContext, check: str, reason: str, fn: Any = None, *, benchmark: Any = None,
