@@ -35,7 +35,9 @@ recorded as skipped without running: only its times count.
    so that a linear drift within a pair cancels over two pairs; each side times one sample with
    :class:`pytest_pipecheck.perf.timing.Sampler` and waits for it before the other starts, so the GPU
    runs one of them at a time;
-5. ``end``: REV's check returns and its test goes on; ``done`` when it ends. ``quit`` at the end of the run.
+5. ``end``: REV's check returns and its test goes on; the parent waits until it reaches its next check
+   (held back, answered when the head gets there) or ends (``done``), so REV's process is idle whenever the
+   head runs anything of its own. ``quit`` at the end of the run.
 
 A REV process that crashes (end of file on the socket) or does not answer in time (stopped, its process
 group killed) makes the check an error that says so, as does a REV kernel that raises while timed, or a
@@ -388,6 +390,7 @@ class RevProcess:
         self.passed: dict[str, list[str]] = {}  # test -> cases REV called that were not paired
         self.ended: set[str] = set()
         self.outcomes: dict[str, str] = {}
+        self.pending: dict[str, Any] | None = None  # REV's arrival at its next check, not answered yet
         # beside the tree (removed with it at the end of the run, even when this process is killed first),
         # unless that makes the socket's path too long for AF_UNIX (about 100 bytes)
         beside = os.path.dirname(tree)
@@ -490,11 +493,26 @@ class RevProcess:
                 self.current = None
         return message
 
+    def next_message(self, timeout: float, what: str) -> dict[str, Any]:
+        """The arrival held back by :meth:`hold`, else the next message."""
+        if self.pending is not None:
+            message, self.pending = self.pending, None
+            return message
+        return self.recv(timeout, what)
+
+    def hold(self, timeout: float, what: str) -> None:
+        """Wait until REV's test reaches its next check (held back, unanswered) or ends: whenever the head
+        runs anything of its own, REV's process is idle, so it never shares the GPU with the head's timings."""
+        if self.current is not None and self.pending is None:
+            message = self.recv(timeout, what)
+            if message.get("op") == "arrive":
+                self.pending = message
+
     def finish_current(self, timeout: float) -> None:
         """Let the test REV's process runs end: every check it reaches now is not paired."""
         while self.current is not None:
             test = self.current
-            message = self.recv(timeout, f"finishing {test}")
+            message = self.next_message(timeout, f"finishing {test}")
             if message.get("op") == "arrive":
                 self.passed.setdefault(test, []).append(str(message.get("case")))
                 self.send({"op": "pass", "why": "the head's test made no more perf checks"}, f"finishing {test}")
@@ -649,7 +667,7 @@ class ComparePlugin:
             return NewAtRev(self._ended_without(proc, nodeid, case))
         proc.start_test(nodeid, timeout)
         while True:
-            message = proc.recv(timeout, f"running {nodeid} up to check_perf(case={case!r})")
+            message = proc.next_message(timeout, f"running {nodeid} up to check_perf(case={case!r})")
             op = message.get("op")
             if op == "done":
                 return NewAtRev(self._ended_without(proc, nodeid, case))
@@ -708,6 +726,12 @@ class ComparePlugin:
                     proc.send({"op": "end", "why": "the head stopped"}, f"ending {where}")
             raise
         proc.send({"op": "end"}, f"ending {where}")
+        try:
+            proc.hold(timeout, f"running the rest of {nodeid} after case {case!r}")
+        except CompareError as exc:
+            # this check's pairs were all taken: they stand; the next check gets a fresh process
+            self.failures.append(str(exc).split("\n", 1)[0])
+            self.process = None
         head_samples = sampler.samples(times, anchors if anchors else None, n_samples)
         try:
             base_samples = Samples(tuple(base), {**rev_meta, "rev": self.revision.rev, "sha": self.revision.sha})

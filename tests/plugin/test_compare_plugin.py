@@ -212,14 +212,19 @@ def test_rev_process_crashing_is_an_error_and_the_next_check_gets_a_fresh_one(py
     write, commit = repo
     crash = KERNEL.format(factor=1.00, mode="ok").replace(
         'if MODE == "crash":', 'if MODE == "crash" or (case == "boom" and FACTOR == 1.0):')
-    two = TESTS + "\n\ndef test_boom(pipecheck):\n    pipecheck.check_perf(make('boom'), case='boom', n_samples=40)\n"
+    # at REV, test_late kills its process after its perf check: that check's pairs stand
+    late = ("\n\ndef test_late(pipecheck):\n    import kernel\n    pipecheck.check_perf(make('l'), case='l', n_samples=40)\n"
+            "    if kernel.FACTOR == 1.0:\n        os.kill(os.getpid(), signal.SIGKILL)\n")
+    two = ("import os\nimport signal\n" + TESTS + late
+           + "\n\ndef test_boom(pipecheck):\n    pipecheck.check_perf(make('boom'), case='boom', n_samples=40)\n")
     order = "\n\ndef test_then(pipecheck):\n    pipecheck.check_perf(make('t'), case='t', n_samples=40)\n"
     commit(kernel=crash, test_k=two + order)
     # the head's kernel is the same except that it does not crash (FACTOR 1.0001 < threshold)
     write(kernel=crash.replace("FACTOR = 1.0", "FACTOR = 1.0001"))
     result = _run(pytester, "--pipecheck-compare=HEAD")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     perf = _perf(pytester)
+    assert perf["test_k.py::test_late[l]"]["verdict"] == "pass"
     boom = perf["test_k.py::test_boom[boom]"]
     assert boom["verdict"] == "error" and boom["details"]["compare"]["status"] == "error"
     assert "REV's process failed while timing sample 0 of REV's kernel of test_k.py::test_boom [case boom]: it " \
