@@ -4,7 +4,8 @@ Usage::
 
     python3 scripts/gpu/compare_gate_rates.py OUTDIR [--budget 330] [--reps 8]
 
-Offline: it builds a small git repository in a temporary directory (a test file, a conftest that logs the
+Run from this checkout installed with ``python3 -m pip install -e .`` (``scripts/gpu-check.sh OUTDIR
+compare-gate`` installs it and runs this with its budget). Offline: it builds a small git repository in a temporary directory (a test file, a conftest that logs the
 samples each gate decides on, the kernel sizes in ``cg_sizes.json``), commits it as REV, and runs real
 ``pytest`` sessions on it, each bounded by what is left of ``--budget`` seconds (default 330: about six
 minutes on one H100 with start-up). Writes ``OUTDIR/compare_gate_rates.{json,md}`` and the sample log
@@ -308,6 +309,14 @@ def main() -> int:
     import torch
     import triton
 
+    import pytest_pipecheck
+
+    if not Path(pytest_pipecheck.__file__).resolve().is_relative_to(ROOT):
+        # the sessions load the installed plugin (its entry point) and import reference_kernels from it
+        print(f"compare_gate_rates: the installed pytest_pipecheck ({pytest_pipecheck.__file__}) is not this "
+              f"checkout's ({ROOT}); install it with `python3 -m pip install -e .` (scripts/gpu-check.sh does)",
+              file=sys.stderr)
+        return 2
     if args.cpu_rehearsal:
         calibrated: dict[str, Any] = {f: {"sizes": {"0": 1000, str(SLOWDOWN): 1030}} for f in FAMILIES}
     elif not torch.cuda.is_available():
