@@ -10,11 +10,16 @@ those options or the environment to find out:
   ``test``: the whole test); with ``canary`` it runs the tool's canary kernel after its tests;
 * ``relay``: a fresh process that runs tests for a parent that cannot (:mod:`.containment`): after the
   parent's CUDA context died (``after="fault"``), or in place of a parent that a crashing test must not
-  take down (``after="crash"``). Its reports go to ``relay_file``, which the parent replays.
+  take down (``after="crash"``). Its reports go to ``relay_file``, which the parent replays;
+* ``compare``: the process of ``--pipecheck-compare``, started in a tree of the revision REV
+  (:mod:`.perf.compare`): it runs the tests its parent names, one at a time, and times each perf check's
+  kernel in turns with the parent over the socket ``socket``. Its verdicts are nobody's: only its times
+  count.
 
 :func:`command` makes every child's command line. Each carries the run's own options (:func:`own_options`:
 what the user and the suite's conftest files asked for, ``-p``, ``-o``, ``-W``, ``--runxfail``, the ini file
-and the rootdir), so that a test runs in a child under the options it runs under here.
+and the rootdir), so that a test runs in a child under the options it runs under here, and the tree of REV
+that ``--pipecheck-compare`` made for the run (:data:`COMPARE_TREE`), so that it is made once per run.
 """
 
 from __future__ import annotations
@@ -22,12 +27,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
 
-__all__ = ["Role", "add_child_options", "command", "decode", "own_options"]
+__all__ = ["COMPARE_TREE", "Role", "add_child_options", "command", "decode", "own_options"]
 
 #: set for the test code of a sanitizer child (to the tool): a test may launch a kernel that must only run
 #: under the tool (a deliberate hang). pipecheck itself reads the decoded :class:`Role`, never this.
@@ -38,6 +43,8 @@ _SCOPE = "--pipecheck-child-scope"
 _CANARY = "--pipecheck-child-canary"
 _RELAY = "--pipecheck-relay"
 _RELAY_AFTER = "--pipecheck-relay-after"
+_COMPARE_SOCKET = "--pipecheck-compare-socket"
+_COMPARE_TREE = "--pipecheck-compare-tree"
 SCOPES = ("launch", "test")
 RELAY_REASONS = ("fault", "crash")
 
@@ -46,12 +53,18 @@ RELAY_REASONS = ("fault", "crash")
 class Role:
     """What this pytest process is for (see the module's docstring)."""
 
-    kind: str = "none"  # "none", "sanitizer" or "relay"
+    kind: str = "none"  # "none", "sanitizer", "relay" or "compare"
     tool: str | None = None
     scope: str = "test"
     canary: bool = False
     relay_file: str | None = None
     after: str = "fault"
+    socket: str | None = None  # compare: where the parent listens
+
+    @property
+    def compare(self) -> bool:
+        """REV's process of ``--pipecheck-compare``: it times perf checks for its parent."""
+        return self.kind == "compare"
 
     @property
     def sanitizer(self) -> bool:
@@ -63,7 +76,7 @@ class Role:
 
     @property
     def child(self) -> bool:
-        """Started by pipecheck (a sanitizer or relay child): its parent writes the reports."""
+        """Started by pipecheck (a sanitizer, relay or compare child): its parent writes the reports."""
         return self.kind != "none"
 
     @property
@@ -78,6 +91,8 @@ class Role:
             return [*out, _CANARY] if self.canary else out
         if self.kind == "relay":
             return [f"{_RELAY}={self.relay_file}", f"{_RELAY_AFTER}={self.after}"]
+        if self.kind == "compare":
+            return [f"{_COMPARE_SOCKET}={self.socket}"]
         return []
 
 
@@ -92,6 +107,15 @@ def relay(relay_file: str, after: str = "fault") -> Role:
     return Role("relay", relay_file=relay_file, after=after)
 
 
+def compare(socket: str) -> Role:
+    return Role("compare", socket=socket)
+
+
+#: the tree of REV that ``--pipecheck-compare`` made for this run (made by the process the user started, or
+#: given to this one with ``--pipecheck-compare-tree``); every child started through :func:`command` gets it
+COMPARE_TREE = pytest.StashKey[str]()
+
+
 def add_child_options(group: pytest.OptionGroup) -> None:
     """The internal options of :class:`Role` (pipecheck passes them to the children it starts)."""
     group.addoption(_CHILD, action="store", default=None, dest="pipecheck_child", metavar="TOOL",
@@ -104,15 +128,22 @@ def add_child_options(group: pytest.OptionGroup) -> None:
                     help="(internal) this pytest runs tests for a parent that cannot; its reports go to FILE")
     group.addoption(_RELAY_AFTER, action="store", default="fault", dest="pipecheck_relay_after",
                     choices=RELAY_REASONS, help="(internal) why a relay child runs: a kernel fault or a crash")
+    group.addoption(_COMPARE_SOCKET, action="store", default=None, dest="pipecheck_compare_socket", metavar="PATH",
+                    help="(internal) this pytest is REV's process of --pipecheck-compare; its parent listens at PATH")
+    group.addoption(_COMPARE_TREE, action="store", default=None, dest="pipecheck_compare_tree", metavar="DIR",
+                    help="(internal) the tree of REV that this run's --pipecheck-compare made")
 
 
 def decode(config: pytest.Config) -> Role:
     """This process's role, from its internal options (once per process, at the top of configure)."""
     tool = config.getoption("pipecheck_child", default=None)
     relay_file = config.getoption("pipecheck_relay", default=None)
-    if tool and relay_file:
-        raise pytest.UsageError(f"pipecheck: {_CHILD} and {_RELAY} are internal options of two different "
-                                "children; a process is one or the other")
+    socket = config.getoption("pipecheck_compare_socket", default=None)
+    if sum(bool(x) for x in (tool, relay_file, socket)) > 1:
+        raise pytest.UsageError(f"pipecheck: {_CHILD}, {_RELAY} and {_COMPARE_SOCKET} are internal options of "
+                                "different children; a process is one of them")
+    if socket:
+        return compare(str(socket))
     if tool:
         return sanitizer(str(tool), str(config.getoption("pipecheck_child_scope", default="test") or "test"),
                          bool(config.getoption("pipecheck_child_canary", default=False)))
@@ -147,8 +178,8 @@ _NOT_PASSED = frozenset({
     "-n", "--numprocesses", "--dist", "--maxprocesses", "--max-worker-restart", "--tx", "--rsyncdir",
     "--rsyncignore", "--looponfail", "-f", "-d", "--distload", "--boxed", "--forked",
     "--pipecheck-xdist-shares", "--pipecheck-xdist-order",
-    # pipecheck's roles and seed
-    _CHILD, _SCOPE, _CANARY, _RELAY, _RELAY_AFTER, "--pipecheck-seed",
+    # pipecheck's roles and seed, and the run's tree of REV (each child gets its own)
+    _CHILD, _SCOPE, _CANARY, _RELAY, _RELAY_AFTER, _COMPARE_SOCKET, _COMPARE_TREE, "--pipecheck-seed",
 })
 
 
@@ -200,11 +231,14 @@ def own_options(config: pytest.Config, args: Sequence[str] | None = None) -> lis
     return out
 
 
-def base_command(config: pytest.Config, seed: int, *, quiet_output: bool = True) -> list[str]:
+def base_command(config: pytest.Config, seed: int, *, quiet_output: bool = True,
+                 relocate: Callable[[str], str] | None = None) -> list[str]:
     """``python -m pytest`` with what every child needs before its role and node ids: the parent's seed,
-    its ini file and rootdir, pipecheck's plugin where plugins are not autoloaded, one process, and the
-    run's own options. ``quiet_output=False`` keeps the child's output uncaptured (``-s``), as a sanitizer
-    child needs: its marker lines and the tool's reports share one stream."""
+    its ini file and rootdir, pipecheck's plugin where plugins are not autoloaded, one process, the run's
+    own options and its tree of REV. ``quiet_output=False`` keeps the child's output uncaptured (``-s``), as
+    a sanitizer child needs: its marker lines and the tool's reports share one stream. ``relocate`` maps the
+    ini file and rootdir to their places in another tree (REV's process of ``--pipecheck-compare``)."""
+    move = relocate or (lambda path: path)
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
     if not quiet_output:
         args.append("-s")
@@ -212,14 +246,46 @@ def base_command(config: pytest.Config, seed: int, *, quiet_output: bool = True)
         args += ["-p", "pytest_pipecheck.plugin"]  # the entry point is not loaded in the child
     inipath = getattr(config, "inipath", None)
     if inipath:
-        args += ["-c", str(inipath)]
-    args += [f"--rootdir={config.rootpath}"]
+        args += ["-c", move(str(inipath))]
+    args += [f"--rootdir={move(str(config.rootpath))}"]
     if config.pluginmanager.has_plugin("xdist"):
         args += ["-n", "0"]  # markers and relayed reports need one process running tests in order
-    return [*args, *own_options(config), f"--pipecheck-seed={seed}"]
+    tree = config.stash.get(COMPARE_TREE, None)
+    if tree:
+        args.append(f"{_COMPARE_TREE}={tree}")
+    own = own_options(config)
+    return [*args, *(own if relocate is None else _relocated(own, move)), f"--pipecheck-seed={seed}"]
 
 
-def command(config: pytest.Config, seed: int, role: Role, nodeids: Sequence[str]) -> list[str]:
-    """The command line of a child with ``role`` that runs ``nodeids``."""
-    base = base_command(config, seed, quiet_output=not role.sanitizer)
+#: the options whose value is a path that decides where a run's tests and configuration are
+_PATH_OPTIONS = ("--rootdir", "-c", "--config-file", "--confcutdir")
+
+
+def _relocated(options: list[str], move: Callable[[str], str]) -> list[str]:
+    """``options`` with the values of :data:`_PATH_OPTIONS` moved into another tree."""
+    out: list[str] = []
+    i = 0
+    while i < len(options):
+        arg = options[i]
+        name = next((n for n in _PATH_OPTIONS if arg == n), None)
+        if name is not None and i + 1 < len(options):
+            out += [arg, move(options[i + 1])]
+            i += 2
+            continue
+        for n in _PATH_OPTIONS:
+            if n.startswith("--") and arg.startswith(n + "="):
+                arg = f"{n}={move(arg[len(n) + 1:])}"
+                break
+            if n == "-c" and arg.startswith("-c") and len(arg) > 2 and not arg.startswith("--"):
+                arg = f"-c{move(arg[2:])}"
+                break
+        out.append(arg)
+        i += 1
+    return out
+
+
+def command(config: pytest.Config, seed: int, role: Role, nodeids: Sequence[str], *,
+            relocate: Callable[[str], str] | None = None) -> list[str]:
+    """The command line of a child with ``role`` that runs ``nodeids`` (``relocate``: see :func:`base_command`)."""
+    base = base_command(config, seed, quiet_output=not role.sanitizer, relocate=relocate)
     return [*base, *role.args(), *nodeids]

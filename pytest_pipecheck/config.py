@@ -478,6 +478,17 @@ SETTINGS: tuple[Setting, ...] = (
             "raw times are gated", metavar="FRACTION"),
     Setting("perf_baseline_runs", _int_parser(1, 20), 2,
             "runs timed and pooled into a baseline when it is saved (a check times one run)", metavar="N"),
+    Setting("compare", _parse_optional_str, None,
+            "compare mode: time each perf check's kernel as of this git revision (typically the merge base "
+            "with origin/main) and as of the working tree, in turns on the same GPU, and gate on the paired "
+            "ratios; a stored baseline is reported alongside", metavar="REV", marker=False),
+    Setting("compare_threshold", _float_parser(0.0, exclusive=True, maximum=10.0), 0.015,
+            "compare mode's practical threshold: a head slower than REV by less than this fraction never fails",
+            metavar="FRACTION"),
+    Setting("compare_timeout", _float_parser(0.0, exclusive=True), 300.0,
+            "compare mode: seconds to wait for REV's process at any step (to reach a perf check, to warm up, "
+            "for one sample; to start and collect, at least 120) before the check is an error and the process "
+            "is stopped", metavar="SECONDS"),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -526,6 +537,9 @@ class PipecheckConfig:
     perf_anchor_mode: str = "per-kind"
     perf_clock_tolerance: float = 0.015
     perf_baseline_runs: int = 2
+    compare: str | None = None
+    compare_threshold: float = 0.015
+    compare_timeout: float = 300.0
     # where each non-default value came from, for messages ("ini", "command line", "marker")
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
@@ -575,6 +589,13 @@ def resolve(ini: Mapping[str, Any], cli: Mapping[str, Any], *, ini_file: str = "
 
 def _check_conflicts(config: PipecheckConfig, where: str | None = None) -> None:
     """Reject settings that contradict each other, so that nothing silently does not run."""
+    if config.compare is not None and config.baseline_save:
+        where_rev = "the command line" if config.sources.get("compare") == "command line" else "the ini file"
+        raise ConfigError(
+            f"--pipecheck-baseline-save and compare mode (`compare={config.compare}` from {where_rev}, "
+            "--pipecheck-compare / pipecheck_compare) ask for two different things: saving accepts the working "
+            "tree's times as the new baselines, compare mode gates them against that revision; run them separately"
+        )
     chose_checks = "checks" in config.sources and config.checks != CHECKS
     if chose_checks and "sanitizer" in config.checks and not config.sanitizer and "sanitizer" in config.sources:
         checks_from = where if config.sources["checks"] == "marker" and where else config.sources["checks"]

@@ -3,7 +3,8 @@
 It registers the options and markers, decodes what this process is for (:mod:`.children`), resolves the
 run's configuration and tier, and registers the feature plugins the run needs: the reports
 (:mod:`.report.reporter`), the verdicts (:mod:`.verdicts`), the sanitizer's parent or child
-(:mod:`.sanitizer.pytest_hooks`), fault and crash containment (:mod:`.containment`), the per-test timeout
+(:mod:`.sanitizer.pytest_hooks`), compare mode and REV's process (:mod:`.perf.compare`), fault and crash
+containment (:mod:`.containment`), the per-test timeout
 (:mod:`.watchdog`) and pytest-xdist's hooks (:mod:`.xdist_hooks`). It imports only pytest, the standard
 library and pipecheck's light modules, so ``pytest --help`` and collection work without any GPU package.
 """
@@ -87,6 +88,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(ChildPlugin(config, role), "pipecheck-sanitizer-child")
         return
+    if role.compare or run_config.compare is not None:
+        from .perf import compare  # REV's process times perf checks for its parent, and runs nothing else
+
+        compare.configure(config, role, run_config.compare or "", dict(run_config.sources),
+                          needs_tree=tier.has_gpu or compare.fake_timer())
+        if role.compare:
+            return
     if sanitizer_on and not role.relay:  # a relay child runs tests whose verdicts its parent has
         from .sanitizer.pytest_hooks import SanitizerPlugin
 

@@ -7,12 +7,14 @@
 #
 # PART is any of: pytest, scripts, examples, examples-fla, pinned-all, toolkit-all, toolkit-default,
 # mutants-pinned, mutants-toolkit, consan, targeted, targeted-toolkit, bench-wrapper,
-# gluon-racecheck-toolkit, tier-profile, durations, plugin-profile, or the name of one script in scripts/gpu/ (without .py), optionally
+# gluon-racecheck-toolkit, tier-profile, durations, plugin-profile, compare-gate, or the name of one script in scripts/gpu/ (without .py), optionally
 # with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
 # Every script takes its output folder first, except ladder_profile, which takes the builds to launch
 # (ladder_profile=k3_cp_async:4,k3_cp_async_wide:4) and runs under Nsight Compute (ncu), its report in
 # OUTDIR/ladder_profile/ncu.csv; without ncu it is skipped and steps.txt says so. (A build with
 # several macros needs commas of its own: run ladder_profile.py under ncu by hand for that.)
+# compare-gate measures --pipecheck-compare against the stored-baseline gate (scripts/gpu/compare_gate_rates.py, about six
+# minutes on one H100; COMPARE_GATE_BUDGET seconds of work, default 330).
 # PARALLEL=1 runs the parts side by side. TIMING_RERUN=0 leaves out tier-profile's second step (the tests
 # whose timings xdist workers sharing the GPU skipped, timed again alone). Default: pytest scripts. PYTEST_ARGS replaces the pytest step's paths and extra options. Each step has its own time limit (STEP_TIMEOUT, default 420 s), so one
 # hang cannot eat the whole run; a step's exit code and duration go to OUTDIR/steps.txt.
@@ -235,6 +237,11 @@ for name in ("durations-gpu.json", "durations-rest.json"):
 (out / "test_durations.json").write_text(json.dumps(dict(sorted(merged.items())), indent=1) + "\n")
 print(f"test_durations.json: {len(merged)} tests, {sum(merged.values()):.0f} s in all")
 PY
+      ;;
+    compare-gate)
+      # compare mode's false alarms, detection and time per check next to the stored gate's (alone on the GPU)
+      step compare_gate_rates python3 scripts/gpu/compare_gate_rates.py "$out/compare_gate_rates" \
+        --budget "${COMPARE_GATE_BUDGET:-330}"
       ;;
     consan)
       step consan python3 -m pytest -p no:cacheprovider -rA -v -s tests/gpu/test_consan_gpu.py \

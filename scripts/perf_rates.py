@@ -28,7 +28,8 @@ from pytest_pipecheck.perf.stats import (
     clock_moved,
 )
 
-__all__ = ["RATE_MODES", "NoiseModel", "RateEstimate", "estimate", "gate_rows", "resample_rates", "simulate_rates"]
+__all__ = ["LOCKSTEP_MODEL", "RATE_MODES", "NoiseModel", "RateEstimate", "estimate", "gate_rows", "resample_rates",
+           "simulate_paired_rates", "simulate_rates", "simulate_stored_rates"]
 
 
 #: The gates the rate estimators can evaluate: raw times, kernel/anchor ratios always, or adaptive
@@ -154,6 +155,15 @@ class NoiseModel:
         if self.anchor_drift > 0.0:  # drawn only when asked, so older seeds draw what they drew
             anchor = anchor * np.exp(rng.normal(0.0, self.anchor_drift, size=(runs, 1)))
         return kernel * clock, anchor * clock
+
+    def sample_lockstep_runs(self, rng: Any, runs: int, n: int, slowdown: float = 0.0) -> tuple[Any, Any]:
+        """Base and head arrays (runs, n) as ``--pipecheck-compare`` times them: two processes in turns, so
+        sample i of both under the same clock factor (run level and per sample), each process with its own
+        kernel level (``drift``), within-run noise and outliers. ``slowdown`` slows the head only."""
+        clock = self._clock(rng, runs, n)
+        base = self._kernel(rng, runs, n, 0.0)
+        head = self._kernel(rng, runs, n, slowdown)
+        return base * clock, head * clock
 
 
 def simulate_rates(
@@ -281,4 +291,91 @@ def resample_rates(
                                       clock_tolerance=clock_tolerance)
         share = float(gated.mean()) if mode == "adaptive" else None
         out[s] = estimate(s, int(regressed.sum()), len(regressed), share)
+    return out
+
+
+#: The noise model both gates are compared under (scripts/compare_gate_model.py, tests/unit/test_perf_paired.py,
+#: docs/perf-gate.md "Compare mode"): a compute-bound kernel of 70 us with 2% lognormal noise per sample and
+#: 2% of samples slowed by up to 30%; the clock of recording s1 (run-level sd 0.0138, 0.3% per sample),
+#: shared by whatever is timed at the same moment; the anchor's own run drift of recording s2 (0.0056); and
+#: each run's (each process's) own kernel level, sd 0.003: the level offsets of three fresh processes in
+#: recordings s2 to s5 lay within +-0.0056 (a memory-bound add's raw times, a matmul's anchored ratios).
+LOCKSTEP_MODEL = NoiseModel(median_us=70.0, sigma=0.02, drift=0.003, outlier_rate=0.02, outlier_scale=0.3,
+                            clock_drift=0.0138, clock_jitter=0.003, anchor_drift=0.0056)
+
+
+def simulate_paired_rates(
+    model: NoiseModel,
+    *,
+    slowdowns: Sequence[float] = (0.0, 0.03, 0.05, 0.10),
+    trials: int = 400,
+    n: int = 100,
+    threshold: float | None = None,
+    alpha: float = 0.001,
+    seed: int = 0,
+) -> dict[float, RateEstimate]:
+    """Failure rate of compare mode's paired gate per injected slowdown (0: the A/A rate) under ``model``.
+
+    Each trial times ``n`` pairs in lockstep (:meth:`NoiseModel.sample_lockstep_runs`) and decides with
+    :func:`pytest_pipecheck.perf.paired.paired_decide`, the rule ``--pipecheck-compare`` applies;
+    ``threshold`` None is the plugin's default. Deterministic for a given ``seed``.
+    """
+    import numpy as np
+
+    from pytest_pipecheck.perf.paired import DEFAULT_PAIRED_THRESHOLD, min_pairs_for, paired_decide
+
+    thr = DEFAULT_PAIRED_THRESHOLD if threshold is None else threshold
+    if trials < 1:
+        raise StatsError(f"trials={trials} must be >= 1")
+    if n < min_pairs_for(alpha):
+        raise StatsError(f"n={n} pairs cannot reach alpha={alpha:g}")
+    rng = np.random.default_rng(seed)
+    out: dict[float, RateEstimate] = {}
+    for s in slowdowns:
+        base, head = model.sample_lockstep_runs(rng, trials, n, slowdown=s)
+        regressed = paired_decide(base, head, thr, alpha)[0]
+        out[s] = estimate(s, int(regressed.sum()), trials)
+    return out
+
+
+def simulate_stored_rates(
+    model: NoiseModel,
+    *,
+    slowdowns: Sequence[float] = (0.0, 0.03, 0.05, 0.10),
+    trials: int = 400,
+    n: int = 100,
+    threshold: float | None = None,
+    alpha: float = 0.001,
+    seed: int = 0,
+    baseline_runs: int | None = None,
+    mode: str = "anchored",
+) -> dict[float, RateEstimate]:
+    """Failure rate of the stored-baseline gate as the plugin runs it by default, under ``model``.
+
+    The baseline pools ``baseline_runs`` runs (default: the plugin's), each with its own clock and kernel
+    level, timed interleaved with the anchor; the candidate is one more run. ``mode`` ``"anchored"``
+    gates on the kernel/anchor ratios (per-kind, a compute-bound kernel), ``"raw"`` on raw times (a
+    memory-bound one); ``threshold`` None is the plugin's default. Deterministic for a given ``seed``.
+    """
+    import numpy as np
+
+    from pytest_pipecheck.perf.stats import DEFAULT_BASELINE_RUNS, DEFAULT_THRESHOLD
+
+    if mode not in ("anchored", "raw"):
+        raise StatsError(f"mode={mode!r} must be 'anchored' or 'raw'")
+    thr = DEFAULT_THRESHOLD if threshold is None else threshold
+    kb = DEFAULT_BASELINE_RUNS if baseline_runs is None else baseline_runs
+    if trials < 1 or kb < 1:
+        raise StatsError(f"trials={trials} and baseline_runs={kb} must be >= 1")
+    _check_power(kb * n, n, alpha)
+    rng = np.random.default_rng(seed)
+    out: dict[float, RateEstimate] = {}
+    for s in slowdowns:
+        runs = [model.sample_paired_runs(rng, trials, n) for _ in range(kb)]
+        bk = np.concatenate([r[0] for r in runs], axis=1)
+        ba = np.concatenate([r[1] for r in runs], axis=1)
+        ck, ca = model.sample_paired_runs(rng, trials, n, slowdown=s)
+        regressed, _ = gate_rows(mode, bk, ck, ba, ca, threshold=thr, alpha=alpha,
+                                 clock_tolerance=DEFAULT_CLOCK_TOLERANCE)
+        out[s] = estimate(s, int(regressed.sum()), trials)
     return out

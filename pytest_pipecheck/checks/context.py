@@ -8,6 +8,7 @@ called it. :func:`run_check` applies, for every check the same way, what is not 
   with the reason;
 * the sanitizer child's policy, from the check's row in :data:`pytest_pipecheck.contract.REGISTRY`: launch
   the kernel once for the tool and judge nothing (``launch``, ``once``), skip (``skip``) or run (``run``);
+* in REV's process of ``--pipecheck-compare``, every check but perf is recorded as skipped unrun;
 * the traceback rules: these frames are hidden, so a failure shows the test's own line and the message.
 
 Finalization (the test's node id, kernel name, GPU, and whether a failure was expected) happens in
@@ -181,6 +182,11 @@ def run_check(ctx: CheckContext, check: str, fn: Callable[..., Any], *args: Any,
         if child and kind.child == CHILD_LAUNCH and in_child is not None:
             in_child(ctx, check, *args, **kwargs)  # a test whose launches all go through checks launches
         return skipper(ctx, check, why, *args, **kwargs)
+    if ctx.role.compare and check != "perf":
+        # REV's process of --pipecheck-compare: only its perf checks' times count, and a failing check must
+        # not end its test before the perf check it is there for
+        return skipper(ctx, check, "not run in REV's process of --pipecheck-compare: only perf checks are timed "
+                                   "there", *args, **kwargs)
     if child:
         if (kind.child == CHILD_LAUNCH and ctx.role.launch_only) or kind.child == CHILD_ONCE:
             assert in_child is not None, f"check {check} has no launch for the sanitizer child"

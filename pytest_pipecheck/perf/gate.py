@@ -30,6 +30,38 @@ The flow of one call:
 When the test also requests pytest-benchmark's ``benchmark`` fixture and passes it as
 ``benchmark=``, the device samples are handed to it, so ``--benchmark-json``, ``--benchmark-save``
 and ``pytest-benchmark compare`` carry GPU times instead of host times.
+
+**Compare mode** (``--pipecheck-compare=REV``, :mod:`.compare`): the kernel as of REV and as of the working
+tree are timed in turns on the same GPU and the paired gate (:func:`.paired.paired_compare`, threshold
+``compare_threshold``) decides; a stored baseline of this environment is compared with the head's samples
+too and reported alongside, but does not decide. A check with nothing to pair at REV (the test or case is
+new there) is decided by the stored baseline when there is one, and is otherwise a skip whose reason says
+"new at REV"; a check given ``samples=`` times nothing, so the stored gate decides it as without compare
+mode. In compare mode a missing baseline directory is no error (compare mode needs none). On the CPU tier
+the check skips with the reason; REV's process failing, hanging, or calling the cases in another order is
+an error. Compare mode and ``--pipecheck-baseline-save`` exclude each other.
+
+**Details** of a perf result (``CheckResult.details``, for the JSON, HTML and Markdown reports):
+
+* always: ``case``; ``decided_by`` on every timed result and every result of compare mode (``"compare"``
+  when the paired gate decided or compare mode skipped or failed the check, ``"baseline"`` otherwise);
+* timed: ``median_us``, ``q1_us``, ``q3_us``, ``n``, ``timing`` (how the samples were taken), ``env``,
+  ``threshold``, ``alpha``, ``anchor`` (the anchor asked for, chosen, and why), ``tflops`` / ``gbps`` and
+  ``roofline_fraction`` with declared counts;
+* the deciding comparison, at the top level: ``baseline_median_us``, ``candidate_median_us``, ``ratio``,
+  ``change``, ``p_value``, ``ci_low``, ``ci_high``, ``regressed``, ``significant`` (the stored gate's
+  :meth:`.stats.Comparison.to_json`, with ``history``, ``baseline_file`` and ``baseline_schema_version``; in
+  compare mode the paired gate's, REV's median standing as the baseline);
+* ``compare`` (compare mode only): ``rev`` (as given), ``sha``, ``status`` (``"compared"``, ``"new"``,
+  ``"skipped"``, ``"error"`` or ``"not-compared"``) and ``reason``; when compared also ``base_median_us``,
+  ``head_median_us``, ``ratio``, ``change``, ``ci_low``, ``ci_high`` (95%, distribution-free), ``p_value``
+  (one-sided Wilcoxon signed-rank), ``threshold``, ``alpha``, ``n_pairs``, ``regressed``, ``significant``,
+  ``raw_ratio`` (ratio of the two medians), ``decision`` (``"pass"`` or ``"fail"``), ``base_timing`` (how
+  REV's samples were taken) and ``summary``;
+* ``stored`` (compare mode, when compared): the stored baseline's view of the head's samples, reported and
+  not gated: ``status`` (``"compared"``, ``"none"`` or ``"off"``), ``summary``, ``verdict`` (what the stored
+  gate alone would say: ``"pass"``, ``"fail"`` or ``"skip"``) and, when compared, the fields of
+  :meth:`.stats.Comparison.to_json` and ``baseline_file``.
 """
 
 from __future__ import annotations
@@ -42,6 +74,9 @@ from typing import TYPE_CHECKING, Any
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from .baseline import BaselineError, BaselineStore, EnvKey, Lookup
 from .stats import Samples, StatsError, anchor_label, compare
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .compare import ComparePlugin, NewAtRev
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..checks.context import CheckContext
@@ -222,6 +257,25 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
     if fn is not None and not callable(fn):
         raise PipecheckError(f"check_perf in {nodeid}: {fn!r} is not callable")
 
+    session = _compare_session(ctx)
+    if ctx.role.compare:
+        from .compare import rev_check
+
+        reason = rev_check(ctx, fn, case_id, samples=samples, timing_kw=timing_kw, hot_cache=hot_cache,
+                                        graph=graph)
+        return _skip(ctx, reason, benchmark, kernel, case_id)
+    new_at_rev: NewAtRev | None = None
+    if session is not None and samples is None:
+        from . import compare as compare_mode
+
+        got = compare_mode.check(ctx, session, fn, flops_f=flops_f, bytes_f=bytes_f, case_id=case_id,
+                                 hot_cache=hot_cache, graph=graph, dtype=dtype, kernel=kernel, benchmark=benchmark,
+                                 env=env, anchor=anchor, timing_kw=timing_kw)
+        if isinstance(got, CheckResult):
+            return got
+        new_at_rev = got  # nothing to pair at REV: the stored baseline decides, if there is one
+    compare_info = _compare_note(session, new_at_rev)
+
     measured: Samples | None = None
     to_save: Samples | None = None  # what --pipecheck-baseline-save stores: the measured run, or several pooled
     if samples is not None:
@@ -230,9 +284,11 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
         except StatsError as exc:
             raise PipecheckError(f"check_perf({exc}) in {nodeid}") from None
     elif not ctx.tier.has_gpu:
-        return _skip(ctx, f"perf needs a CUDA GPU: {ctx.tier.reason}", benchmark, kernel, case_id)
+        return _skip(ctx, _noted(new_at_rev, f"perf needs a CUDA GPU: {ctx.tier.reason}"), benchmark, kernel, case_id,
+                     details=compare_info)
     elif ctx.tier.timing_blocked:
-        return _skip(ctx, f"perf not timed: {ctx.tier.timing_blocked}", benchmark, kernel, case_id)
+        return _skip(ctx, _noted(new_at_rev, f"perf not timed: {ctx.tier.timing_blocked}"), benchmark, kernel,
+                     case_id, details=compare_info)
 
     key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(ctx)
     directory, where = _baseline_dir(ctx)
@@ -246,7 +302,8 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
             ctx.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel,
                                   details={"case": case_id, "env": dict(key.values)}))
             raise
-        if found.missing_dir and ctx.tier.has_gpu and not (save and not os.path.exists(directory or "")):
+        if (found.missing_dir and ctx.tier.has_gpu and session is None
+                and not (save and not os.path.exists(directory or ""))):
             # On the GPU tier the gate is meant to run: a directory that is not there (a typo, a
             # checkout without it, CI in another working directory) must not turn every perf check
             # into a skip and the run green. Saving creates a missing directory, so that is allowed.
@@ -314,6 +371,8 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
         "threshold": ctx.config.perf_threshold,
         "alpha": ctx.config.perf_alpha,
         "anchor": anchor_info,
+        "decided_by": "baseline",
+        **(compare_info or {}),
     }
     if to_save is not None and to_save.runs > 1:
         details["saved_runs"] = to_save.runs
@@ -345,8 +404,8 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
                                               **{k: v for k, v in details.items() if k in ("tflops", "gbps")}})
 
     if store is None or found is None:
-        return _skip(ctx, "baselines are off (baseline_dir is none)", benchmark, kernel, case_id,
-                     summary=f"{measured.median:.1f} us{roof}; baselines are off (baseline_dir is none)",
+        off = _noted(new_at_rev, "baselines are off (baseline_dir is none)")
+        return _skip(ctx, off, benchmark, kernel, case_id, summary=f"{measured.median:.1f} us{roof}; {off}",
                      details=details)
 
     saved = ""
@@ -364,8 +423,9 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
         if save:
             return ctx.record(CheckResult("perf", Verdict.PASS, f"{measured.median:.1f} us{anchored}{roof}{saved}",
                                          kernel=kernel, details=details))
-        return _skip(ctx, found.reason, benchmark, kernel, case_id,
-                     summary=f"{measured.median:.1f} us{anchored}{roof}; {found.reason}", details=details)
+        missing = _noted(new_at_rev, found.reason)
+        return _skip(ctx, missing, benchmark, kernel, case_id,
+                     summary=f"{measured.median:.1f} us{anchored}{roof}; {missing}", details=details)
 
     try:
         result = compare(found.samples, measured, threshold=ctx.config.perf_threshold, alpha=ctx.config.perf_alpha,
@@ -389,6 +449,8 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
         fewer = (f"; the baseline pools {found.samples.runs} run(s), fewer than perf_baseline_runs="
                  f"{ctx.config.perf_baseline_runs}: re-save it for the gate's measured false-alarm rate")
     summary = f"{result.describe()}{unanchored}{fewer}{roof}{saved}"
+    if new_at_rev is not None:
+        summary += f"; {new_at_rev.reason} (the stored baseline decides)"
     if result.regressed and not save:
         what = ("median of the per-sample kernel/anchor ratios (anchor timed interleaved)" if result.anchored
                 else "median of the raw times")
@@ -402,6 +464,34 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
             record,
         )
     return ctx.record(CheckResult("perf", Verdict.PASS, summary, kernel=kernel, details=details))
+
+
+# --------------------------------------------------------------------------- compare mode
+
+
+def _compare_session(ctx: CheckContext) -> ComparePlugin | None:
+    """This run's compare mode, when it is on for this check (never in REV's own process)."""
+    if ctx.config.compare is None or ctx.role.compare:
+        return None
+    from .compare import active
+
+    return active()
+
+
+def _noted(new_at_rev: NewAtRev | None, reason: str) -> str:
+    """A skip's reason, led by why compare mode did not decide (the check is new at REV)."""
+    return reason if new_at_rev is None else f"{new_at_rev.reason}; {reason}"
+
+
+def _compare_note(session: ComparePlugin | None, new_at_rev: NewAtRev | None) -> dict[str, Any] | None:
+    """``details["compare"]`` of a check compare mode did not decide."""
+    if session is None:
+        return None
+    info: dict[str, Any] = {"rev": session.revision.rev, "sha": session.revision.sha}
+    if new_at_rev is not None:
+        return {"decided_by": "baseline", "compare": {**info, "status": "new", "reason": new_at_rev.reason}}
+    return {"decided_by": "baseline",
+            "compare": {**info, "status": "not-compared", "reason": "samples= given: nothing to time at REV"}}
 
 
 def skip(ctx: CheckContext, check: str, reason: str, fn: Any = None, *, benchmark: Any = None,

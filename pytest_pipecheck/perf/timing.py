@@ -50,8 +50,8 @@ from typing import Any
 from ..results import PipecheckError
 from .stats import Samples
 
-__all__ = ["ANCHOR_KINDS", "Anchor", "Ceilings", "choose_anchor", "current_ceilings", "measure", "measure_ceilings", "roofline",
-           "size_anchor"]
+__all__ = ["ANCHOR_KINDS", "Anchor", "Ceilings", "Sampler", "choose_anchor", "current_ceilings", "measure",
+           "measure_ceilings", "roofline", "size_anchor"]
 
 # The number of samples the gate is designed around (docs/perf-gate.md): with 100 per side the
 # rank test's own noise is far below the 3% practical threshold.
@@ -171,157 +171,240 @@ def measure(
     :class:`PipecheckError` without torch or CUDA, for invalid arguments, or when graph capture of
     ``fn`` fails.
     """
-    torch = _torch_cuda()
     if n_samples < 2:
         raise PipecheckError(f"check_perf: n_samples={n_samples} must be >= 2")
-    if n_inputs is not None and n_inputs < 1:
-        raise PipecheckError(f"check_perf: n_inputs={n_inputs} must be >= 1")
-    if reps is not None and reps < 1:
-        raise PipecheckError(f"check_perf: reps={reps} must be >= 1")
-    if not (settle_s >= 0.0 and math.isfinite(settle_s)):
-        raise PipecheckError(f"check_perf: settle_s={settle_s!r} must be a finite number >= 0")
-    if isinstance(anchor, str) and ceilings is None:
-        raise PipecheckError(f"measure(anchor={anchor!r}): sizing an anchor needs the measured ceilings")
-    indexed = n_inputs is not None
-    if indexed and not _takes_index(fn):
-        raise PipecheckError("check_perf: n_inputs is given, so the callable must take the input-set index")
-    k = n_inputs or 1
-    counter = [0]
-
-    def call() -> None:
-        if indexed:
-            fn(counter[0] % k)
-            counter[0] += 1
-        else:
-            fn()
-
-    device = torch.cuda.current_device()
-    props = torch.cuda.get_device_properties(device)
-    l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 128 * 2**20
-    stream = torch.cuda.current_stream()
-
-    # Warm-up by time: the first calls compile, autotune and ramp the clocks up.
-    calls = _run_for(call, warmup_s, torch)
-
-    # Estimate one launch's device time and host enqueue time.
-    est_us, host_us = _probe(call, torch)
-
-    anchor_def: Anchor | None
-    if isinstance(anchor, str):
-        assert ceilings is not None
-        anchor_def = size_anchor(anchor, est_us * (k if not hot_cache else 1), ceilings, anchor_dtype)
-    else:
-        anchor_def = anchor
-    anchor_call: Callable[[], Any] | None = None
-    anchor_reps = 1
-    anchor_host_us = 0.0
-    if anchor_def is not None:
-        anchor_call = anchor_def.build(torch)
-        _run_for(anchor_call, min(warmup_s, 0.05), torch)
-        anchor_est_us, anchor_host_us = _probe(anchor_call, torch)
-        if hot_cache:
-            anchor_reps = max(1, math.ceil(_MIN_SAMPLE_US / anchor_est_us))
-        anchor_host_us *= anchor_reps
-
-    # Settle: a steady load before the first sample, so the clocks leave the after-idle boost.
-    settle_calls = _run_for(anchor_call or call, settle_s, torch, min_calls=0) if settle_s > 0 else 0
-
-    if reps is None:
-        reps = max(1, math.ceil(_MIN_SAMPLE_US / est_us)) if hot_cache else k
-    flush = None if hot_cache else torch.empty(max(2 * l2, 8 * 2**20) // 4, dtype=torch.int32, device=device)
-
-    body: Callable[[], Any]
-    if graph:
-        def launches() -> None:
-            for _ in range(reps):
-                call()
-
-        side = torch.cuda.Stream()
-        side.wait_stream(stream)
-        try:
-            with torch.cuda.stream(side):
-                launches()
-            stream.wait_stream(side)
-            cuda_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(cuda_graph):
-                launches()
-        except Exception as exc:  # capture fails for host syncs, allocations, CPU tensors...
-            raise PipecheckError(f"check_perf(graph=True): CUDA graph capture of the callable failed: {exc}") from None
-        body = cuda_graph.replay
-        host_us = 15.0  # one graph launch
-    else:
-        def body() -> None:
-            for _ in range(reps):
-                call()
-
-        host_us *= reps
-
-    def anchor_body() -> None:
-        assert anchor_call is not None
-        for _ in range(anchor_reps):
-            anchor_call()
-
-    sleep: Callable[[int], Any] | None = getattr(torch.cuda, "_sleep", None)
-    sleep_cycles = anchor_sleep_cycles = 0
-    if sleep is not None:
-        # Cover the host's enqueue of flush + events + body, with margin for Python jitter.
-        sleep_cycles = int((2.0 * host_us + 20.0) * _sleep_cycles_per_us(device))
-        anchor_sleep_cycles = int((2.0 * anchor_host_us + 20.0) * _sleep_cycles_per_us(device))
-
-    def timed(start: Any, end: Any, what: Callable[[], Any], cycles: int) -> None:
-        if sleep is not None and cycles:
-            sleep(cycles)
-        if flush is not None:
-            flush.zero_()
-        start.record()
-        what()
-        end.record()
+    sampler = Sampler(fn, warmup_s=warmup_s, hot_cache=hot_cache, graph=graph, n_inputs=n_inputs, reps=reps,
+                      anchor=anchor, ceilings=ceilings, anchor_dtype=anchor_dtype, settle_s=settle_s)
+    sampler.settle(settle_s)
+    sampler.arm()
+    torch = sampler.torch
 
     def events() -> list[Any]:
         return [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
 
+    anchored = sampler.anchor_call is not None
     starts, ends = events(), events()
-    a_starts, a_ends = (events(), events()) if anchor_call is not None else ([], [])
+    a_starts, a_ends = (events(), events()) if anchored else ([], [])
     taken = 0
     deadline = time.perf_counter() + max_time_s
     for i in range(n_samples):
-        if hot_cache and i == 0:
-            body()  # the inputs are in L2 when timing starts
-            if anchor_call is not None:
-                anchor_body()
-        timed(starts[i], ends[i], body, sleep_cycles)
-        if anchor_call is not None:
-            # right after the kernel sample: the same clock, power and thermal state
-            timed(a_starts[i], a_ends[i], anchor_body, anchor_sleep_cycles)
+        if sampler.hot_cache and i == 0:
+            sampler.warm_inputs()  # the inputs are in L2 when timing starts
+        sampler.record(starts[i], ends[i], a_starts[i] if anchored else None, a_ends[i] if anchored else None)
         taken += 1
         if i % 16 == 15:
             # Bound the queue (and the time) without syncing every sample.
-            (a_ends if anchor_call is not None else ends)[i].synchronize()
+            (a_ends if anchored else ends)[i].synchronize()
             if time.perf_counter() > deadline and taken >= 10:
                 break
     torch.cuda.synchronize()
-    times = [starts[i].elapsed_time(ends[i]) * 1000.0 / reps for i in range(taken)]
-    anchor_times = ([a_starts[i].elapsed_time(a_ends[i]) * 1000.0 / anchor_reps for i in range(taken)]
-                    if anchor_call is not None else None)
-    meta = {
-        "mode": "hot" if hot_cache else "cold",
-        "reps": reps,
-        "graph": graph,
-        "n_inputs": k,
-        "flush_bytes": 0 if flush is None else flush.numel() * 4,
-        "l2_bytes": l2,
-        "warmup_s": warmup_s,
-        "warmup_calls": calls,
-        "settle_s": settle_s,
-        "settle_calls": settle_calls,
-        "sleep_cycles": sleep_cycles,
-        "requested_samples": n_samples,
-    }
-    if anchor_def is not None:
-        meta["anchor"] = anchor_def.label
-        meta["anchor_reps"] = anchor_reps
-    return Samples(tuple(times), meta, None if anchor_times is None else tuple(anchor_times),
-                   None if anchor_def is None else anchor_def.definition())
+    times = [starts[i].elapsed_time(ends[i]) * 1000.0 / sampler.reps for i in range(taken)]
+    anchor_times = ([a_starts[i].elapsed_time(a_ends[i]) * 1000.0 / sampler.anchor_reps for i in range(taken)]
+                    if anchored else None)
+    return sampler.samples(times, anchor_times, n_samples)
+
+
+class Sampler:
+    """One kernel (and its anchor) made ready to time, one sample at a time: :func:`measure`'s machinery.
+
+    Construction validates the arguments, warms ``fn`` up for ``warmup_s``, probes one launch's device and
+    host time and, with ``anchor``, builds, warms up and probes the anchor; :meth:`settle` keeps the GPU
+    busy; :meth:`arm` fixes the launches per sample, the L2 flush buffer, the CUDA graph and the sleep that
+    covers the host's enqueue. Then :meth:`record` enqueues one sample between two events (what
+    :func:`measure` does n times, synchronizing every 16), and :meth:`one` takes one sample and waits for
+    it: what ``--pipecheck-compare`` uses to time the head and REV in turns (:mod:`.compare`), where the
+    other process runs between two samples.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, warmup_s: float = 0.2, hot_cache: bool = False,
+                 graph: bool = False, n_inputs: int | None = None, reps: int | None = None,
+                 anchor: Anchor | str | None = None, ceilings: Ceilings | None = None, anchor_dtype: str = "bf16",
+                 settle_s: float = 0.0) -> None:
+        torch = self.torch = _torch_cuda()
+        if n_inputs is not None and n_inputs < 1:
+            raise PipecheckError(f"check_perf: n_inputs={n_inputs} must be >= 1")
+        if reps is not None and reps < 1:
+            raise PipecheckError(f"check_perf: reps={reps} must be >= 1")
+        if not (settle_s >= 0.0 and math.isfinite(settle_s)):
+            raise PipecheckError(f"check_perf: settle_s={settle_s!r} must be a finite number >= 0")
+        if isinstance(anchor, str) and ceilings is None:
+            raise PipecheckError(f"measure(anchor={anchor!r}): sizing an anchor needs the measured ceilings")
+        indexed = n_inputs is not None
+        if indexed and not _takes_index(fn):
+            raise PipecheckError("check_perf: n_inputs is given, so the callable must take the input-set index")
+        k = self.n_inputs = n_inputs or 1
+        counter = [0]
+
+        def call() -> None:
+            if indexed:
+                fn(counter[0] % k)
+                counter[0] += 1
+            else:
+                fn()
+
+        self.call = call
+        self.hot_cache = hot_cache
+        self.graph = graph
+        self.warmup_s = warmup_s
+        self.settle_s = 0.0
+        self.settle_calls = 0
+        self.device = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(self.device)
+        self.l2 = int(getattr(props, "L2_cache_size", 0) or 0) or 128 * 2**20
+        self.stream = torch.cuda.current_stream()
+
+        # Warm-up by time: the first calls compile, autotune and ramp the clocks up.
+        self.warmup_calls = _run_for(call, warmup_s, torch)
+
+        # Estimate one launch's device time and host enqueue time.
+        self.est_us, self.host_us = _probe(call, torch)
+
+        self.anchor_def: Anchor | None
+        if isinstance(anchor, str):
+            assert ceilings is not None
+            self.anchor_def = size_anchor(anchor, self.est_us * (k if not hot_cache else 1), ceilings, anchor_dtype)
+        else:
+            self.anchor_def = anchor
+        self.anchor_call: Callable[[], Any] | None = None
+        self.anchor_reps = 1
+        self.anchor_host_us = 0.0
+        if self.anchor_def is not None:
+            self.anchor_call = self.anchor_def.build(torch)
+            _run_for(self.anchor_call, min(warmup_s, 0.05), torch)
+            anchor_est_us, self.anchor_host_us = _probe(self.anchor_call, torch)
+            if hot_cache:
+                self.anchor_reps = max(1, math.ceil(_MIN_SAMPLE_US / anchor_est_us))
+            self.anchor_host_us *= self.anchor_reps
+        self._reps_asked = reps
+        self.reps = 1
+        self.flush: Any = None
+        self.body: Callable[[], Any] = call
+        self.sleep: Callable[[int], Any] | None = None
+        self.sleep_cycles = self.anchor_sleep_cycles = 0
+
+    def settle(self, seconds: float) -> int:
+        """A steady load before the first sample, so the clocks leave the after-idle boost (the anchor
+        when there is one, else the kernel); returns the calls made."""
+        calls = _run_for(self.anchor_call or self.call, seconds, self.torch, min_calls=0) if seconds > 0 else 0
+        self.settle_s += seconds
+        self.settle_calls += calls
+        return calls
+
+    def arm(self) -> None:
+        """Fix how a sample is taken: launches per sample, the flush, the CUDA graph, the covering sleep."""
+        torch = self.torch
+        k = self.n_inputs
+        reps = self._reps_asked
+        if reps is None:
+            reps = max(1, math.ceil(_MIN_SAMPLE_US / self.est_us)) if self.hot_cache else k
+        self.reps = reps
+        self.flush = (None if self.hot_cache
+                      else torch.empty(max(2 * self.l2, 8 * 2**20) // 4, dtype=torch.int32, device=self.device))
+        call = self.call
+        host_us = self.host_us
+
+        if self.graph:
+            def launches() -> None:
+                for _ in range(reps):
+                    call()
+
+            side = torch.cuda.Stream()
+            side.wait_stream(self.stream)
+            try:
+                with torch.cuda.stream(side):
+                    launches()
+                self.stream.wait_stream(side)
+                cuda_graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(cuda_graph):
+                    launches()
+            except Exception as exc:  # capture fails for host syncs, allocations, CPU tensors...
+                raise PipecheckError(f"check_perf(graph=True): CUDA graph capture of the callable failed: {exc}") from None
+            self.body = cuda_graph.replay
+            host_us = 15.0  # one graph launch
+        else:
+            def body() -> None:
+                for _ in range(reps):
+                    call()
+
+            self.body = body
+            host_us *= reps
+
+        self.sleep = getattr(torch.cuda, "_sleep", None)
+        if self.sleep is not None:
+            # Cover the host's enqueue of flush + events + body, with margin for Python jitter.
+            self.sleep_cycles = int((2.0 * host_us + 20.0) * _sleep_cycles_per_us(self.device))
+            self.anchor_sleep_cycles = int((2.0 * self.anchor_host_us + 20.0) * _sleep_cycles_per_us(self.device))
+
+    def _anchor_body(self) -> None:
+        assert self.anchor_call is not None
+        for _ in range(self.anchor_reps):
+            self.anchor_call()
+
+    def warm_inputs(self) -> None:
+        """Hot mode: one untimed run of the sample's launches (and the anchor's), so their data is in L2."""
+        self.body()
+        if self.anchor_call is not None:
+            self._anchor_body()
+
+    def _timed(self, start: Any, end: Any, what: Callable[[], Any], cycles: int) -> None:
+        if self.sleep is not None and cycles:
+            self.sleep(cycles)
+        if self.flush is not None:
+            self.flush.zero_()
+        start.record()
+        what()
+        end.record()
+
+    def record(self, start: Any, end: Any, anchor_start: Any = None, anchor_end: Any = None) -> None:
+        """Enqueue one sample between ``start`` and ``end`` and, with an anchor, the anchor's right after it
+        (the same clock, power and thermal state) between ``anchor_start`` and ``anchor_end``."""
+        self._timed(start, end, self.body, self.sleep_cycles)
+        if self.anchor_call is not None:
+            self._timed(anchor_start, anchor_end, self._anchor_body, self.anchor_sleep_cycles)
+
+    def one(self) -> tuple[float, float | None]:
+        """Take one sample now and wait for it: (kernel us per launch, anchor us or None).
+
+        In hot mode the inputs are warmed first, every time: the process timed in turn with this one
+        ran in between and left its own data in L2."""
+        torch = self.torch
+        if self.hot_cache:
+            self.warm_inputs()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a_start = a_end = None
+        if self.anchor_call is not None:
+            a_start, a_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.record(start, end, a_start, a_end)
+        (a_end if a_end is not None else end).synchronize()
+        kernel_us = start.elapsed_time(end) * 1000.0 / self.reps
+        anchor_us = a_start.elapsed_time(a_end) * 1000.0 / self.anchor_reps if a_start is not None else None
+        return kernel_us, anchor_us
+
+    def meta(self, requested: int) -> dict[str, Any]:
+        """How the samples were taken (the ``meta`` of :class:`Samples`)."""
+        meta: dict[str, Any] = {
+            "mode": "hot" if self.hot_cache else "cold",
+            "reps": self.reps,
+            "graph": self.graph,
+            "n_inputs": self.n_inputs,
+            "flush_bytes": 0 if self.flush is None else self.flush.numel() * 4,
+            "l2_bytes": self.l2,
+            "warmup_s": self.warmup_s,
+            "warmup_calls": self.warmup_calls,
+            "settle_s": self.settle_s,
+            "settle_calls": self.settle_calls,
+            "sleep_cycles": self.sleep_cycles,
+            "requested_samples": requested,
+        }
+        if self.anchor_def is not None:
+            meta["anchor"] = self.anchor_def.label
+            meta["anchor_reps"] = self.anchor_reps
+        return meta
+
+    def samples(self, times: list[float], anchor_times: list[float] | None, requested: int) -> Samples:
+        """The times taken, as :class:`Samples` with this sampler's ``meta`` and anchor."""
+        return Samples(tuple(times), self.meta(requested), None if anchor_times is None else tuple(anchor_times),
+                       None if self.anchor_def is None else self.anchor_def.definition())
 
 
 # --------------------------------------------------------------------------- anchors

@@ -134,3 +134,10 @@ def test_tier_profile_times_alone_the_tests_the_shared_gpu_left_untimed(tmp_path
         assert second[-2:] == ["t.py::test_sweep[a b]", "t.py::test_gate"], second
     else:
         assert len(calls) == 1 and "tier-profile-timing not run (TIMING_RERUN=0): 2 tests untimed" in steps, steps
+
+
+def test_compare_gate_part_runs_its_script_with_its_budget(tmp_path: Path) -> None:
+    out = _run(tmp_path, "compare-gate", with_ncu=False)
+    log = (out / "compare_gate_rates.log").read_text().strip()
+    assert log == f"python3 scripts/gpu/compare_gate_rates.py {out}/compare_gate_rates --budget 330"
+    assert "compare_gate_rates rc=0" in (out / "steps.txt").read_text()
