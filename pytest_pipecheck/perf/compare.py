@@ -793,8 +793,8 @@ def check(ctx: CheckContext, session: ComparePlugin, fn: Callable[..., Any] | No
     __tracebackhide__ = True
     from . import timing
     from .baseline import BaselineError, BaselineStore, EnvKey
-    from .gate import _baseline_dir, _feed_benchmark, _skip, environment_key
     from .paired import paired_compare
+    from .record import _baseline_dir, _feed_benchmark, _skip, environment_key
 
     nodeid = ctx.nodeid
     rev = session.revision
