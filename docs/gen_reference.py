@@ -261,6 +261,9 @@ def spec_section() -> str:
             lines.append(f"| `{f.name}` | {_cell(_field_default(f))} | {_cell(_rst(docs.get(f.name, '')))} |")
         lines.append("")
     lines += ["Preconditions: `Divisible(dim, n)` (the size is a multiple of `n`), `Range(dim, lo, hi)` (inclusive).",
+              "A dimension expression that divides a multiple of one dimension by constants (`K/8`, `K/group`) adds "
+              "the `Divisible` it needs to `preconditions`, its `reason` naming the tensor and the expression "
+              "(`pytest_pipecheck.model.dimexpr`).",
               ""]
     return "\n".join(lines)
 

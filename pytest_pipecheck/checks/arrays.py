@@ -388,22 +388,37 @@ def guard_report(g: GuardedArray, changed: Any, interior: Any) -> str | None:
     return f"{n} element(s) written outside '{g.name}': " + ", ".join(parts)
 
 
-def describe_index(index: Sequence[int], dims: Sequence[str], tiles: Mapping[str, int],
+def describe_index(index: Sequence[int], dims: Sequence[str], tiles: Mapping[str, Any],
                    shape: Sequence[int]) -> str:
-    """``[64, 3] (M tile 4 of 5 (last, partial 1/16), N tile 0 of 1)`` for a flat-array index."""
+    """``[64, 3] (M tile 4 of 5 (last, partial 1/16), N tile 0 of 1)`` for a flat-array index.
+
+    ``tiles`` maps a dim to its tile, or, for a dim of ``c`` copies of a dimension D side by side (``2*N``), to
+    ``(D, c, tile of D)``: its element is named by copy and D's tile, ``2*N copy 1 of 2, N tile 0 of 3``
+    (:attr:`pytest_pipecheck.model.spec.KernelSpec.dim_tiles` gives both)."""
     parts = []
     for i, d, n in zip(index, dims, shape):
         t = tiles.get(d)
+        if isinstance(t, tuple):
+            base, copies, t = t
+            n //= copies
+            copy, i = divmod(int(i), n) if n else (0, int(i))
+            parts.append(f"{d} copy {copy} of {copies}")
+            d = base
         if not t:
             continue
-        count = -(-n // t)
-        k = int(i) // t
-        note = ""
-        if k == count - 1 and count > 1:
-            rem = n % t
-            note = f" (last, partial {rem}/{t})" if rem else " (last)"
-        elif count == 1 and n % t:
-            note = f" (partial {n}/{t})"
-        parts.append(f"{d} tile {k} of {count}{note}")
+        parts.append(f"{d} tile {_tile_of(int(i), n, t)}")
     head = "[" + ", ".join(str(int(i)) for i in index) + "]"
     return head + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _tile_of(i: int, n: int, t: int) -> str:
+    """``4 of 5 (last, partial 1/16)``: index ``i``'s tile along a dim of ``n`` elements in tiles of ``t``."""
+    count = -(-n // t)
+    k = i // t
+    note = ""
+    if k == count - 1 and count > 1:
+        rem = n % t
+        note = f" (last, partial {rem}/{t})" if rem else " (last)"
+    elif count == 1 and n % t:
+        note = f" (partial {n}/{t})"
+    return f"{k} of {count}{note}"

@@ -364,7 +364,7 @@ def _describe(f: Finding, spec: KernelSpec | None) -> str:
     g = f.region.g
     t = _tensor(g, spec)
     if t is not None and len(t.dims) == len(g.shape):
-        dims, tiles = tuple(t.dims), dict(spec.tiles) if spec is not None else {}
+        dims, tiles = tuple(t.dims), spec.dim_tiles if spec is not None else {}
     else:
         dims, tiles = tuple(f"dim {d}" for d in range(len(g.shape))), {}
     padding = "in its row padding" if _row_major(g) else f"in the gaps of its {g.layout} layout"

@@ -93,9 +93,9 @@ def _check_tolerance_args(spec: KernelSpec, call: str, **values: Any) -> None:
 
 
 def _tiles_of(spec: KernelSpec, t: Tensor) -> list[int]:
-    # guards cover the largest extent one program reaches (every tile size, blocks per program)
-    guard = spec.guard_tiles
-    return [guard.get(d, 1) for d in t.dims]
+    # guards cover the largest extent one program reaches (every tile size, blocks per program), along a
+    # dimension expression too (K/8: a program's K tile over 8)
+    return spec.axis_guard_tiles(t)
 
 
 def _call_init(t: Tensor, dims: tuple[int, ...], gen: Any, shape: Shape) -> Any:
@@ -120,7 +120,7 @@ def _input_values(ctx: CheckContext, spec: KernelSpec, t: Tensor, shape: Shape, 
 
 
 def _base_input_values(ctx: CheckContext, spec: KernelSpec, t: Tensor, shape: Shape, offset: int) -> Any:
-    dims = t.shape(shape)
+    dims = spec.shape_of(t, shape)
     values: Any
     if spec.backend == "cupy":
         import numpy as np
@@ -161,8 +161,8 @@ def _device(ctx: CheckContext, spec: KernelSpec) -> str:
 def _alloc_inputs(ctx: CheckContext, spec: KernelSpec, shape: Shape, values: Mapping[str, Any],
                   layout: _lay.Layout | None = None) -> dict[str, _arr.GuardedArray]:
     lay = layout or _lay.base(spec)
-    return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
-                                       device=_device(ctx, spec), values=values[t.name],
+    return {t.name: _arr.alloc_guarded(t.name, spec.shape_of(t, shape), t.dtype, role="input",
+                                       backend=spec.backend, device=_device(ctx, spec), values=values[t.name],
                                        tiles=_tiles_of(spec, t), layout=lay.of(t.name),
                                        slot=_lay.slot(spec, t.name))
             for t in spec.inputs}
@@ -173,7 +173,7 @@ def _alloc_outputs(ctx: CheckContext, spec: KernelSpec, shape: Shape, poison: in
     lay = layout or _lay.base(spec)
     out = {}
     for t in spec.outputs:
-        g = _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="output", backend=spec.backend,
+        g = _arr.alloc_guarded(t.name, spec.shape_of(t, shape), t.dtype, role="output", backend=spec.backend,
                                device=_device(ctx, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
                                layout=lay.of(t.name), slot=_lay.slot(spec, t.name))
         if t.zeroed:
@@ -189,8 +189,9 @@ def _fresh_inouts(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Map
     """New allocations of the inout tensors holding the pre-call values of ``inputs``, in the same layout:
     each launch updates its own, and ``inputs`` keeps the pre-call values the reference gets."""
     lay = layout or _lay.base(spec)
-    return {t.name: _arr.alloc_guarded(t.name, t.shape(shape), t.dtype, role="input", backend=spec.backend,
-                                       device=_device(ctx, spec), values=_arr.clone(inputs[t.name].array),
+    return {t.name: _arr.alloc_guarded(t.name, spec.shape_of(t, shape), t.dtype, role="input",
+                                       backend=spec.backend, device=_device(ctx, spec),
+                                       values=_arr.clone(inputs[t.name].array),
                                        tiles=_tiles_of(spec, t), layout=lay.of(t.name),
                                        slot=_lay.slot(spec, t.name))
             for t in spec.inputs if t.is_inout}
@@ -294,7 +295,7 @@ def _reference(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mappin
         if changed.any():
             n = int(changed.sum())
             first = tuple(int(i) for i in np.argwhere(changed)[0])
-            where = _arr.describe_index(first, spec.tensor(name).dims, spec.tiles, changed.shape)
+            where = _arr.describe_index(first, spec.tensor(name).dims, spec.dim_tiles, changed.shape)
             _inconclusive(
                 ctx, check, spec, f"inconclusive: the {label} wrote its input {name!r}",
                 f"spec {spec.name!r}: the {label} wrote its input {name!r} at {shape}: {_pct(n, changed.size)} "
@@ -318,7 +319,7 @@ def _reference(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mappin
             raise PipecheckError(f"spec {spec.name!r}: the {label} returned no {t.name!r} "
                                  f"(returned: {', '.join(map(str, got)) or 'nothing'})")
         value = got[t.name]
-        want = t.shape(shape)
+        want = spec.shape_of(t, shape)
         have = tuple(int(n) for n in getattr(value, "shape", ()))
         if have != want:
             raise PipecheckError(f"spec {spec.name!r}: the {label}'s {t.name!r} has shape {have}, expected "
@@ -355,7 +356,7 @@ def _require_finite(ctx: CheckContext, check: str, spec: KernelSpec, shape: Shap
         return
     n = int(bad.sum())
     first = tuple(int(i) for i in np.argwhere(bad)[0])
-    where = _arr.describe_index(first, t.dims, spec.tiles, host.shape)
+    where = _arr.describe_index(first, t.dims, spec.dim_tiles, host.shape)
     kinds = "NaN" if np.isnan(host[bad]).all() else ("inf" if np.isinf(host[bad]).all() else "NaN or inf")
     if label == "reference":
         why = ("those elements cannot be checked (any output would agree with them); a reference must be "
@@ -499,7 +500,7 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
         if n_unwritten:
             first = tuple(int(i) for i in np.argwhere(unwritten)[0])
             lines.append(f"output {t.name!r}: {_pct(n_unwritten, want.size)} elements never written (still "
-                         f"poison); first at {_arr.describe_index(first, t.dims, spec.tiles, want.shape)}")
+                         f"poison); first at {_arr.describe_index(first, t.dims, spec.dim_tiles, want.shape)}")
             info["unwritten"] = n_unwritten
         tol = _output_tolerance(ctx, "coverage", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
                                 spec_atol=spec_atol, rtol=rtol, atol=atol)
@@ -511,7 +512,7 @@ def check_coverage(ctx: CheckContext, spec: KernelSpec, shape: Any, *, tolerance
         if cmp.bad:
             nan_note = (f", {cmp.nan} of them NaN where the reference is finite (read a NaN guard band: an "
                         "unmasked load past an edge?)") if cmp.nan else ""
-            where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.tiles, want.shape)
+            where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.dim_tiles, want.shape)
             lines.append(
                 f"{_kind(t)} {t.name!r}: {_pct(cmp.bad, want.size)} elements exceed the tolerance{nan_note}; "
                 f"worst at {where}: got {cmp.worst_got:.6g}, expected {cmp.worst_want:.6g} "
@@ -652,7 +653,7 @@ def _nonfinite_expectations(pattern: _values.Pattern, t: Tensor, got: Any, want:
     lines = []
     if bad.any():
         first = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = _arr.describe_index(first, t.dims, spec.tiles, want.shape)
+        where = _arr.describe_index(first, t.dims, spec.dim_tiles, want.shape)
         lines.append(f"{_kind(t)} {t.name!r}: {_pct(int(bad.sum()), want.size)} elements should be NaN or inf "
                      f"(the reference under {pattern.id}, rounded to {t.dtype}) but are not; first at {where}: "
                      f"got {float(g[first]):.6g}, expected {float(rounded[first]):.6g}")
@@ -682,12 +683,16 @@ def _probe_tiles(count: int, stages: int, limit: int) -> list[int]:
     return sorted(keep)
 
 
-def _mask_loop(values: Any, axis: int, lo: int, hi: int) -> Any:
+def _keep_windows(values: Any, axis: int, windows: list[tuple[int, int]]) -> Any:
+    """``values`` with zeros along ``axis`` outside the ``[start, stop)`` windows."""
     out = values.clone() if hasattr(values, "clone") else values.copy()
     index: list[Any] = [slice(None)] * out.ndim
-    index[axis] = slice(0, lo)
-    out[tuple(index)] = 0
-    index[axis] = slice(hi, None)
+    edge = 0
+    for start, stop in sorted(windows):
+        index[axis] = slice(edge, max(edge, start))
+        out[tuple(index)] = 0
+        edge = max(edge, stop)
+    index[axis] = slice(edge, None)
     out[tuple(index)] = 0
     return out
 
@@ -729,18 +734,25 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
     count = math.ceil(size / tile)
     stages = extra.get("stages", spec.stages)
     base_values = {t.name: _input_values(ctx, spec, t, shp, 100 + i, pattern) for i, t in enumerate(spec.inputs)}
-    looped = [t for t in spec.inputs if loop in t.dims]
+    # each input is masked along its first axis that is a multiple c * loop (K; K/8, tile_K/8 elements per tile;
+    # 2*K, two copies side by side); one that uses the loop dimension only otherwise (M*K, K+8) is left whole,
+    # and the result says so
+    unmasked = {t.name: why for t in spec.inputs if (why := spec.loop_unmasked(t))}
 
     def probe_values(lo: int, hi: int) -> dict[str, Any]:
         vals = dict(base_values)
-        for t in looped:
-            vals[t.name] = _mask_loop(base_values[t.name], t.dims.index(loop), lo, hi)
+        for t in spec.inputs:
+            where = spec.loop_windows(t, lo, hi, size)
+            if where is not None:
+                vals[t.name] = _keep_windows(base_values[t.name], *where)
         return vals
 
     baseline: dict[str, Any] | None = None
     problems: list[str] = []
     details: dict[str, Any] = {"shape": str(shp), "values": pattern.name, "layout": str(lay), "tiles": count,
                                "probed": [], "bad": {}}
+    if unmasked:
+        details["unmasked"] = unmasked
     worst_of_tol = 0.0
     for j in _probe_tiles(count, stages, max_tiles):
         lo, hi = j * tile, min((j + 1) * tile, size)
@@ -779,10 +791,14 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
     details["of_tol"] = worst_of_tol
     summary = (f"{len(details['probed'])} of {count} {loop} tiles each counted once, worst err {worst_of_tol:.2g} "
                "of tol")
+    note = (f"not masked along {loop}: " + ", ".join(f"{name!r} ({why})" for name, why in unmasked.items())
+            if unmasked else "")
+    if note:
+        summary += f"; {note}"
     if problems:
         lines = [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: tile probe along {loop} "
                  f"({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
-                 f"found {len(problems)} bad tile(s)", *problems]
+                 f"found {len(problems)} bad tile(s)", *problems, *([f"({note})"] if note else [])]
         _fail(ctx, "tile_probe", spec, problems[0], lines, details)
     return ctx.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
 
@@ -798,7 +814,7 @@ def _classify(got: Any, want: Any, base: Any, t: Tensor, cmp: _tol.Comparison, s
         return f"never reached the output ({t.name!r} never written)"
     ok = ~nan & ~np.isnan(expected)
     denom = float((expected[ok] ** 2).sum())
-    where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.tiles, want.shape)
+    where = _arr.describe_index(cmp.worst_index or (), t.dims, spec.dim_tiles, want.shape)
     if denom <= 0:
         return f"mismatch in {t.name!r} at {where} (tolerance {tol.short})"
     with np.errstate(invalid="ignore", over="ignore"):
@@ -872,12 +888,12 @@ def check_determinism(ctx: CheckContext, spec: KernelSpec, shape: Any, *, runs: 
             race = diff & ~unwritten
             if unwritten.any():
                 idx = tuple(int(i) for i in np.argwhere(unwritten)[0])
-                where = _arr.describe_index(idx, t.dims, spec.tiles, diff.shape)
+                where = _arr.describe_index(idx, t.dims, spec.dim_tiles, diff.shape)
                 lines.append(f"output {t.name!r}: {_pct(int(unwritten.sum()), diff.size)} elements never written "
                              f"(still poison in runs 1 and {run + 1}); first at {where}")
             if race.any():
                 idx = tuple(int(i) for i in np.argwhere(race)[0])
-                where = _arr.describe_index(idx, t.dims, spec.tiles, diff.shape)
+                where = _arr.describe_index(idx, t.dims, spec.dim_tiles, diff.shape)
                 lines.append(f"suspected race: run {run + 1} differs from run 1 in {_pct(int(race.sum()), diff.size)} "
                              f"elements of {t.name!r}; first at {where}")
         if lines:

@@ -126,6 +126,8 @@ def _measure(ctx: CheckContext, spec: KernelSpec, probe: Shape) -> tuple[dict[st
             continue  # an element never written cannot be told from a written one
         written = _arr.bits(outputs[t.name].array, t.dtype) != _arr.poison_bits(t.dtype)
         for d, (n, whole) in _reach(written, t.dims).items():
+            if d not in probe:
+                continue  # a dimension expression (2*N): its reach is not one dimension's
             reach[d] = max(reach.get(d, 0), n)
             if n and not whole:
                 strided.add(d)

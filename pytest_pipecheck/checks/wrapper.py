@@ -370,7 +370,7 @@ def _returned(spec: KernelSpec, shape: Shape, got: Any, passed: Mapping[str, Any
         v = values[t.name]
         if not isinstance(v, torch.Tensor):
             raise ReturnMismatch(f"the call returned {type(v).__name__} for output {t.name!r}, not a torch tensor")
-        want = t.shape(shape)
+        want = spec.shape_of(t, shape)
         if tuple(v.shape) != want:
             raise ReturnMismatch(f"the call returned {t.name!r} with shape {tuple(v.shape)}, but the spec declares "
                                  f"{want} = ({', '.join(t.dims)}) at {shape}")
@@ -442,8 +442,10 @@ def launch(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mapping[st
     """
     __tracebackhide__ = True
     device = ctx.device
-    # guard bands as wide as the largest extent one program reaches (every tile size, blocks per program)
-    mode = PoisonAllocations(poison, max(spec.guard_tiles.values(), default=1))
+    # guard bands as wide as the largest extent one program reaches (every tile size, blocks per program,
+    # through the dimension expressions: 2*N reaches two N tiles)
+    reach = [*spec.guard_tiles.values(), *(g for t in spec.tensors for g in spec.axis_guard_tiles(t))]
+    mode = PoisonAllocations(poison, max(reach, default=1))
     args = [inputs[t.name].array for t in spec.inputs]
     assert spec.call is not None
     try:

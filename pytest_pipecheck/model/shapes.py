@@ -20,8 +20,10 @@ From the tile sizes, the loop dimension and the stage count of a :class:`~pytest
   with several blocks per program.
 
 "One over"/"one under" step by the dimension's alignment (the lcm of its ``Divisible``
-preconditions), so every shape respects the declared preconditions; a shape a callable
-precondition rejects is dropped. Levels bound the count: small (<= 8 shapes, the sanitizer tier
+preconditions, the ones a spec adds for its dimension expressions included: ``K/8`` aligns K to 8), so
+every shape respects the declared preconditions; a shape a callable precondition rejects is dropped, and
+so is one at which a dimension expression is not a positive whole size
+(:mod:`pytest_pipecheck.model.dimexpr`). Levels bound the count: small (<= 8 shapes, the sanitizer tier
 and the CPU interpreter), medium (<= 14), large (<= 24, nightly).
 
 Levels bound the memory too: a shape whose guarded inputs and outputs (one launch's allocations,
@@ -154,11 +156,10 @@ def shape_bytes(spec: KernelSpec, shape: Mapping[str, int]) -> int:
     from .layouts import allocation_elements, kinds_of, slot
 
     total = 0
-    guard = spec.guard_tiles
     for t in spec.tensors:
-        tiles = [guard.get(d, 1) for d in t.dims]
+        tiles = spec.axis_guard_tiles(t)
         # the largest of the tensor's layouts (a sliced one spans twice the elements)
-        total += max(allocation_elements(t.shape(shape), tiles, kind, slot(spec, t.name))
+        total += max(allocation_elements(spec.shape_of(t, shape), tiles, kind, slot(spec, t.name))
                      for kind in kinds_of(spec, t)) * _itemsize(t.dtype)
     return total
 
@@ -284,8 +285,12 @@ def generate_cases(spec: KernelSpec, level: str = "small", sm_count: int | None 
                    "(shape_budget_mib: --pipecheck-shape-budget-mib, the ini key or the marker)")
         out.append(Case(shp, why))
     if not out:
+        # say why the first was refused: a dimension expression that is whole at none of them appears in no
+        # precondition
+        refused = next((f"{shp}: {spec.violations(shp)[0]}" for shp in shapes if spec.violations(shp)), None)
+        first = f"; the first refused, {refused}" if refused else ""
         raise PipecheckError(f"spec {spec.name!r}: no generated shape meets the preconditions "
-                             f"({', '.join(str(p) for p in spec.preconditions)})")
+                             f"({', '.join(str(p) for p in spec.preconditions)}){first}")
     return out
 
 
@@ -375,7 +380,7 @@ def _with_tile_extras(spec: KernelSpec, stages: int, shapes: list[Shape], cap: i
 def _wave_shape(spec: KernelSpec, sm_count: int, stages: int) -> Shape:
     """One full wave of blocks plus one (a partial last wave), with a partial last output tile."""
     loop = spec.loop_dim
-    out_dims = [d for t in spec.outputs for d in t.dims]
+    out_dims = [d for t in spec.outputs for d in spec.dims_of(t)]
     grid_dims = [d for d in spec.dim_names if d in spec.tiles and d != loop and d in out_dims]
     dims: dict[str, int] = {}
     for d in spec.dim_names:

@@ -25,6 +25,7 @@ The API (stable; other modules and kernel packages are written against it)::
         blocks_per_program=None,   # {"K": 4}: one program covers 4 tiles of K (drives the shapes)
         autotune=None,             # a triton.autotune kernel: tests taking `config` check each config
         configs=None,              # a subset of its configs, by id or index (default: all)
+        constants=None,            # {"group": 128}: named integers the dimension expressions may use
     )
 
     Tensor(name, dims, dtype="float16", role="input", init="randn",
@@ -58,6 +59,12 @@ allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are po
   generated N (17, 32, 63, 64, 95, 159, ...) fall just under, on and between powers of two, where the
   block fits exactly or masks up to half of itself, and the tile probe steps through the row by 32.
 
+* ``dims`` may be expressions of the dimension names, integer literals and the spec's ``constants``, with
+  ``+ - * /`` and parentheses: ``Tensor("w", ("K/8", "N"), "int32")`` (packed weights),
+  ``Tensor("scales", ("K/group", "N"))`` with ``constants={"group": 128}``, ``Tensor("x", ("M", "2*N"))`` (a fused
+  input). ``/`` is exact: ``K/8`` makes K a multiple of 8 (an implied ``Divisible``), and no shape is generated
+  or accepted where an expression is not a positive whole size. Such tensors are allocated, poisoned, guarded
+  and probed like any other (:mod:`pytest_pipecheck.model.dimexpr` gives the rules).
 * ``launch`` gets ``arrays`` (name -> torch tensor on the test's device, or CuPy array when
   ``backend="cupy"``) and ``dims`` (name -> int). Arrays may be *strided views* into larger guarded
   allocations: a launcher must take strides from the arrays, never assume contiguity. A launcher
@@ -111,6 +118,7 @@ class _Model:
     autotune_configs: Callable[[Any, Any], Sequence[Any]]  # autotune.configs
     layouts: Callable[[KernelSpec], None]  # layouts.validate_spec
     tolerance_problem: Callable[[Any], str | None]  # tolerance.problem
+    dim_expr: Callable[[str], Any]  # dimexpr.parse
 
 
 _WIRED: list[_Model] = []
@@ -262,21 +270,40 @@ def as_shape(shape: Shape | Mapping[str, int] | str, spec_name: str = "") -> Sha
 # ----------------------------------------------------------------------------- preconditions
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Divisible:
     """The dimension must be a multiple of ``n`` (alignment for vector loads, TMA, ...)."""
 
     dim: str
     n: int
+    #: why, for messages: a spec adds one implied by a tensor's dimension expression (``K/8``) and says so
+    reason: str = ""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Divisible):
+            return (self.dim, self.n) == (other.dim, other.n)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.dim, self.n))
 
     def check(self, dims: Mapping[str, int]) -> str | None:
         value = dims.get(self.dim)
         if value is not None and value % self.n:
-            return f"{self.dim}={value} is not a multiple of {self.n}"
+            return f"{self.dim}={value} is not a multiple of {self.n}" + (f" ({self.reason})" if self.reason else "")
         return None
 
     def __str__(self) -> str:
         return f"Divisible({self.dim!r}, {self.n})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class _Implied(Divisible):
+    """A Divisible the spec derived from a dimension expression (``K/8``): derived again whenever the spec is
+    built, so that ``dataclasses.replace(spec, constants=...)`` does not keep one of the old constants."""
+
+    def __repr__(self) -> str:
+        return f"Divisible(dim={self.dim!r}, n={self.n!r}, reason={self.reason!r})"
 
 
 @dataclass(frozen=True)
@@ -315,13 +342,24 @@ def _check_precondition(pre: Precondition, dims: Mapping[str, int]) -> str | Non
 # ----------------------------------------------------------------------------- tensors
 
 
+def _expr(text: str) -> Any:
+    """The parsed dimension ``text`` (:class:`pytest_pipecheck.model.dimexpr.DimExpr`); raises ValueError."""
+    return _model().dim_expr(text)
+
+
+def _shape_text(shape: Mapping[str, int]) -> str:
+    return str(shape) if isinstance(shape, Shape) else "-".join(f"{k}{v}" for k, v in shape.items())
+
+
 @dataclass(frozen=True)
 class Tensor:
     """One kernel argument array: its name, named dimensions, dtype, role and how inputs are filled."""
 
     #: the argument's name: the key in ``arrays``, the reference's result and every message
     name: str
-    #: named dimensions, e.g. ``("M", "K")`` (a string ``"MK"`` reads as one name per letter)
+    #: named dimensions, e.g. ``("M", "K")`` (a string ``"MK"`` reads as one name per letter), or expressions
+    #: of them, integer literals and the spec's ``constants``: ``("K/8", "N")``, ``("K/group", "N")``, ``("M", "2*N")``
+    #: (:mod:`pytest_pipecheck.model.dimexpr`)
     dims: tuple[str, ...]
     #: float16, bfloat16, float32, float64, int8, int16, int32, int64 or uint8 (torch dtypes accepted)
     dtype: str = "float16"
@@ -373,7 +411,10 @@ class Tensor:
         return len(positional) >= 3
 
     def shape(self, dims: Mapping[str, int]) -> tuple[int, ...]:
-        return tuple(int(dims[d]) for d in self.dims)
+        """Its sizes at ``dims``, which names every dimension (and constant) its expressions use; raises
+        ValueError for an expression that is not a positive whole size there. A spec's constants are
+        added by :meth:`KernelSpec.shape_of`, which also names the spec and the tensor in that error."""
+        return tuple(int(dims[d]) if d in dims else int(_model().dim_expr(d).value(dims)) for d in self.dims)
 
 
 # ----------------------------------------------------------------------------- the spec
@@ -452,6 +493,10 @@ class KernelSpec:
     autotune: Any = None
     #: the configs of ``autotune`` to check, by id (``"BLOCK_M64-BLOCK_N32-w4-s3"``) or index; default: all
     configs: Sequence[str | int] | None = None
+    #: named integers the tensors' dimension expressions may use, ``{"group": 128}`` for ``Tensor("scales",
+    #: ("K/group", "N"))``; not dimensions: the shapes neither vary nor name them (``launch`` and ``reference``
+    #: get the shape's sizes only)
+    constants: Mapping[str, int] | None = None
     #: derived from ``tiles``: every tile size of each dimension, smallest first (``{"N": (64, 128)}``);
     #: ``tiles`` keeps the smallest of each
     tile_sizes: Mapping[str, tuple[int, ...]] = field(init=False, repr=False, compare=False, default_factory=dict)
@@ -480,6 +525,10 @@ class KernelSpec:
         if self.values is not None:
             object.__setattr__(self, "values", _model().value_names(self.values, self.name))
         object.__setattr__(self, "preconditions", tuple(self.preconditions))
+        if self.constants is not None and not isinstance(self.constants, Mapping):
+            raise self._error(f"constants must be a dict of name: integer ({{'group': 128}}), got "
+                              f"{type(self.constants).__name__}")
+        object.__setattr__(self, "constants", dict(self.constants or {}))
         self.validate()
 
     def _resolve_autotune(self) -> dict[str, Any]:
@@ -536,6 +585,7 @@ class KernelSpec:
             raise self._error(f"backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
         if not self.tensors:
             raise self._error("tensors is empty; declare the inputs and outputs with Tensor(...)")
+        self._validate_constants()
         seen: set[str] = set()
         for t in self.tensors:
             if not isinstance(t, Tensor):
@@ -553,6 +603,11 @@ class KernelSpec:
                                   "with init='zeros'")
             if not t.dims or not all(isinstance(d, str) and d for d in t.dims):
                 raise self._error(f"tensor {t.name!r} dims must be a non-empty tuple of names, got {t.dims!r}")
+            for d in t.dims:
+                try:
+                    _expr(d)
+                except ValueError as exc:
+                    raise self._error(f"tensor {t.name!r} dim {d!r}: {exc}") from None
             try:
                 object.__setattr__(t, "dtype", normalize_dtype(t.dtype))
             except ValueError as exc:
@@ -564,6 +619,7 @@ class KernelSpec:
                 raise self._error(f"tensor {t.name!r} init must be a name or a callable, got {t.init!r}")
         if not self.compared:
             raise self._error("no tensor has role='output' or 'inout'; nothing to check")
+        self._validate_expressions()
         if self.call is not None:
             self._validate_call()
         elif self.returns is not None:
@@ -571,7 +627,7 @@ class KernelSpec:
         _model().layouts(self)
         if not self.inputs:
             raise self._error("no tensor has role='input' or 'inout'")
-        input_dims = {d for t in self.inputs for d in t.dims}
+        input_dims = {d for t in self.inputs for d in self.dims_of(t)}
         if self.loop_dim not in input_dims:
             names = ", ".join(t.name for t in self.inputs)
             raise self._error(f"loop_dim {self.loop_dim!r} is not a dimension of any input ({names})")
@@ -619,6 +675,47 @@ class KernelSpec:
         why = problem(self.calibration_k)
         if why or not self.calibration_k > 0:
             raise self._error(f"calibration_k={self.calibration_k!r} {why or 'must be > 0'}")
+
+    def _validate_constants(self) -> None:
+        import keyword
+
+        consts = self.constants or {}
+        for name, value in consts.items():
+            if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+                raise self._error(f"constants names {name!r}: a constant's name must be an identifier (group, PACK)")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise self._error(f"constant {name}={value!r} must be an integer >= 1")
+            if name == self.loop_dim or name in self.tiles:
+                raise self._error(f"constant {name!r} is also a dimension (tiles or loop_dim); a name is one or the other")
+
+    def _validate_expressions(self) -> None:
+        """Every dimension expression uses known names, divides by constants only and, made of constants alone,
+        is a whole positive size; the divisibility each implies joins the preconditions."""
+        consts = self.constants or {}
+        known = {d for t in self.tensors for d in t.dims if _expr(d).plain and d not in consts}
+        known |= set(self.tiles) | {self.loop_dim}
+        known.discard("")
+        # per dimension, the lcm of what its divisions need, and which tensor dims need it
+        implied: dict[str, tuple[int, list[str]]] = {}
+        for t in self.tensors:
+            for d in t.dims:
+                e = _expr(d)
+                if e.plain and d in known:
+                    continue
+                why = e.problem(known, consts)
+                if why:
+                    raise self._error(f"tensor {t.name!r} dim {d!r}: {why}")
+                for dim, n in e.divisibility(consts).items():
+                    m, sources = implied.get(dim, (1, []))
+                    implied[dim] = (m * n // math.gcd(m, n), [*sources, f"tensor {t.name!r} dim {d!r}"])
+        declared = tuple(p for p in self.preconditions if not isinstance(p, _Implied))
+        extra: list[Divisible] = []
+        for dim, (n, sources) in implied.items():
+            held = any(isinstance(p, Divisible) and p.dim == dim and isinstance(p.n, int) and p.n > 0
+                       and p.n % n == 0 for p in declared)
+            if not held:
+                extra.append(_Implied(dim, n, reason=f"implied by {' and '.join(sources)}"))
+        object.__setattr__(self, "preconditions", (*declared, *extra))
 
     def _validate_call(self) -> None:
         if self.backend != "torch":
@@ -696,13 +793,135 @@ class KernelSpec:
 
     @property
     def dim_names(self) -> tuple[str, ...]:
-        """Every dimension name, in order of first appearance (inputs first, then outputs)."""
+        """Every dimension name, in order of first appearance (inputs first, then outputs); the names inside
+        dimension expressions count, the spec's constants do not."""
         out: list[str] = []
         for t in self.tensors:
-            for d in t.dims:
+            for d in self.dims_of(t):
                 if d not in out:
                     out.append(d)
         return tuple(out)
+
+    def dims_of(self, t: Tensor) -> tuple[str, ...]:
+        """The dimension names ``t``'s dims use, in order (``("K/8", "N")``: K, N)."""
+        consts = self.constants or {}
+        out: list[str] = []
+        for d in t.dims:
+            for name in _expr(d).dims(consts):
+                if name not in out:
+                    out.append(name)
+        return tuple(out)
+
+    def shape_of(self, t: Tensor, shape: Mapping[str, int]) -> tuple[int, ...]:
+        """``t``'s sizes at ``shape``, its dimension expressions evaluated with the spec's constants.
+
+        Raises PipecheckError naming the spec, the tensor, the expression and the shape when one is not a
+        positive whole size there (:meth:`check_shape` rejects such a shape first)."""
+        consts = self.constants or {}
+        sizes: list[int] = []
+        for d in t.dims:
+            if d in shape and d not in consts:
+                sizes.append(int(shape[d]))
+                continue
+            try:
+                sizes.append(int(_expr(d).value({**consts, **dict(shape)})))
+            except ValueError as exc:
+                raise self._error(f"tensor {t.name!r} dim {d!r} at {_shape_text(shape)}: {exc}") from None
+        return tuple(sizes)
+
+    def axis_multiple(self, dim: str) -> tuple[str, Any] | None:
+        """``(D, c)`` when the tensor dim ``dim`` is ``c * D`` for one dimension D (``"K"``: ``("K", 1)``,
+        ``"K/8"``: ``("K", Fraction(1, 8))``, ``"2*N"``: ``("N", 2)``); None for anything else (``"M*N"``,
+        ``"K+1"``, a constant).
+
+        How its elements map to D's indices: a whole ``c >= 2`` is read as c copies of D side by side
+        (``2*N``: a fused input, the gate's N columns then the up projection's), any other ``c`` as D's
+        indices scaled by c (``K/8``: element i holds K indices 8i to 8i+7; ``K/group``: one element per group)."""
+        consts = self.constants or {}
+        e = _expr(dim)
+        if e.plain:
+            return None if dim in consts else (dim, 1)
+        return e.multiple(consts)
+
+    @staticmethod
+    def _copies(c: Any) -> int:
+        """c when a multiple c * D is c copies of D side by side (a whole c >= 2), else 0."""
+        return int(c) if c == int(c) and c >= 2 else 0
+
+    @property
+    def dim_tiles(self) -> dict[str, Any]:
+        """The tile along each tensor dim, for messages naming an element by tile (``describe_index``): ``tiles``;
+        for a dim ``c * D`` of a tiled dimension D scaled by c, ``c * tiles[D]`` where that is whole
+        (``{"K": 32, "K/8": 4}``); for c copies of D side by side, ``(D, c, tiles[D])`` (``{"2*N": ("N", 2, 16)}``),
+        so that the element is named by its copy and D's tile."""
+        out: dict[str, Any] = dict(self.tiles)
+        for t in self.tensors:
+            for d in t.dims:
+                if d in out:
+                    continue
+                multiple = self.axis_multiple(d)
+                if multiple is None:
+                    continue
+                base, c = multiple
+                copies = self._copies(c)
+                if copies:
+                    out[d] = (base, copies, self.tiles.get(base, 0))
+                elif base in self.tiles:
+                    tile = c * self.tiles[base]
+                    if tile >= 1 and tile == int(tile):
+                        out[d] = int(tile)
+        return out
+
+    def axis_guard_tiles(self, t: Tensor) -> list[int]:
+        """How far one program may reach past an edge along each of ``t``'s axes (its guard bands are sized by
+        it): :attr:`guard_tiles` for a dimension, and for an expression the reach of
+        :meth:`pytest_pipecheck.model.dimexpr.DimExpr.reach` (``K/8``: ``guard_K / 8``, rounded up)."""
+        consts = self.constants or {}
+        guard = self.guard_tiles
+        out = []
+        for d in t.dims:
+            e = _expr(d)
+            if e.plain and d not in consts:
+                out.append(guard.get(d, 1))
+            else:
+                out.append(int(e.reach(guard, consts)))
+        return out
+
+    def loop_windows(self, t: Tensor, lo: int, hi: int, size: int) -> tuple[int, list[tuple[int, int]]] | None:
+        """Where loop indices ``[lo, hi)`` lie in ``t`` at a loop size of ``size``: ``(axis, [(start, stop)])``
+        along its first axis that is a multiple ``c * loop_dim`` (see :meth:`axis_multiple`): ``K``: ``[lo,
+        hi)``; ``K/8``: the elements overlapping it, ``[lo // 8, ceil(hi / 8))``; ``2*K``: ``[lo, hi)`` and
+        ``[size + lo, size + hi)``. None when no axis of ``t`` is such a multiple (:meth:`loop_unmasked` says
+        why, when it uses the loop dimension otherwise)."""
+        for axis, d in enumerate(t.dims):
+            multiple = self.axis_multiple(d)
+            if multiple is None or multiple[0] != self.loop_dim:
+                continue
+            c = multiple[1]
+            copies = self._copies(c)
+            if copies:
+                return axis, [(k * size + lo, k * size + hi) for k in range(copies)]
+            return axis, [(math.floor(c * lo), math.ceil(c * hi))]
+        return None
+
+    def loop_unmasked(self, t: Tensor) -> str | None:
+        """Why the tile probe leaves ``t`` whole although it uses the loop dimension (``M*K`` mixes it with another
+        dimension; ``K+8`` is not a multiple of it); None when ``t`` has an axis :meth:`loop_windows` masks, or
+        does not use the loop dimension."""
+        loop = self.loop_dim
+        consts = self.constants or {}
+        why = None
+        for d in t.dims:
+            e = _expr(d)
+            if loop not in e.dims(consts):
+                continue
+            multiple = self.axis_multiple(d)
+            if multiple is not None and multiple[0] == loop:
+                return None
+            if why is None:
+                why = (f"{d!r} mixes {loop} with another dimension" if len(e.dims(consts)) > 1 else
+                       f"{d!r} is not a multiple of {loop}")
+        return why
 
     def tensor(self, name: str) -> Tensor:
         for t in self.tensors:
@@ -715,7 +934,12 @@ class KernelSpec:
         return math.ceil(shape[self.loop_dim] / self.tiles[self.loop_dim])
 
     def violations(self, shape: Mapping[str, int]) -> list[str]:
-        """Every precondition that ``shape`` breaks, as readable strings (empty when it is fine)."""
+        """Every precondition that ``shape`` breaks, as readable strings (empty when it is fine); where none
+        is broken, every dimension expression that is not a positive whole size at ``shape``."""
+        out = self._broken_preconditions(shape)
+        return out or self._expression_problems(shape)
+
+    def _broken_preconditions(self, shape: Mapping[str, int]) -> list[str]:
         out = []
         for pre in self.preconditions:
             try:
@@ -724,6 +948,21 @@ class KernelSpec:
                 msg = f"precondition {getattr(pre, '__name__', repr(pre))} raised {type(exc).__name__}: {exc}"
             if msg:
                 out.append(msg)
+        return out
+
+    def _expression_problems(self, shape: Mapping[str, int]) -> list[str]:
+        consts = self.constants or {}
+        sizes = {**consts, **dict(shape)}
+        out = []
+        for t in self.tensors:
+            for d in t.dims:
+                e = _expr(d)
+                if e.plain or not all(n in sizes for n in e.names):
+                    continue
+                try:
+                    e.value(sizes)
+                except ValueError as exc:
+                    out.append(f"tensor {t.name!r} dim {d!r}: {exc}")
         return out
 
     def check_shape(self, shape: Shape | Mapping[str, int] | str) -> Shape:
@@ -740,9 +979,12 @@ class KernelSpec:
         if extra:
             raise self._error(f"shape {shp} names {', '.join(extra)}, not a dimension of this kernel "
                               f"({', '.join(self.dim_names)})")
-        broken = self.violations(shp)
+        broken = self._broken_preconditions(shp)
         if broken:
             raise self._error(f"input shape {shp} violates a declared precondition: {'; '.join(broken)}")
+        bad = self._expression_problems(shp)
+        if bad:
+            raise self._error(f"shape {shp} gives no valid size to {'; '.join(bad)}")
         return shp
 
     def launch_accepts_stages(self) -> bool:
