@@ -112,10 +112,7 @@ def test_chunk_local_cumsum(pipecheck, shape, values):
     pipecheck.check_kernel(LOCAL_CUMSUM, shape, values=values)
 
 
-# Autotuned kernels (chunk_global_cumsum has 48 configs): the first test of a sanitizer child compiles and loads every
-# config under the tool, which takes longer than the default 120 s watchdog on an H100
-# (docs/validation/2026-11-25-h100/examples-gpu.txt).
-@pytest.mark.pipecheck(spec=GLOBAL_CUMSUM, sanitizer_timeout=600)
+@pytest.mark.pipecheck(spec=GLOBAL_CUMSUM)
 def test_chunk_global_cumsum(pipecheck, shape, values):
     pipecheck.check_kernel(GLOBAL_CUMSUM, shape, values=values)
 
@@ -125,6 +122,6 @@ def test_logsumexp(pipecheck, shape, values):
     pipecheck.check_kernel(LOGSUMEXP, shape, values=values)
 
 
-@pytest.mark.pipecheck(spec=L2NORM, sanitizer_timeout=600)
+@pytest.mark.pipecheck(spec=L2NORM)
 def test_l2norm(pipecheck, shape, values, layout):
     pipecheck.check_kernel(L2NORM, shape, values=values, layout=layout)

@@ -57,7 +57,16 @@ from typing import Any
 from .. import children
 from ..results import Verdict
 from .parse import Segment, split_markers
-from .runner import BatchSpec, ChildRun, TestOutcome, budget_exhausted, no_progress, run_child
+from .runner import (
+    COMPILE_CAP,
+    BatchSpec,
+    ChildRun,
+    TestOutcome,
+    budget_exhausted,
+    hang_summary,
+    no_progress,
+    run_child,
+)
 
 __all__ = [
     "KNOB_ENV",
@@ -370,7 +379,8 @@ class ConsanRunner:
     def __init__(self, *, cwd: str, child_args: Sequence[str], env: Mapping[str, str],
                  timeouts: Mapping[str, float], default_timeout: float = 120.0,
                  progress: Callable[[str], None] | None = None, max_children: int = 64,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, compile_cap: float = COMPILE_CAP,
+                 on_line: Callable[[str], None] | None = None) -> None:
         self.cwd = cwd
         self.child_args = list(child_args)
         self.env = dict(env)
@@ -380,6 +390,8 @@ class ConsanRunner:
         self.max_children = max_children
         self.clock = clock
         self.children = 0
+        self.compile_cap = compile_cap
+        self.on_line = on_line
         self.cache_dir: str | None = None
 
     def command(self, nodeids: Sequence[str], scope: str = "test") -> list[str]:
@@ -422,11 +434,12 @@ class ConsanRunner:
             idle = max(300.0, 2 * max([self.default_timeout, *timeouts.values()]))
             run = run_child(self.command(pending, spec.scope), cwd=self.cwd, env=env, timeouts=timeouts,
                             default_timeout=self.default_timeout, idle_limit=idle, on_begin=on_begin,
-                            clock=self.clock)
+                            clock=self.clock, compile_cap=self.compile_cap, on_line=self.on_line)
             decided, rerun, failed_alone = self._decide(spec, pending, run)
             for n, out in decided.items():
                 out.child_wall, out.child_tests = run.wall, len(pending)
                 out.seconds = run.test_seconds.get(n)
+                out.compile_seconds = run.compile_seconds.get(n)
             final.update(decided)
             widen += failed_alone
             if rerun == pending:  # no progress: never loop forever
@@ -475,7 +488,7 @@ class ConsanRunner:
             violation = find_violation(text + "\n" + failure) or (stray if n == owner else None)
             if run.killed_in == n:
                 decided[n] = self._outcome(
-                    spec, n, Verdict.FAIL, "hang: killed by the watchdog", output=text or tail,
+                    spec, n, Verdict.FAIL, hang_summary(run), output=text or tail,
                     reason=run.kill_reason + (f"; ConSan reported: {violation}" if violation else ""))
             elif seg is None:
                 if ended_early:

@@ -28,6 +28,8 @@ from typing import Any
 __all__ = [
     "ALLOC",
     "BEGIN",
+    "COMPILE_BEGIN",
+    "COMPILE_END",
     "END",
     "FAILURE",
     "KINDS",
@@ -60,6 +62,11 @@ LAUNCH = "PIPECHECK-LAUNCH "
 #: printed by a memcheck child, inside a test, for each array it allocates at its exact size: the array's name
 #: and address range as JSON (sanitizer/allocations.py), which name the tensor an invalid access is past
 ALLOC = "PIPECHECK-ALLOC "
+#: printed by a sanitizer child when Triton starts compiling or loading a kernel (JSON: the test, the kernel,
+#: the step), and when no compile or load is going on any more (sanitizer/compiling.py): the runner's watchdog
+#: does not count that time against the test's timeout, and bounds it on its own
+COMPILE_BEGIN = "PIPECHECK-COMPILE-BEGIN "
+COMPILE_END = "PIPECHECK-COMPILE-END "
 
 #: every kind a Finding may have
 KINDS = ("race", "barrier", "invalid_access", "uninit_read", "leak", "deadlock", "api_error",
@@ -622,10 +629,17 @@ class MarkerSplit:
 
 def split_markers(text: str) -> MarkerSplit:
     """Cut a child's output into per-test segments at the BEGIN/END marker lines; a test's FAILURE text,
-    LAUNCH payloads and ALLOC payloads go with its segment (ALLOC lines are not among its lines)."""
+    LAUNCH payloads and ALLOC payloads go with its segment (ALLOC lines are not among its lines, nor are the
+    COMPILE_BEGIN/COMPILE_END lines, which only the watchdog reads)."""
     split = MarkerSplit()
     current: Segment | None = None
     for line in text.splitlines():
+        at = max(line.find(COMPILE_BEGIN), line.find(COMPILE_END))
+        if at >= 0:
+            before = line[:at]
+            if before.strip():
+                (current.lines if current is not None else split.outside).append(before)
+            continue
         b = line.find(BEGIN)
         e = line.find(END)
         fl = line.find(FAILURE)

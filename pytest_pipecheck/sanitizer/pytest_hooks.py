@@ -535,6 +535,10 @@ class ChildPlugin:
 
         # the facts of the Triton kernels each test launches, which rules of this tool may need
         self.launches = LaunchRecorder(_emit) if self.tool in {r.tool for r in RULES} else None
+        from .compiling import CompileMarks
+
+        # when Triton compiles or loads a kernel: time the parent's watchdog does not count against the test
+        self.compiles = CompileMarks(_emit)
         if self.tool == "memcheck":
             from .allocations import start as allocate_exactly
 
@@ -563,8 +567,13 @@ class ChildPlugin:
         if self.consan is not None:
             self.consan.start_test()
         _emit(BEGIN + nodeid)
+        self.compiles.start_test(nodeid)
         if self.launches is not None:
             self.launches.start_test()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self.compiles.follow()  # Triton first imported by the test's setup (a fixture) is followed from here
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.reports.setdefault(report.nodeid, []).append(report)
@@ -573,6 +582,7 @@ class ChildPlugin:
         self.session = session
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.compiles.close()
         if self.tool == "memcheck":
             from .allocations import stop
 
@@ -582,6 +592,7 @@ class ChildPlugin:
         reports = self.reports.pop(nodeid, [])
         sync_error = _synchronize()
         dead = cuda_probe.probe_context()
+        self.compiles.end_test()
         outcome = "passed"
         text = ""
         for r in reports:

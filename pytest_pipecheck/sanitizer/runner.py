@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import queue
 import shlex
@@ -43,6 +44,8 @@ from .known import filter_findings, option_args
 from .launches import kernel_facts
 from .parse import (
     BEGIN,
+    COMPILE_BEGIN,
+    COMPILE_END,
     END,
     POISONED,
     Finding,
@@ -58,6 +61,7 @@ from .parse import (
 
 __all__ = [
     "CANARY_EXPECTS",
+    "COMPILE_CAP",
     "DEFAULT_PRINT_LIMIT",
     "ERROR_EXITCODE",
     "BatchSpec",
@@ -124,6 +128,7 @@ class TestOutcome:
     child_wall: float | None = None  # seconds the child that decided this verdict ran
     child_tests: int | None = None   # how many tests that child was given
     seconds: float | None = None     # the test's own time in that child (its BEGIN to its END)
+    compile_seconds: float | None = None  # of those, the seconds Triton spent compiling and loading kernels
     filtered: dict[str, list[Finding]] = field(default_factory=dict)  # known false positives, by rule id
     tool_version: str | None = None  # the compute-sanitizer version the rules were keyed to
 
@@ -133,6 +138,7 @@ class TestOutcome:
             "child_wall_s": None if self.child_wall is None else round(self.child_wall, 2),
             "child_tests": self.child_tests,
             "test_seconds": None if self.seconds is None else round(self.seconds, 3),
+            "compile_seconds": None if self.compile_seconds is None else round(self.compile_seconds, 3),
             "findings": [f.to_json() for f in self.findings[:50]],
             "groups": group_findings(self.findings),
             "child_outcome": self.child_outcome,
@@ -170,6 +176,8 @@ class ChildRun:
     xml: str | None = None  # the --save file's text; "" when asked for and missing; None: not asked for
     test_seconds: dict[str, float] = field(default_factory=dict)  # BEGIN to END of each finished test
     poisoned_by: str | None = None  # the test after which the child said its CUDA context was dead
+    kill_kind: str = ""  # why the watchdog killed it: "hang" (a test's own time), "compile" (the compile cap), "idle"
+    compile_seconds: dict[str, float] = field(default_factory=dict)  # each finished test's seconds of Triton compiles
 
 
 # --------------------------------------------------------------------------- commands
@@ -260,16 +268,27 @@ def _stopped() -> ChildrenStopped:
     return ChildrenStopped("pipecheck: the run is being interrupted: its sanitizer children were killed")
 
 
+#: the longest one Triton compile (or binary load) in a sanitizer child may take before the watchdog calls it
+#: a compile hang; a test's own ``sanitizer_timeout`` raises it for that test (never stricter than the timeout)
+COMPILE_CAP = 300.0
+
+
 def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: dict[str, float],
               default_timeout: float, idle_limit: float,
               on_begin: Callable[[str], None] | None = None,
-              clock: Callable[[], float] = time.monotonic, poll: float = 0.2) -> ChildRun:
+              clock: Callable[[], float] = time.monotonic, poll: float = 0.2,
+              compile_cap: float = COMPILE_CAP, on_line: Callable[[str], None] | None = None) -> ChildRun:
     """Run one child and watch it: a test whose END is not printed in time is killed (a hang).
 
-    ``idle_limit`` bounds the time with no output at all outside a test (start-up, collection).
+    A test's time is its kernels' and its own code's, not the compiler's: while the child says Triton is
+    compiling or loading a kernel (its COMPILE_BEGIN line, until COMPILE_END, or the test's END) the test's
+    clock stands still. One compile longer than ``compile_cap`` (or the test's timeout, where that is
+    longer) is killed as a compile hang. ``idle_limit`` bounds the time with no output at all outside a test
+    (start-up, collection); a compile outside any test is bounded by the compile cap instead.
     ``clock`` (seconds) times the tests and drives the watchdog; it is read only on this thread, once
     per line when the line is taken (a test's seconds are its BEGIN to its END line) and once each
-    ``poll`` seconds without output, so a test can drive it from ``on_begin``.
+    ``poll`` seconds without output, so a test can drive it from ``on_begin`` (called with each test's node
+    id after its BEGIN line) or ``on_line`` (called with every line after it was taken).
     """
     start = clock()
     if _STOPPING.is_set():
@@ -280,8 +299,9 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     except OSError as exc:
         return ChildRun(list(cmd), f"could not start {cmd[0]!r}: {exc}", None, wall=0.0)
     _WATCHED.add(proc)
+    watch = _Watch(timeouts, default_timeout, idle_limit, compile_cap, start)
     try:
-        return _watch(proc, cmd, start, timeouts, default_timeout, idle_limit, on_begin, clock, poll)
+        return _watch(proc, cmd, watch, on_begin, on_line, clock, poll)
     except BaseException:
         # interrupted (KeyboardInterrupt on this thread, or stop_children from another): the child must
         # not outlive the run, and no signal meant for this process reaches its session
@@ -295,55 +315,139 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
         _WATCHED.discard(proc)
 
 
-def _watch(proc: subprocess.Popen[bytes], cmd: Sequence[str], start: float, timeouts: dict[str, float],
-           default_timeout: float, idle_limit: float, on_begin: Callable[[str], None] | None,
-           clock: Callable[[], float], poll: float) -> ChildRun:
-    if _STOPPING.is_set():  # stop_children ran between the check above and the child joining _WATCHED
+class _Watch:
+    """What the watchdog knows of one child: the test running, its own seconds so far, the compile going on."""
+
+    def __init__(self, timeouts: dict[str, float], default_timeout: float, idle_limit: float, compile_cap: float,
+                 start: float) -> None:
+        self.timeouts = timeouts
+        self.default_timeout = default_timeout
+        self.idle_limit = idle_limit
+        self.compile_cap = compile_cap
+        self.current: str | None = None
+        self.began_run = self.began = self.last = start
+        self.compiling: float | None = None  # since when Triton compiles or loads (None: it does not)
+        self.compiling_what = ""
+        self.compiled = 0.0  # the current test's seconds of compiles that ended
+        self.seconds: dict[str, float] = {}
+        self.compile_seconds: dict[str, float] = {}
+        self.killed_in: str | None = None
+        self.kind = ""
+        self.reason = ""
+
+    def timeout(self) -> float:
+        return self.timeouts.get(self.current, self.default_timeout) if self.current is not None else 0.0
+
+    def cap(self) -> float:
+        return max(self.compile_cap, self.timeout())
+
+    def own(self, now: float) -> float:
+        """The current test's seconds so far, less what Triton spent compiling."""
+        running = now - self.compiling if self.compiling is not None else 0.0
+        return now - self.began - self.compiled - running
+
+    def begin_test(self, nodeid: str, now: float) -> None:
+        self.current, self.began = nodeid, now
+        self.compiling, self.compiled = None, 0.0
+
+    def end_test(self, now: float) -> None:
+        self.end_compile(now)
+        if self.current is not None:
+            self.seconds[self.current] = now - self.began
+            if self.compiled:
+                self.compile_seconds[self.current] = self.compiled
+        self.current = None
+        self.compiling, self.compiled = None, 0.0
+
+    def begin_compile(self, payload: str, now: float) -> None:
+        if self.compiling is not None:
+            return
+        self.compiling = now
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            data = None
+        what = data if isinstance(data, dict) else {}
+        self.compiling_what = f"{what.get('step') or 'compile'} of {what.get('kernel') or 'a kernel'}"
+
+    def end_compile(self, now: float) -> None:
+        if self.compiling is not None:
+            self.compiled += now - self.compiling
+            self.compiling = None
+
+    def check(self, now: float) -> bool:
+        """Whether the child must be killed now (and why: :attr:`kind`, :attr:`reason`)."""
+        if self.compiling is not None:
+            if now - self.compiling > self.cap():
+                self.killed_in = self.current if self.current is not None else ""
+                self.kind = "compile"
+                where = "" if self.current is not None else " outside any test"
+                self.reason = (f"Triton's {self.compiling_what}{where} did not end within {self.cap():g} s "
+                               f"(pipecheck's compile cap): compile hang")
+        elif self.current is not None and self.own(now) > self.timeout():
+            self.killed_in = self.current
+            self.kind = "hang"
+            note = (f" (its {self.compiled:.1f} s of Triton compiles not counted)" if self.compiled else "")
+            self.reason = (f"no PIPECHECK-END within {self.timeout():g} s (sanitizer_timeout) of the test's own "
+                           f"time{note}: hang or deadlock")
+        elif self.current is None and now - self.last > self.idle_limit:
+            self.killed_in = ""
+            self.kind = "idle"
+            self.reason = f"no output for {self.idle_limit:g} s outside any test"
+        return self.killed_in is not None
+
+
+def _watch(proc: subprocess.Popen[bytes], cmd: Sequence[str], w: _Watch, on_begin: Callable[[str], None] | None,
+           on_line: Callable[[str], None] | None, clock: Callable[[], float], poll: float) -> ChildRun:
+    def stopping() -> bool:
+        return _STOPPING.is_set()
+
+    if stopping():  # stop_children ran between the check above and the child joining _WATCHED
         raise _stopped()
     q: queue.Queue[str | None] = queue.Queue()
     thread = threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True)
     thread.start()
     lines: list[str] = []
-    current: str | None = None
-    began = last = start
-    killed_in: str | None = None
-    reason = ""
-    seconds: dict[str, float] = {}
     poisoned: str | None = None
     while True:
-        if _STOPPING.is_set():
+        if stopping():
             raise _stopped()
         try:
             line = q.get(timeout=poll)
         except queue.Empty:
-            now = clock()
-            if current is not None and now - began > timeouts.get(current, default_timeout):
-                killed_in = current
-                reason = (f"no PIPECHECK-END within {timeouts.get(current, default_timeout):g} s "
-                          f"(sanitizer_timeout): hang or deadlock")
-            elif current is None and now - last > idle_limit:
-                killed_in = ""
-                reason = f"no output for {idle_limit:g} s outside any test"
-            if killed_in is not None:
+            if w.check(clock()):
                 _kill(proc)
                 break
             continue
         if line is None:
             break
-        last = stamp = clock()
-        lines.append(line)
-        b = line.find(BEGIN)
-        if b >= 0:
-            current, began = line[b + len(BEGIN):].strip(), stamp
-            if on_begin is not None:
-                on_begin(current)
-        elif END in line:
-            if current is not None:
-                seconds[current] = stamp - began
-            current = None
-        elif POISONED in line:
-            poisoned = line[line.find(POISONED) + len(POISONED):].split(" ", 1)[0]
-    if _STOPPING.is_set():  # its output ended because stop_children killed it: no verdict from that
+        w.last = stamp = clock()
+        cb, ce = line.find(COMPILE_BEGIN), line.find(COMPILE_END)
+        if cb >= 0 or ce >= 0:
+            before = line[:max(cb, ce)]
+            if before.strip():  # output the marker line was printed into the middle of
+                lines.append(before)
+            if cb >= 0:
+                w.begin_compile(line[cb + len(COMPILE_BEGIN):].strip(), stamp)
+            else:
+                w.end_compile(stamp)
+        else:
+            lines.append(line)
+            b = line.find(BEGIN)
+            if b >= 0:
+                w.begin_test(line[b + len(BEGIN):].strip(), stamp)
+                if on_begin is not None:
+                    on_begin(w.current or "")
+            elif END in line:
+                w.end_test(stamp)
+            elif POISONED in line:
+                poisoned = line[line.find(POISONED) + len(POISONED):].split(" ", 1)[0]
+        if on_line is not None:
+            on_line(line)
+        if w.check(stamp):  # a child that never stops printing is watched too
+            _kill(proc)
+            break
+    if stopping():  # its output ended because stop_children killed it: no verdict from that
         raise _stopped()
     try:
         rc = proc.wait(timeout=30)
@@ -356,10 +460,11 @@ def _watch(proc: subprocess.Popen[bytes], cmd: Sequence[str], start: float, time
             line = q.get_nowait()
         except queue.Empty:
             break
-        if line is not None:
+        if line is not None and COMPILE_BEGIN not in line and COMPILE_END not in line:
             lines.append(line)
-    return ChildRun(list(cmd), "\n".join(lines), rc, killed_in, reason, clock() - start,
-                    test_seconds=seconds, poisoned_by=poisoned)
+    return ChildRun(list(cmd), "\n".join(lines), rc, w.killed_in, w.reason, clock() - w.began_run,
+                    test_seconds=w.seconds, poisoned_by=poisoned, kill_kind=w.kind,
+                    compile_seconds=w.compile_seconds)
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -456,7 +561,8 @@ class SanitizerRunner:
                  timeouts: dict[str, float], default_timeout: float = 120.0,
                  progress: Callable[[str], None] | None = None, use_xml: bool = True,
                  max_children: int = 64, clock: Callable[[], float] = time.monotonic,
-                 version: str | None = None) -> None:
+                 version: str | None = None, compile_cap: float = COMPILE_CAP,
+                 on_line: Callable[[str], None] | None = None) -> None:
         from ..toolkit import version_tuple
 
         self.sanitizer = sanitizer
@@ -473,6 +579,8 @@ class SanitizerRunner:
         self.children = 0
         self.max_children = max_children
         self.clock = clock  # times tests and children, drives the watchdog (injected by tests)
+        self.compile_cap = compile_cap
+        self.on_line = on_line  # each line of each child, as run_child takes it (tests move their clock in it)
 
     # ------------------------------------------------------------------ public
     def reproduce_command(self, spec: BatchSpec, nodeid: str) -> str:
@@ -534,7 +642,8 @@ class SanitizerRunner:
         idle = max(300.0, 2 * max([self.default_timeout, *timeouts.values()]))
         self.children += 1
         run = run_child(cmd, cwd=self.cwd, env=env, timeouts=timeouts, default_timeout=self.default_timeout,
-                        idle_limit=idle, on_begin=on_begin, clock=self.clock)
+                        idle_limit=idle, on_begin=on_begin, clock=self.clock, compile_cap=self.compile_cap,
+                        on_line=self.on_line)
         if xml_path:
             run.xml = ""  # asked for: a missing file is evidence lost, not "no records"
             try:
@@ -601,6 +710,7 @@ class SanitizerRunner:
                             out.summary = f"{out.summary} ({out.filtered_note()})"
                 if out.seconds is None and nodeid in run.test_seconds:
                     out.seconds = run.test_seconds[nodeid]
+                    out.compile_seconds = run.compile_seconds.get(nodeid)
             final.update(decided)
             if rerun == pending:  # no progress: never loop forever
                 final.update(no_progress(rerun, functools.partial(self._outcome, spec), run))
@@ -675,7 +785,7 @@ class SanitizerRunner:
                 poisoned = True
             if run.killed_in == n:
                 decided[n] = self._outcome(
-                    spec, n, Verdict.FAIL, "hang: killed by the watchdog", findings=found,
+                    spec, n, Verdict.FAIL, hang_summary(run), findings=found,
                     reason=run.kill_reason + (f"; the sanitizer reported: {_describe_findings(found)}" if found else ""),
                     output=seg.text if seg else tail)
             elif found:
@@ -785,6 +895,12 @@ class SanitizerRunner:
                 decided[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive", child_outcome=seg.outcome,
                                            reason=why_not, output=tail)
         return decided, rerun
+
+
+def hang_summary(run: ChildRun) -> str:
+    """The summary of the test the watchdog killed ``run`` in: a hang of its own code and kernels, or of
+    Triton's compiler (its compile cap)."""
+    return "compile hang: killed by the watchdog" if run.kill_kind == "compile" else "hang: killed by the watchdog"
 
 
 def budget_exhausted(pending: list[str], outcome: Any, limit: int, what: str) -> dict[str, TestOutcome]:

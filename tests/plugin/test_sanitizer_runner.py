@@ -235,3 +235,44 @@ def test_canary_hidden_in_a_busy_batch_is_proven_alone(pytester: pytest.Pytester
     assert "canary not reported in the batch" in text and "running it alone" in text
     assert len(log.read_text().splitlines()) == 2  # the batch, then the canary alone
     result.assert_outcomes(passed=1, failed=1)
+
+
+def test_the_child_says_when_triton_compiles_and_the_verdict_keeps_its_seconds(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the child, ChildPlugin brackets Triton's compiles (here a stand-in compiler: there is no GPU to
+    compile for) with COMPILE_BEGIN/COMPILE_END through the tool's output; the parent takes them out of the
+    test's output, keeps the seconds they took in the verdict's details, and the verdict is the same."""
+    _fake(tmp_path, monkeypatch, {})
+    _setup(pytester)
+    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=True) + '''
+import os
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    if os.environ.get("PIPECHECK_CHILD"):  # set by pipecheck's configure in a sanitizer child
+        import triton.compiler
+        triton.compiler.compile = lambda src, *args, **kwargs: "kernel"  # no GPU to compile for
+''')
+    pytester.makepyfile(test_c='''
+        import os
+
+        class Source:
+            name = "scale_rows"
+
+        def test_compiles(pipecheck):
+            if os.environ.get("PIPECHECK_CHILD"):
+                import triton.compiler
+                assert triton.compiler.compile(Source()) == "kernel"
+
+        def test_plain(pipecheck):
+            pass
+    ''')
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
+                                           "--pipecheck-json=r.json", "-v")
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    details = {r["nodeid"].rsplit("::", 1)[-1]: r["details"] for r in doc["results"]
+               if r["check"] == "sanitizer:racecheck"}
+    assert isinstance(details["test_compiles"]["compile_seconds"], float), details["test_compiles"]
+    assert details["test_plain"]["compile_seconds"] is None
+    assert "PIPECHECK-COMPILE" not in result.stdout.str()

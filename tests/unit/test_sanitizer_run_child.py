@@ -3,11 +3,13 @@ the machine is (docs/verdicts.md item 27)."""
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 
 import pytest
 
-from pytest_pipecheck.sanitizer.parse import BEGIN, END
+from pytest_pipecheck.sanitizer.parse import BEGIN, COMPILE_BEGIN, COMPILE_END, END
 from pytest_pipecheck.sanitizer.runner import run_child
 
 
@@ -64,3 +66,93 @@ def test_a_test_just_within_its_timeout_is_not_killed() -> None:
     run = run_child(_child(script), cwd=".", env={}, timeouts={"t::ok": 2.0}, default_timeout=60.0,
                     idle_limit=600.0, on_begin=on_begin, clock=clock, poll=0.01)
     assert run.killed_in is None and run.test_seconds == {"t::ok": pytest.approx(1.999)}
+
+
+# --------------------------------------------------------------------------- Triton's compiles
+
+
+def _marks(*steps: str) -> str:
+    """A child script: one line per step (``begin NODEID``, ``compile``, ``compiled``, ``end NODEID``), flushed,
+    then (a step ``hang``) a wait the watchdog must end."""
+    body = ["import json, time"]
+    for step in steps:
+        kind, _, arg = step.partition(" ")
+        line = {"begin": BEGIN + arg, "end": END + arg + " passed",
+                "compile": COMPILE_BEGIN + json.dumps({"test": arg, "kernel": "scale_rows", "step": "compile"}),
+                "compiled": COMPILE_END + json.dumps({"test": arg})}.get(kind)
+        body.append("time.sleep(3600)" if kind == "hang" else f"print({line!r}, flush=True)")
+    return "\n".join(body) + "\n"
+
+
+def _advance(clock: FakeClock, on: dict[str, float]) -> Callable[[str], None]:
+    """Move the clock by ``on[marker]`` seconds when the runner takes a line holding that marker: the time
+    the child then spends until its next line."""
+    def on_line(line: str) -> None:
+        for marker, seconds in on.items():
+            if marker in line:
+                clock.now += seconds
+    return on_line
+
+
+def test_a_test_that_compiles_for_longer_than_its_timeout_is_not_killed() -> None:
+    """60 s compiling every autotune config under the tool, then 1.5 s of its own: within its 2 s."""
+    clock = FakeClock()
+    script = _marks("begin t::autotuned", "compile t::autotuned", "compiled t::autotuned", "end t::autotuned")
+    run = run_child(_child(script), cwd=".", env={}, timeouts={"t::autotuned": 2.0}, default_timeout=60.0,
+                    idle_limit=600.0, clock=clock, poll=0.01,
+                    on_line=_advance(clock, {COMPILE_BEGIN: 60.0, COMPILE_END: 1.5}))
+    assert run.killed_in is None and run.returncode == 0, run.kill_reason
+    assert run.test_seconds == {"t::autotuned": pytest.approx(61.5)}  # its cost: compiles included
+    assert run.compile_seconds == {"t::autotuned": pytest.approx(60.0)}
+    assert COMPILE_BEGIN not in run.output and COMPILE_END not in run.output
+
+
+def test_a_test_that_hangs_in_its_kernel_after_compiling_is_killed_as_a_hang() -> None:
+    clock = FakeClock()
+    script = _marks("begin t::hangs", "compile t::hangs", "compiled t::hangs", "hang")
+    run = run_child(_child(script), cwd=".", env={}, timeouts={"t::hangs": 2.0}, default_timeout=60.0,
+                    idle_limit=600.0, clock=clock, poll=0.01,
+                    on_line=_advance(clock, {COMPILE_BEGIN: 60.0, COMPILE_END: 2.5}))
+    assert run.killed_in == "t::hangs" and run.kill_kind == "hang"
+    assert "no PIPECHECK-END within 2 s (sanitizer_timeout) of the test's own time" in run.kill_reason
+    assert "60.0 s of Triton compiles not counted" in run.kill_reason
+
+
+def test_a_compile_that_never_ends_is_caught_by_the_compile_cap() -> None:
+    clock = FakeClock()
+    script = _marks("begin t::compiler_hangs", "compile t::compiler_hangs", "hang")
+    run = run_child(_child(script), cwd=".", env={}, timeouts={"t::compiler_hangs": 2.0}, default_timeout=60.0,
+                    idle_limit=600.0, clock=clock, poll=0.01, compile_cap=300.0,
+                    on_line=_advance(clock, {COMPILE_BEGIN: 300.5}))
+    assert run.killed_in == "t::compiler_hangs" and run.kill_kind == "compile"
+    assert run.kill_reason == ("Triton's compile of scale_rows did not end within 300 s (pipecheck's compile "
+                               "cap): compile hang")
+
+
+def test_the_compile_cap_is_never_below_the_tests_own_timeout() -> None:
+    """A test given 900 s may compile for 600 s at a stretch, as it could before compiles were told apart."""
+    clock = FakeClock()
+    script = _marks("begin t::slow", "compile t::slow", "compiled t::slow", "end t::slow")
+    run = run_child(_child(script), cwd=".", env={}, timeouts={"t::slow": 900.0}, default_timeout=60.0,
+                    idle_limit=600.0, clock=clock, poll=0.01, compile_cap=300.0,
+                    on_line=_advance(clock, {COMPILE_BEGIN: 600.0}))
+    assert run.killed_in is None, run.kill_reason
+
+
+def test_a_compile_outside_any_test_is_bounded_by_the_cap_not_the_idle_limit() -> None:
+    clock = FakeClock()
+    script = _marks("compile ", "compiled ", "begin t::a", "end t::a")
+    run = run_child(_child(script), cwd=".", env={}, timeouts={}, default_timeout=60.0, idle_limit=50.0,
+                    clock=clock, poll=0.01, compile_cap=300.0, on_line=_advance(clock, {COMPILE_BEGIN: 200.0}))
+    assert run.killed_in is None and run.test_seconds == {"t::a": 0.0}, run.kill_reason
+
+
+def test_a_tests_end_closes_a_compile_its_child_never_closed() -> None:
+    """A compile that raised leaves no COMPILE_END: the test's END ends it, and the next test's clock runs."""
+    clock = FakeClock()
+    script = _marks("begin t::raised", "compile t::raised", "end t::raised", "begin t::next", "hang")
+    run = run_child(_child(script), cwd=".", env={}, timeouts={"t::next": 2.0}, default_timeout=60.0,
+                    idle_limit=600.0, clock=clock, poll=0.01,
+                    on_line=_advance(clock, {COMPILE_BEGIN: 5.0, BEGIN + "t::next": 2.5}))
+    assert run.killed_in == "t::next" and run.kill_kind == "hang"
+    assert run.compile_seconds == {"t::raised": pytest.approx(5.0)}
