@@ -4,7 +4,9 @@ stopped ends the process with :data:`EXIT_HUNG` and every thread's stack, never 
 On the CPU tier Triton kernels run in Triton's interpreter, in this process; a kernel whose loop never
 ends (a pipeline whose stage counter never advances) would hang the whole run, and a gate that never
 answers is no gate. The sanitizer children have their own watchdog (sanitizer/runner.py); this one
-guards the tests pytest runs here (and in a relay child, containment.py).
+guards the tests pytest runs here (and in a relay child, containment.py). A test that waits for this
+process's sanitizer children to leave the GPU before it times a kernel (sanitizer/beside.py) does not
+spend its limit on that wait (:meth:`TimeoutPlugin.not_counting`).
 
 The limit is the setting ``timeout`` (``--pipecheck-timeout``, ini ``pipecheck_timeout``, the
 marker's ``timeout=``; 0 turns it off). It counts from the start of the test's setup over its setup
@@ -19,13 +21,14 @@ then reports the test as the one its worker crashed in.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
@@ -97,15 +100,18 @@ class _Guard:
             signal.signal(SIGNAL, self.previous)  # type: ignore[arg-type]
             self.previous = None
 
-    def _wait_until(self, deadline: float) -> bool:
-        """Wait for the phase to end or the clock to pass ``deadline``; True when the phase ended."""
+    def _wait_until(self, deadline: Callable[[], float], pausable: bool = False) -> bool:
+        """Wait for the phase to end or the clock to pass ``deadline()``; True when the phase ended. A
+        ``pausable`` wait does not end while the owner is not counting (:meth:`TimeoutPlugin.not_counting`)."""
         while not self.done.wait(self.owner.poll):
-            if self.owner.clock() >= deadline:
+            if pausable and self.owner.paused:
+                continue
+            if self.owner.clock() >= deadline():
                 return self.done.is_set()
         return True
 
     def _watch(self) -> None:
-        if self._wait_until(self.deadline):
+        if self._wait_until(lambda: self.deadline, pausable=True):
             return
         self.fired = True
         main = threading.main_thread().ident
@@ -114,7 +120,8 @@ class _Guard:
                 signal.pthread_kill(main, SIGNAL)
             except (OSError, ValueError):
                 pass
-        if self._wait_until(self.owner.clock() + self.owner.grace):
+        end = self.owner.clock() + self.owner.grace
+        if self._wait_until(lambda: end):
             return
         self.owner.give_up(self)
 
@@ -129,6 +136,31 @@ class TimeoutPlugin:
         self.poll = poll
         self.grace = grace
         self.exit_process = exit_process
+        self._lock = threading.Lock()
+        self._pauses = 0
+        self._running: dict[int, tuple[_Guard, pytest.Item]] = {}  # the phases under watch now
+
+    @property
+    def paused(self) -> bool:
+        return self._pauses > 0
+
+    @contextlib.contextmanager
+    def not_counting(self) -> Iterator[None]:
+        """Time that is not the running test's own (it waits for this process's sanitizer children to leave
+        the GPU to a timing): the watchdog does not fire meanwhile, and the test's deadline moves by it."""
+        start = self.clock()
+        with self._lock:
+            self._pauses += 1
+        try:
+            yield
+        finally:
+            spent = max(0.0, self.clock() - start)
+            with self._lock:
+                self._pauses -= 1
+                for guard, item in self._running.values():
+                    guard.deadline += spent
+                    if guard.phase != "teardown" and _START in item.stash:
+                        item.stash[_START] += spent  # setup and call share one limit from the setup's start
 
     def _guard(self, item: pytest.Item, phase: str) -> _Guard | None:
         limit, where = limit_for(item)
@@ -144,8 +176,14 @@ class TimeoutPlugin:
         guard = self._guard(item, phase)
         if guard is None:
             return (yield)
-        with guard:
-            return (yield)
+        with self._lock:
+            self._running[id(guard)] = (guard, item)
+        try:
+            with guard:
+                return (yield)
+        finally:
+            with self._lock:
+                self._running.pop(id(guard), None)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:

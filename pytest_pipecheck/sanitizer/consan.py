@@ -38,7 +38,9 @@ Verification
 Cache
     Both versions put ``instrumentation_mode`` into the compile options, so into the cache key of the
     in-memory and the on-disk cache; the children still get a cache directory of their own (one per
-    run), so that no binary compiled outside ConSan can be loaded, whatever the version.
+    session, shared by every ConSan child of it and by nothing else), so that no binary compiled outside
+    ConSan can be loaded, whatever the version, and each kernel is compiled with ConSan once per session
+    rather than once per child.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from .parse import Segment, split_markers
 from .runner import (
     COMPILE_CAP,
     BatchSpec,
+    ChildGroup,
     ChildRun,
     TestOutcome,
     budget_exhausted,
@@ -379,7 +382,8 @@ class ConsanRunner:
     def __init__(self, *, cwd: str, child_args: Sequence[str], env: Mapping[str, str],
                  timeouts: Mapping[str, float], default_timeout: float = 120.0,
                  progress: Callable[[str], None] | None = None, max_children: int = 64,
-                 clock: Callable[[], float] = time.monotonic, compile_cap: float = COMPILE_CAP,
+                 clock: Callable[[], float] = time.monotonic, cache_dir: str | None = None,
+                 compile_cap: float = COMPILE_CAP, group: ChildGroup | None = None,
                  on_line: Callable[[str], None] | None = None) -> None:
         self.cwd = cwd
         self.child_args = list(child_args)
@@ -391,8 +395,11 @@ class ConsanRunner:
         self.clock = clock
         self.children = 0
         self.compile_cap = compile_cap
+        self.group = group
         self.on_line = on_line
-        self.cache_dir: str | None = None
+        # given: the one cache of every ConSan child of the session (its owner removes it); else one per run()
+        self.shared_cache = cache_dir
+        self.cache_dir: str | None = cache_dir
 
     def command(self, nodeids: Sequence[str], scope: str = "test") -> list[str]:
         return [*self.child_args, *children.sanitizer(MODE, scope).args(), *nodeids]
@@ -403,7 +410,9 @@ class ConsanRunner:
                 f"{shlex.join(self.command([nodeid], spec.scope))})")
 
     def run(self, spec: BatchSpec) -> dict[str, TestOutcome]:
-        """ConSan verdicts for every test of ``spec``; the cache directory is removed afterwards."""
+        """ConSan verdicts for every test of ``spec``; a cache directory of the run's own is removed afterwards."""
+        if self.shared_cache is not None:
+            return self._run_tests(spec, list(spec.nodeids))
         self.cache_dir = tempfile.mkdtemp(prefix="pipecheck-consan-cache-")
         try:
             return self._run_tests(spec, list(spec.nodeids))
@@ -434,7 +443,7 @@ class ConsanRunner:
             idle = max(300.0, 2 * max([self.default_timeout, *timeouts.values()]))
             run = run_child(self.command(pending, spec.scope), cwd=self.cwd, env=env, timeouts=timeouts,
                             default_timeout=self.default_timeout, idle_limit=idle, on_begin=on_begin,
-                            clock=self.clock, compile_cap=self.compile_cap, on_line=self.on_line)
+                            clock=self.clock, compile_cap=self.compile_cap, group=self.group, on_line=self.on_line)
             decided, rerun, failed_alone = self._decide(spec, pending, run)
             for n, out in decided.items():
                 out.child_wall, out.child_tests = run.wall, len(pending)

@@ -14,10 +14,13 @@ import concurrent.futures
 import functools
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,6 +29,7 @@ from .. import cuda_probe, state
 from ..children import CHILD_ENV, Role
 from ..config import CONSAN
 from ..cuda_probe import cupy_context
+from ..device import TierInfo
 from ..results import CheckResult, Verdict
 from ..xdist_hooks import (
     KEEPS_TOGETHER,
@@ -35,14 +39,16 @@ from ..xdist_hooks import (
     read_groups,
     together_key,
 )
+from .beside import Pending, beside_children
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
 from .costs import RunSeconds, assign_shares, costs_for_balance, record_costs, share_costs
-from .locate import HOW_TO_GET, find_compute_sanitizer, not_found
+from .locate import HOW_TO_GET, SanitizerInstall, find_compute_sanitizer, not_found
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
     BatchSpec,
+    ChildGroup,
     SanitizerRunner,
     TestOutcome,
     canary_nodeid,
@@ -54,6 +60,7 @@ from .suppressions import SuppressionError, load_suppressions
 __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
 
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
+WAITED = pytest.StashKey[dict[str, float]]()  # per phase, seconds a test waited for this process's children
 RECORDED = pytest.StashKey[bool]()  # the test's sanitizer verdicts are among its results
 SHARE = state.SHARE
 GROUP_UNKNOWN = pytest.StashKey[str]()  # why the controller cannot keep this test's xdist group on one worker
@@ -128,6 +135,31 @@ def record_outcomes(config: pytest.Config, item: pytest.Item, outcomes: dict[str
     return recorded
 
 
+@dataclass
+class _Unit:
+    """One part of a batch: the tests one child (and its re-runs) sanitizes under one tool."""
+
+    weight: float  # the last run's sanitizer seconds of its tests (1 a test where unknown)
+    label: str
+    spec: BatchSpec
+    members: list[pytest.Item]
+    notes: list[str]
+    first: int  # where its first test is in the collection
+
+
+@dataclass
+class _Plan:
+    """What sanitizes a share: its parts, in the order they start, and what their runners need."""
+
+    units: list[_Unit]
+    jobs: int
+    found: SanitizerInstall | None
+    env: dict[str, str]
+    use_xml: bool
+    timeouts: dict[str, float]
+    default_timeout: float
+
+
 class SanitizerPlugin:
     """Parent side: batches, runs and reports (registered only where this process is no child)."""
 
@@ -152,6 +184,16 @@ class SanitizerPlugin:
                 raise pytest.UsageError(f"pipecheck: {exc}") from None
         self.done: set[int] = set()
         self.limits_said = False
+        # Beside the tests (beside.py): a share's children run on a thread of their own while the tests run,
+        # each test waiting for its own verdicts. PIPECHECK_SANITIZER_OVERLAP=0 runs them to their end first.
+        self.overlap = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "1") != "0"
+        self.pending = Pending()
+        self.group = ChildGroup()
+        self.threads: list[threading.Thread] = []
+        self.tier_alone: TierInfo | None = None  # the tier, while the tests get one that waits before a timing
+        self.phase: tuple[pytest.Item, str] | None = None  # the test phase running on the main thread
+        self.consan_cache: str | None = None  # the one Triton cache of this session's ConSan children
+        self.lock = threading.Lock()
         self.worker_count = 0
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
@@ -200,6 +242,9 @@ class SanitizerPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """On the controller (or a run without xdist): remember each test's sanitizer seconds and normal-run
         seconds in pytest's cache, so that the next run's shares are balanced by cost (costs.py)."""
+        if self.consan_cache is not None:
+            shutil.rmtree(self.consan_cache, ignore_errors=True)
+            self.consan_cache = None
         if getattr(session.config, "workerinput", None) is None:
             results: list[CheckResult] = session.config.stash.get(state.SESSION_RESULTS, [])
             record_costs(session.config, results, self.run_seconds.seconds() if self.run_seconds else None)
@@ -220,33 +265,50 @@ class SanitizerPlugin:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        # Without xdist, every batch runs before the first test. In an xdist worker the tests it
-        # will run are not known yet: each share is sanitized when its first test arrives.
+        # Without xdist the one share (every test) starts before the first test: beside the tests (each
+        # waits for its own verdicts), or, with the overlap off, to its end. In an xdist worker the tests it
+        # will run are not known yet: each share starts when its first test arrives.
         if not self.worker_count and session.items and not session.config.option.collectonly:
             try:
                 first = next((i for i in session.items if expected_tools(i)), None)
                 if first is not None:
-                    self.ensure_share(first)  # the one share: every test
+                    self.start_share(first)
             except Exception:
                 pass  # outside a test phase it would end the session: each test's setup tries again, as its error
-        return (yield)
+        try:
+            return (yield)
+        finally:
+            self._stop_beside()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        # under xdist a share is sanitized when its first test arrives: here, before that test's setup
-        # starts its clock, so the share's children are not counted in the first test's duration
-        # (pytest-split's durations file and --durations would charge the whole share to it)
+        # The share is started, and the test waits for its verdicts, here: before its setup starts its clock,
+        # so the children are not counted in its duration (pytest-split's durations file and --durations
+        # would charge them to it) nor against its timeout, and outside output capture (progress lines).
         try:
-            self.ensure_share(item)
+            self.ensure_share(item, tell=True)
+            if self.overlap and "benchmark" in getattr(item, "fixturenames", ()):
+                self.pending.wait(None, self._tell)  # pytest-benchmark times it: the GPU to itself
         except Exception:
             pass  # outside a test phase it would end the session: the setup below tries again, as its error
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.phase = (item, "setup")  # what a wait for the GPU is subtracted from (the call and teardown follow)
         self.ensure_share(item)  # a protocol of another plugin may have run instead of pytest's
 
-    def ensure_share(self, item: pytest.Item) -> None:
-        """Sanitize the share ``item`` belongs to, unless that already happened in this process."""
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None
+                                ) -> Generator[None, object, object]:
+        self.phase = (item, "teardown")
+        try:
+            return (yield)
+        finally:
+            self.phase = None
+
+    def start_share(self, item: pytest.Item) -> None:
+        """Start sanitizing the share ``item`` belongs to, unless that already happened in this process: on a
+        thread of its own beside the tests, or (the overlap off) to its end."""
         problem = item.stash.get(GROUP_UNKNOWN, None)
         if problem is not None:
             raise pytest.UsageError(problem)
@@ -260,6 +322,76 @@ class SanitizerPlugin:
             self.done.discard(share)  # not sanitized: the next test of the share tries again, never passes
             raise
 
+    def ensure_share(self, item: pytest.Item, tell: bool = False) -> None:
+        """Sanitize the share ``item`` belongs to (:meth:`start_share`), and wait for ``item``'s own verdicts
+        (``tell``: outside a test phase, where the children's progress lines may be written)."""
+        self.start_share(item)
+        if not self.overlap or not expected_tools(item):
+            return
+        self.pending.wait(item, self._tell if tell else None)
+        error = self.pending.error
+        if error is not None and any(t not in item.stash.get(OUTCOMES, {}) for t in expected_tools(item)):
+            raise error  # the run beside the tests was interrupted before it judged this test
+
+    # ------------------------------------------------------------------ beside the tests
+    def _tell(self, lines: list[str]) -> None:
+        for line in lines:
+            self._write(line)
+
+    def _start_beside(self, plan: _Plan) -> None:
+        """Run ``plan`` on a thread of its own; each test waits for its own verdicts (:meth:`ensure_share`)."""
+        tier = self.config.stash[state.TIER]
+        if self.tier_alone is None and tier.has_gpu and tier.timing_blocked is None:
+            # from now on until the children end, a timing first waits for them (beside.py)
+            self.tier_alone = tier
+            self.config.stash[state.TIER] = beside_children(tier, self._wait_for_the_gpu)
+        for unit in plan.units:
+            self.pending.expect(unit.members)
+        self.pending.run_started()
+
+        def run() -> None:
+            error: BaseException | None = None
+            try:
+                self._execute(plan)
+            except BaseException as exc:  # kept for the tests that wait for verdicts it never gave
+                error = exc
+            finally:
+                self.pending.run_ended(error)
+
+        thread = threading.Thread(target=run, name="pipecheck-sanitizer", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _wait_for_the_gpu(self) -> None:
+        """Inside a test that is about to time a kernel: wait until this process's children have ended. The
+        wait is not the test's: the watchdog does not count it, and its report's duration leaves it out."""
+        if not self.pending.running:
+            return
+        from contextlib import nullcontext
+
+        timeout = self.config.pluginmanager.get_plugin("pipecheck-timeout")
+        pause = timeout.not_counting() if timeout is not None and hasattr(timeout, "not_counting") else nullcontext()
+        started = time.monotonic()
+        with pause:
+            self.pending.wait(None)
+        if self.phase is not None:
+            item, when = self.phase
+            waited = item.stash.setdefault(WAITED, {})
+            waited[when] = waited.get(when, 0.0) + time.monotonic() - started
+
+    def _stop_beside(self) -> None:
+        """The test loop is over: children still running (the run stopped early) are stopped, the tier is
+        given back, and what they said is written."""
+        if self.pending.running:
+            self.group.stop()
+        for thread in self.threads:
+            thread.join()
+        self.threads = []
+        if self.tier_alone is not None:
+            self.config.stash[state.TIER] = self.tier_alone
+            self.tier_alone = None
+        self._tell(self.pending.take_messages())
+
     def _consan_reason(self) -> str | None:
         """Why ConSan cannot run on this process's GPU (computed once), or None."""
         if not hasattr(self, "_consan_why"):
@@ -270,6 +402,18 @@ class SanitizerPlugin:
         return self._consan_why
 
     def _run_all(self, items: list[pytest.Item]) -> None:
+        """Sanitize ``items`` under every tool they want: beside the tests, or (the overlap off) to the end."""
+        plan = self._plan(items)
+        if plan is None:
+            return
+        if self.overlap:
+            self._start_beside(plan)
+        else:
+            self._execute(plan)
+
+    def _plan(self, items: list[pytest.Item]) -> _Plan | None:
+        """The parts (one child's batch each) that sanitize ``items``; the verdicts that need no child (no GPU,
+        no tool, a bad suppressions file) are given here. None: nothing to run."""
         tier = self.config.stash[state.TIER]
         found = find_compute_sanitizer()
         batches: dict[tuple[Any, ...], list[pytest.Item]] = {}
@@ -310,7 +454,7 @@ class SanitizerPlugin:
                 batches.setdefault(key, []).append(item)
                 timeouts[state.item_nodeid(item)] = cfg.sanitizer_timeout
         if not batches or tier.device is None:
-            return
+            return None
         device = tier.device
         env = default_child_env(device.uuid or str(device.index))
         use_xml = os.environ.get("PIPECHECK_SANITIZER_XML", "1") != "0"
@@ -336,10 +480,12 @@ class SanitizerPlugin:
                 self._write(line)
         # Each batch (one tool and its options) is cut into up to `jobs` contiguous parts of about equal
         # cost (the last run's sanitizer seconds); the parts of every batch then run at once, `jobs` at a
-        # time, longest first. One canary status per tool is shared, so a tool proven once is proven.
+        # time. To its end before the tests: longest first. Beside the tests, which wait for their own
+        # verdicts in collection order: the part holding the earliest test first (longest first among parts
+        # that start at the same test), so that the first tests' verdicts come first.
         costs = costs_for_balance(self.config) if jobs > 1 else {}
-        canary: dict[str, Any] = {}
-        units: list[tuple[float, str, BatchSpec, list[pytest.Item], list[str]]] = []
+        units: list[_Unit] = []
+        position = {id(item): n for n, item in enumerate(items)}
         for key, group in batches.items():
             tool, report, supp, kfilter, kexclude, scope = key
             notes: list[str] = []
@@ -358,18 +504,43 @@ class SanitizerPlugin:
                                  kfilter, kexclude, scope=scope)
                 label = tool if parts == 1 else f"{tool} [{part + 1}/{parts}]"
                 weight = sum(costs.get(n, 1.0) for n in spec.nodeids)
-                units.append((weight, label, spec, members, notes))
-        units.sort(key=lambda u: -u[0])
+                units.append(_Unit(weight, label, spec, members, notes, min(position[id(i)] for i in members)))
+        if self.overlap:
+            units.sort(key=lambda u: (u.first, -u.weight))
+        else:
+            units.sort(key=lambda u: -u.weight)
+        return _Plan(units, jobs, found, env, use_xml, timeouts, run_config.sanitizer_timeout)
+
+    def _execute(self, plan: _Plan) -> None:
+        """Run the parts of ``plan``, ``plan.jobs`` at a time; each part's verdicts go to its tests' stash as it
+        ends (:meth:`ensure_share` waits for them)."""
+        units, jobs, found, env, use_xml = plan.units, plan.jobs, plan.found, plan.env, plan.use_xml
+        timeouts = plan.timeouts
+        canary: dict[str, Any] = {}  # one canary status per tool is shared: a tool proven once is proven
+        with self.lock:
+            if any(u.spec.tool == CONSAN for u in units) and self.consan_cache is None:
+                # one ConSan cache for the session: each kernel is compiled with ConSan once, not once per part
+                self.consan_cache = tempfile.mkdtemp(prefix="pipecheck-consan-cache-")
         lock = threading.Lock()
         started = time.monotonic()
         children = [0]
 
         def write(msg: str) -> None:
+            if self.overlap:
+                self.pending.say(msg)  # said by the main thread, between tests
+                return
             with lock:
                 self._write(msg)
 
-        def run_unit(unit: tuple[float, str, BatchSpec, list[pytest.Item], list[str]]) -> None:
-            _, label, spec, members, notes = unit
+        def run_unit(unit: _Unit) -> None:
+            try:
+                run_part(unit)
+            finally:
+                if self.overlap:
+                    self.pending.settle(unit.members)
+
+        def run_part(unit: _Unit) -> None:
+            label, spec, members, notes = unit.label, unit.spec, unit.members, unit.notes
 
             def progress(msg: str) -> None:
                 write(msg.replace(spec.tool, label, 1) if msg.startswith(spec.tool) else msg)
@@ -377,14 +548,14 @@ class SanitizerPlugin:
             runner: SanitizerRunner | ConsanRunner
             if spec.tool == CONSAN:
                 runner = ConsanRunner(cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
-                                      timeouts=timeouts, default_timeout=run_config.sanitizer_timeout,
-                                      progress=progress)
+                                      timeouts=timeouts, default_timeout=plan.default_timeout,
+                                      progress=progress, cache_dir=self.consan_cache, group=self.group)
             else:
                 assert found is not None  # no compute-sanitizer batch is made without it
                 runner = SanitizerRunner(
                     found.path, cwd=str(self.config.rootpath), child_args=self._child_args(), env=env,
-                    timeouts=timeouts, default_timeout=run_config.sanitizer_timeout, progress=progress,
-                    use_xml=use_xml, version=found.version)
+                    timeouts=timeouts, default_timeout=plan.default_timeout, progress=progress,
+                    use_xml=use_xml, version=found.version, group=self.group)
                 runner.canary = canary
             self.runner = runner
             write(f"{label}: {len(members)} test(s) in one child")
@@ -413,12 +584,15 @@ class SanitizerPlugin:
                 for future in [pool.submit(run_unit, u) for u in units]:
                     future.result()
         if len(units) > 1:
-            self._write(f"all tools done in {time.monotonic() - started:.1f} s, {children[0]} child(ren)")
+            write(f"all tools done in {time.monotonic() - started:.1f} s, {children[0]} child(ren)")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        waited = item.stash.get(WAITED, {}).get(report.when, 0.0)
+        if waited > 0:  # this process's children leaving the GPU to a timing: not the test's time
+            report.duration = max(0.0, report.duration - waited)
         if report.when == "call" and item.config.getoption("store_durations", default=False):
             # pytest-split stores each test's report durations (--store-durations) and splits the suite
             # over CI machines by them (--splits/--group): a test's cost includes the seconds its
@@ -450,6 +624,7 @@ class SanitizerPlugin:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """Record this test's sanitizer verdicts whatever its body does (passes, skips, xfails, raises);
         :mod:`pytest_pipecheck.verdicts` makes its reports agree with them."""
+        self.phase = (item, "call")
         try:
             return (yield)
         finally:

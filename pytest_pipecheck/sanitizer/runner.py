@@ -66,6 +66,7 @@ __all__ = [
     "ERROR_EXITCODE",
     "BatchSpec",
     "CanaryStatus",
+    "ChildGroup",
     "ChildRun",
     "ChildrenStopped",
     "SanitizerRunner",
@@ -268,6 +269,27 @@ def _stopped() -> ChildrenStopped:
     return ChildrenStopped("pipecheck: the run is being interrupted: its sanitizer children were killed")
 
 
+class ChildGroup:
+    """The children of one owner (a session's sanitizer run going on beside its tests), stopped together.
+
+    :meth:`stop` kills the group's children and makes :func:`run_child` refuse new ones for it, as
+    :func:`stop_children` does for every child of the process; other owners' children (a pytester session
+    in the same process, say) are left alone."""
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for proc in list(self._procs):
+            _kill(proc)
+
+
 #: the longest one Triton compile (or binary load) in a sanitizer child may take before the watchdog calls it
 #: a compile hang; a test's own ``sanitizer_timeout`` raises it for that test (never stricter than the timeout)
 COMPILE_CAP = 300.0
@@ -277,7 +299,8 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
               default_timeout: float, idle_limit: float,
               on_begin: Callable[[str], None] | None = None,
               clock: Callable[[], float] = time.monotonic, poll: float = 0.2,
-              compile_cap: float = COMPILE_CAP, on_line: Callable[[str], None] | None = None) -> ChildRun:
+              compile_cap: float = COMPILE_CAP, group: ChildGroup | None = None,
+              on_line: Callable[[str], None] | None = None) -> ChildRun:
     """Run one child and watch it: a test whose END is not printed in time is killed (a hang).
 
     A test's time is its kernels' and its own code's, not the compiler's: while the child says Triton is
@@ -289,9 +312,10 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     per line when the line is taken (a test's seconds are its BEGIN to its END line) and once each
     ``poll`` seconds without output, so a test can drive it from ``on_begin`` (called with each test's node
     id after its BEGIN line) or ``on_line`` (called with every line after it was taken).
+    ``group`` (when given) is the owner whose :meth:`ChildGroup.stop` also stops this child.
     """
     start = clock()
-    if _STOPPING.is_set():
+    if _STOPPING.is_set() or (group is not None and group.stopping):
         raise _stopped()
     try:
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -299,9 +323,11 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
     except OSError as exc:
         return ChildRun(list(cmd), f"could not start {cmd[0]!r}: {exc}", None, wall=0.0)
     _WATCHED.add(proc)
+    if group is not None:
+        group._procs.add(proc)
     watch = _Watch(timeouts, default_timeout, idle_limit, compile_cap, start)
     try:
-        return _watch(proc, cmd, watch, on_begin, on_line, clock, poll)
+        return _watch(proc, cmd, watch, on_begin, on_line, clock, poll, group)
     except BaseException:
         # interrupted (KeyboardInterrupt on this thread, or stop_children from another): the child must
         # not outlive the run, and no signal meant for this process reaches its session
@@ -313,6 +339,8 @@ def run_child(cmd: Sequence[str], *, cwd: str, env: dict[str, str], timeouts: di
         raise
     finally:
         _WATCHED.discard(proc)
+        if group is not None:
+            group._procs.discard(proc)
 
 
 class _Watch:
@@ -398,9 +426,10 @@ class _Watch:
 
 
 def _watch(proc: subprocess.Popen[bytes], cmd: Sequence[str], w: _Watch, on_begin: Callable[[str], None] | None,
-           on_line: Callable[[str], None] | None, clock: Callable[[], float], poll: float) -> ChildRun:
+           on_line: Callable[[str], None] | None, clock: Callable[[], float], poll: float,
+           group: ChildGroup | None) -> ChildRun:
     def stopping() -> bool:
-        return _STOPPING.is_set()
+        return _STOPPING.is_set() or (group is not None and group.stopping)
 
     if stopping():  # stop_children ran between the check above and the child joining _WATCHED
         raise _stopped()
@@ -561,7 +590,7 @@ class SanitizerRunner:
                  timeouts: dict[str, float], default_timeout: float = 120.0,
                  progress: Callable[[str], None] | None = None, use_xml: bool = True,
                  max_children: int = 64, clock: Callable[[], float] = time.monotonic,
-                 version: str | None = None, compile_cap: float = COMPILE_CAP,
+                 version: str | None = None, compile_cap: float = COMPILE_CAP, group: ChildGroup | None = None,
                  on_line: Callable[[str], None] | None = None) -> None:
         from ..toolkit import version_tuple
 
@@ -580,6 +609,7 @@ class SanitizerRunner:
         self.max_children = max_children
         self.clock = clock  # times tests and children, drives the watchdog (injected by tests)
         self.compile_cap = compile_cap
+        self.group = group
         self.on_line = on_line  # each line of each child, as run_child takes it (tests move their clock in it)
 
     # ------------------------------------------------------------------ public
@@ -643,7 +673,7 @@ class SanitizerRunner:
         self.children += 1
         run = run_child(cmd, cwd=self.cwd, env=env, timeouts=timeouts, default_timeout=self.default_timeout,
                         idle_limit=idle, on_begin=on_begin, clock=self.clock, compile_cap=self.compile_cap,
-                        on_line=self.on_line)
+                        group=self.group, on_line=self.on_line)
         if xml_path:
             run.xml = ""  # asked for: a missing file is evidence lost, not "no records"
             try:

@@ -10,6 +10,8 @@ hook chains: they "load" the cache files of a kernel compiled ahead of time with
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,3 +136,32 @@ def test_consan_without_a_gpu_is_a_skip_with_the_reason(pytester: pytest.Pyteste
     verdict, summary = _results(result.stdout.str())[("test_one", "sanitizer:consan")]
     assert verdict == "skip" and summary.startswith("needs a CUDA GPU")
     result.assert_outcomes(passed=1)
+
+
+def test_every_consan_child_of_a_session_shares_one_cache_removed_at_its_end(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Two ConSan parts side by side (``--pipecheck-sanitizer-jobs=2``): both children compile into one cache of
+    the session's own (each kernel compiled with ConSan once, not once per part), which is gone afterwards."""
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("TRITON_INSTRUMENTATION_MODE", raising=False)
+    monkeypatch.setenv("PIPECHECK_COMPUTE_SANITIZER", str(pytester.path / "no-such-compute-sanitizer"))
+    _setup(pytester)
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    pytester.makepyfile(test_c=f'''
+import os
+
+def _record(name):
+    if os.environ.get("PIPECHECK_CHILD") == "consan":
+        cache = os.environ["TRITON_CACHE_DIR"]
+        with open(os.path.join({str(seen)!r}, name), "w") as fh:
+            fh.write(f"{{cache}} {{os.path.isdir(cache)}} {{os.getpid()}}")
+''' + "".join(f"\ndef test_{n}(pipecheck):\n    _record({n!r})\n" for n in "abcd"))
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=consan", "-p", "no:cacheprovider",
+                                           "--pipecheck-sanitizer-jobs=2", timeout=600)
+    result.assert_outcomes(passed=4)
+    records = [(seen / n).read_text().split(" ") for n in "abcd"]
+    assert len({pid for _, _, pid in records}) == 2, records  # two children
+    assert len({cache for cache, _, _ in records}) == 1, records  # one cache
+    cache, existed, _ = records[0]
+    assert existed == "True" and not os.path.exists(cache)

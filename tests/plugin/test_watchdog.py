@@ -164,3 +164,43 @@ def test_a_bad_timeout_is_an_error_naming_its_source(pytester: pytest.Pytester, 
     result = pytester.runpytest_subprocess(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+NOT_COUNTING = """
+import time
+import pytest
+
+def timeout_plugin(request):
+    return request.config.pluginmanager.get_plugin("pipecheck-timeout")
+
+def test_waits_for_the_gpu(clock, request):
+    with timeout_plugin(request).not_counting():
+        for _ in range(200):  # 200 s of other processes' time (its sanitizer children): the watchdog looks on
+            clock.now += 1.0
+            time.sleep(0.001)
+    clock.now += 5.0  # its own time, within its 10 s
+
+@pytest.fixture
+def waited_in_setup(clock, request):
+    with timeout_plugin(request).not_counting():
+        clock.now += 100.0
+
+def test_after_a_wait_in_its_setup(waited_in_setup, clock):
+    clock.now += 5.0  # setup and call share one limit: the wait moved it
+
+def test_still_watched_after_a_wait(clock, request):
+    with timeout_plugin(request).not_counting():
+        clock.now += 100.0
+    while True:  # its own time, past its limit
+        clock.now += 1.0
+        time.sleep(0.001)
+"""
+
+
+def test_time_spent_not_counting_is_not_the_tests(pytester: pytest.Pytester) -> None:
+    """A test that waits for this process's sanitizer children before it times a kernel does not spend its
+    limit on the wait (sanitizer/beside.py); its own time after the wait is still watched."""
+    pytester.makepyfile(test_k=NOT_COUNTING)
+    result = _run(pytester, "--pipecheck-timeout=10")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_still_watched_after_a_wait ran past its timeout of 10 s*in its call*"])

@@ -46,7 +46,9 @@ Faults, for the fault-injection suite (tests/plugin/test_sanitizer_faults.py):
     xml:         what --xml --save writes: "ok" (default: the printed records), "truncate" (cut in the
                  middle), "missing" (no file), "extra" (one record more than the text)
 
-FAKE_SANITIZER_LOG, when set, is a file to which each invocation's argv is appended as a JSON line.
+FAKE_SANITIZER_LOG, when set, is a file to which each invocation's argv is appended as a JSON line; each
+invocation that ran a target (not ``--version``) appends one line to FAKE_SANITIZER_LOG + ".ended" when it
+exits, so a test can tell whether every child it started has ended.
 FAKE_SANITIZER_VERSION, when set, is the version line ``--version`` prints (default
 "Version 2099.1.0 fake"; the real formats are "Version 2025.3.1.0 (build 36400806) (public-release)"
 and "Version 2026.4.0.0 (build 39022338) (public-release)"). Like the real tool, an option the
@@ -296,5 +298,16 @@ def main() -> int:
     return 86 if t.errors else rc
 
 
+def _ended() -> None:
+    log = os.environ.get("FAKE_SANITIZER_LOG")
+    if log and sys.argv[1:2] != ["--version"]:
+        with open(log + ".ended", "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    finally:
+        _ended()
+    sys.exit(status)

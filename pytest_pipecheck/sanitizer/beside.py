@@ -1,0 +1,136 @@
+"""The sanitizer children running beside the tests: which tests still wait for them, and the GPU for timings.
+
+A test's sanitizer verdict is needed only when that test is reported. So the parent starts a share's
+children on a thread of their own and goes on running tests: each test waits, before its setup, for the
+children that hold its own verdicts (:class:`Pending`), and the parent's own checks of the tests whose
+verdicts are in overlap the children still running. The verdicts are the same children's, decided the
+same way: only when the parent's tests run changes.
+
+Two things must not run beside the children:
+
+* a timing. pipecheck times a kernel only where nothing else runs on its GPU (``timing_blocked`` of the
+  tier: :mod:`pytest_pipecheck.device`). While this process's children may still run, the tier the tests
+  get is :class:`TierBesideChildren`, whose ``timing_blocked`` first waits for every one of them to end
+  (check_perf, check_stage_sweep and ``require_gpu(alone=True)`` all ask it before they time), and then
+  answers as the tier would have. The watchdog does not count that wait against the test, nor do the
+  test's reported durations hold it.
+* a test that times kernels with pytest-benchmark's ``benchmark`` fixture, which asks pipecheck nothing:
+  it waits for every child before its setup.
+
+Progress lines of the children are said by the main thread between tests (a line written from the
+children's thread while a test runs would land in that test's captured output).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..device import TierInfo
+
+__all__ = ["Pending", "TierBesideChildren", "beside_children"]
+
+
+class Pending:
+    """The tests that wait for verdicts of children still running, and the runs' ends and errors."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._left: dict[int, int] = {}  # id of a test item -> parts still running that hold a verdict of it
+        self._runs = 0  # background runs not ended
+        self._messages: list[str] = []
+        self.error: BaseException | None = None  # what ended a run before it gave every verdict
+
+    def expect(self, items: Iterable[Any]) -> None:
+        """One part (one child's batch) that holds a verdict of each of ``items`` is about to run."""
+        with self._cond:
+            for item in items:
+                self._left[id(item)] = self._left.get(id(item), 0) + 1
+
+    def settle(self, items: Iterable[Any]) -> None:
+        """That part ended (its verdicts are in the items' stash, or it failed: :attr:`error`)."""
+        with self._cond:
+            for item in items:
+                left = self._left.get(id(item), 0) - 1
+                if left > 0:
+                    self._left[id(item)] = left
+                else:
+                    self._left.pop(id(item), None)
+            self._cond.notify_all()
+
+    def run_started(self) -> None:
+        with self._cond:
+            self._runs += 1
+
+    def run_ended(self, error: BaseException | None = None) -> None:
+        with self._cond:
+            self._runs -= 1
+            if error is not None and self.error is None:
+                self.error = error
+            self._cond.notify_all()
+
+    @property
+    def running(self) -> bool:
+        with self._cond:
+            return self._runs > 0
+
+    def waits(self, item: Any) -> bool:
+        """Whether a part that holds a verdict of ``item`` is still running."""
+        with self._cond:
+            return id(item) in self._left
+
+    def say(self, message: str) -> None:
+        """A progress line of the children, said by the main thread at the next :meth:`take_messages`."""
+        with self._cond:
+            self._messages.append(message)
+
+    def take_messages(self) -> list[str]:
+        with self._cond:
+            out, self._messages = self._messages, []
+            return out
+
+    def wait(self, item: Any | None, tell: Callable[[list[str]], None] | None = None, poll: float = 0.2) -> None:
+        """Until every part holding a verdict of ``item`` ended (``item`` None: every run ended). Where that
+        means waiting, ``tell`` gets the progress lines said so far and meanwhile (the run then stands still
+        for the children: they say why); otherwise they wait for a later wait or the end of the tests."""
+        waited = False
+        with self._cond:
+            while (id(item) in self._left) if item is not None else self._runs > 0:
+                waited = True
+                if tell is not None and self._messages:
+                    said, self._messages = self._messages, []
+                    self._cond.release()
+                    try:
+                        tell(said)
+                    finally:
+                        self._cond.acquire()
+                    continue
+                self._cond.wait(poll)
+        if tell is not None and waited:
+            said = self.take_messages()
+            if said:
+                tell(said)
+
+
+class TierBesideChildren(TierInfo):
+    """The tier while this process's sanitizer children may still run on its GPU: before a timing is taken
+    (``timing_blocked`` is asked), every child ends. Made by :func:`beside_children`; a copy made with
+    ``dataclasses.replace`` is a plain tier in all but name."""
+
+    @property
+    def timing_blocked(self) -> str | None:
+        wait = getattr(self, "_pipecheck_wait", None)
+        if wait is not None:
+            wait()
+        return super().timing_blocked
+
+
+def beside_children(tier: TierInfo, wait: Callable[[], None]) -> TierBesideChildren:
+    """``tier``, whose ``timing_blocked`` first calls ``wait`` (which returns once this process's children
+    have ended)."""
+    import dataclasses
+
+    out = TierBesideChildren(**{f.name: getattr(tier, f.name) for f in dataclasses.fields(tier)})
+    object.__setattr__(out, "_pipecheck_wait", wait)
+    return out
