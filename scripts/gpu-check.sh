@@ -7,7 +7,7 @@
 #
 # PART is any of: pytest, scripts, examples, examples-fla, pinned-all, toolkit-all, toolkit-default,
 # mutants-pinned, mutants-toolkit, consan, targeted, targeted-toolkit, bench-wrapper,
-# gluon-racecheck-toolkit, tier-profile, durations, plugin-profile, compare-gate, or the name of one script in scripts/gpu/ (without .py), optionally
+# gluon-racecheck-toolkit, tier-profile, durations, plugin-profile, compare-gate, speed, or the name of one script in scripts/gpu/ (without .py), optionally
 # with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
 # Every script takes its output folder first, except ladder_profile, which takes the builds to launch
 # (ladder_profile=k3_cp_async:4,k3_cp_async_wide:4) and runs under Nsight Compute (ncu), its report in
@@ -199,14 +199,15 @@ run_part() {
     plugin-profile)
       # where pipecheck's own CPU-only tests spend their time on a GPU machine: one inner pytest session
       # (what each tests/plugin test starts) with the GPU visible and hidden, the plugin's import, then
-      # tests/plugin and tests/unit on 6 workers each, with their durations
+      # tests/plugin and tests/unit on 6 workers each, with their durations (PIPECHECK_GPU_TIER_ALL=1: the
+      # tests marked cpu_only too, which the GPU tier otherwise leaves to the CPU job)
       step inner-session bash -c 'TIMEFORMAT="%R s"; for v in visible hidden; do for i in 1 2 3; do
           echo "inner session, GPU $v:"; if [ $v = hidden ]; then export CUDA_VISIBLE_DEVICES=; fi
           time python3 -m pytest --pipecheck -q -p no:cacheprovider --co tests/unit/test_arch.py > /dev/null; done; done
         unset CUDA_VISIBLE_DEVICES; python3 -X importtime -c "import pytest_pipecheck.plugin" 2>&1 | sort -t"|" -k2 -n | tail -12'
       local d
       for d in plugin unit; do
-        step "$d-n6" python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -n 6 -q -rfE \
+        step "$d-n6" env PIPECHECK_GPU_TIER_ALL=1 python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -n 6 -q -rfE \
           --durations=25 --store-durations --durations-path="$out/durations-$d.json" "tests/$d"
       done
       ;;
@@ -242,6 +243,27 @@ PY
       # compare mode's false alarms, detection and time per check next to the stored gate's (alone on the GPU)
       step compare_gate_rates python3 scripts/gpu/compare_gate_rates.py "$out/compare_gate_rates" \
         --budget "${COMPARE_GATE_BUDGET:-330}"
+      ;;
+    speed)
+      # the bundled suite from cold caches (empty Triton, CuPy and pipecheck build caches of its own, no pytest
+      # cache), the sanitizer children running beside the tests, then (PIPECHECK_SANITIZER_OVERLAP=0) to their
+      # end before the first test; then the examples with their default timeouts, from cold caches too; each
+      # step's time in steps.txt, every test's in its log, each verdict in its JSON report (the two
+      # reference_kernels reports must agree)
+      local ov cold
+      for ov in 1 0; do
+        cold="$out/caches-overlap$ov"
+        rm -rf "$cold"
+        step "reference-overlap$ov" env TRITON_CACHE_DIR="$cold/triton" CUPY_CACHE_DIR="$cold/cupy" \
+          PIPECHECK_CACHE_DIR="$cold/pipecheck" PIPECHECK_SANITIZER_OVERLAP=$ov \
+          python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs --durations=15 \
+          --pipecheck-json="$out/reference-overlap$ov.json" reference_kernels
+      done
+      cold="$out/caches-examples"
+      rm -rf "$cold"
+      step examples-speed env TRITON_CACHE_DIR="$cold/triton" CUPY_CACHE_DIR="$cold/cupy" \
+        PIPECHECK_CACHE_DIR="$cold/pipecheck" python3 -m pytest --pipecheck --pipecheck-tier=gpu \
+        -p no:cacheprovider -rs --durations=15 --pipecheck-json="$out/examples-speed.json" examples
       ;;
     consan)
       step consan python3 -m pytest -p no:cacheprovider -rA -v -s tests/gpu/test_consan_gpu.py \

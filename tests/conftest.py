@@ -30,6 +30,7 @@ for _name in ("torch", "matplotlib.figure", "matplotlib.backends.backend_agg", "
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"cpu_only: {CPU_ONLY}")
     for name in ("triton", "triton.language", "triton.compiler"):
         try:
             importlib.import_module(name)
@@ -129,3 +130,49 @@ def _no_job_summary_inside(monkeypatch: pytest.MonkeyPatch) -> None:
     its own verdict to the job's summary (``$GITHUB_STEP_SUMMARY``). The run around them read the variable
     when it was configured, before any test, and still writes its own. A test of the job summary sets it."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+#: why a test marked ``cpu_only`` is left out of the GPU tier (the marker's description and the deselection's note)
+CPU_ONLY = ("tests pipecheck's own machinery with stand-ins (a fake GPU, compute-sanitizer, CUDA context or "
+            "nvidia-smi) or with no device at all, which a GPU does not change: the CPU job runs it "
+            "(pytest --pipecheck --pipecheck-tier=cpu); --pipecheck-tier=gpu leaves it out, unless "
+            "PIPECHECK_GPU_TIER_ALL=1")
+_LEFT_OUT = pytest.StashKey[int]()
+
+
+def _gpu_tier(config: pytest.Config) -> bool:
+    """Whether this run is the GPU tier as CI runs it (``--pipecheck-tier=gpu``, or ini ``pipecheck_tier = gpu``)."""
+    from pytest_pipecheck import state
+
+    run_config = config.stash.get(state.RUN_CONFIG, None)
+    return run_config is not None and run_config.tier == "gpu"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The GPU tier runs what needs a GPU and the few tests of pipecheck's own that check its GPU-side paths
+    on the device; the tests marked ``cpu_only`` are the CPU job's (:data:`CPU_ONLY`). They are deselected,
+    not skipped, so that they take no place in the xdist shares (priced by their CPU-job durations), and the
+    run says how many and why at its end."""
+    if not _gpu_tier(config) or os.environ.get("PIPECHECK_GPU_TIER_ALL") == "1":
+        return
+    kept = [item for item in items if item.get_closest_marker("cpu_only") is None]
+    if len(kept) == len(items):
+        return
+    left_out = [item for item in items if item.get_closest_marker("cpu_only") is not None]
+    config.hook.pytest_deselected(items=left_out)
+    items[:] = kept
+    config.stash[_LEFT_OUT] = len(left_out)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not _gpu_tier(config) or os.environ.get("PIPECHECK_GPU_TIER_ALL") == "1":
+        return None
+    return f"pipecheck's own tests: those marked cpu_only are deselected; each {CPU_ONLY}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    left_out = config.stash.get(_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(f"{left_out} cpu_only test(s) deselected under --pipecheck-tier=gpu: each "
+                                    f"{CPU_ONLY}")

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+pytestmark = [pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
+              pytest.mark.cpu_only]  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
 #: a fake kernel whose "time" is FACTOR * 100 us with 1% lognormal noise (seeded by FACTOR, so the two sides
 #: of a changed kernel draw different noise and the confidence interval is a real one)

@@ -18,6 +18,8 @@ import pytest
 
 from ._sanitizer_fake import _results, _setup
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 TESTS = '''
 import ctypes, json, os
 import pytest

@@ -17,6 +17,8 @@ import pytest
 
 from .test_sanitizer_runner import GPU_CONFTEST, _fake, _results
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 FAKE_CUDA = '''
 import os
 import pytest

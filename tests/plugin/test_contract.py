@@ -14,6 +14,8 @@ import pytest
 
 from .test_sanitizer_runner import _fake, _results, _setup
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 # ----------------------------------------------------------------------------- expect_failures
 
 

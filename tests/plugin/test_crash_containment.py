@@ -11,6 +11,8 @@ import pytest
 
 from .test_containment import FAKE_CUDA, _outcomes
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 CRASHING = '''
 import ctypes
 import pytest

@@ -22,6 +22,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 

@@ -18,6 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # each example folder, the library hidden from it, and what its skip reason must say (the library's own

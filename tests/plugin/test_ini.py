@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 
 def test_ini_sets_values(pytester: pytest.Pytester) -> None:
     pytester.makeini(

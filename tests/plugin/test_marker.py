@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 
 def test_markers_lists_signature(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")

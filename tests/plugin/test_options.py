@@ -6,6 +6,8 @@ import pytest
 
 from pytest_pipecheck.config import SETTINGS
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 
 def test_help_shows_group_and_every_option(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")

@@ -8,6 +8,8 @@ import numpy  # noqa: F401 - imported before pytester's in-process runs, which c
 import pytest
 import scipy.stats  # noqa: F401 - same reason: the gate imports it inside the in-process runs
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 TEST_FILE = """
 import os
 import numpy as np

@@ -20,6 +20,8 @@ import pytest
 
 from ._sanitizer_fake import GPU_CONFTEST, _fake, noop_tests
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 REPORTS = ("--pipecheck", "--pipecheck-sanitizer=none", "--pipecheck-json=r.json", "--pipecheck-html=r.html",
            "--pipecheck-markdown=r.md", "-p", "no:cacheprovider")
 

@@ -8,6 +8,8 @@ import os
 
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 AFTER_CHECKS = """
 from pytest_pipecheck.results import CheckResult, Verdict
 

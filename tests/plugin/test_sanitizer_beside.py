@@ -19,6 +19,8 @@ from ._sanitizer_fake import _fake, _results, _setup
 
 FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"  # a fake nvidia-smi
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 WAIT_FOR = '''
 import os
 import time

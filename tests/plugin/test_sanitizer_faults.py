@@ -15,6 +15,8 @@ import pytest
 
 from ._sanitizer_fake import GPU_CONFTEST, _fake, _results, _setup, noop_tests
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 TESTS = """
 import pytest
 

@@ -18,6 +18,8 @@ import pytest
 
 from ._sanitizer_fake import GPU_CONFTEST, _fake, _results
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 pytest.importorskip("torch")
 
 HOST_TENSORS = '''

@@ -15,6 +15,8 @@ import pytest
 
 from ._sanitizer_fake import DATA, GPU_CONFTEST, _fake, _results, _setup, noop_tests
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 __all__ = ["DATA", "GPU_CONFTEST", "_fake", "_results", "_setup"]  # imported by test_contract, test_containment
 
 

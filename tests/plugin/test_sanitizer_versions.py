@@ -15,6 +15,8 @@ import pytest
 
 from ._sanitizer_fake import DATA, _fake, _results, _setup
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 OLD = "Version 2025.3.1.0 (build 36400806) (public-release)"
 NEW = "Version 2026.4.0.0 (build 39022338) (public-release)"
 

@@ -10,6 +10,8 @@ import pytest
 
 from ._sanitizer_fake import _fake, noop_tests
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 pytest.importorskip("xdist")
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -7,6 +7,8 @@ import json
 import numpy  # noqa: F401 - imported before pytester's in-process runs, which cannot re-import it
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 TEST_FILE = """
 import pytest
 

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 TESTS = """
 import pytest
 from pytest_pipecheck.results import CheckResult, Verdict

@@ -9,6 +9,8 @@ import pytest
 
 from pytest_pipecheck import device
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 
 @pytest.fixture(autouse=True)
 def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

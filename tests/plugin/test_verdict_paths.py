@@ -11,6 +11,8 @@ import pytest
 
 from ._sanitizer_fake import _fake, _results, _setup
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 BODIES = '''
 import pytest
 

@@ -11,6 +11,8 @@ import pytest
 
 from pytest_pipecheck.watchdog import EXIT_HUNG
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 CONFTEST = """
 import pytest
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 pytest.importorskip("xdist")
 
 FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"

@@ -33,6 +33,8 @@ from reference_kernels.mutants.cuda.sanitizer_batch import (
     own_source_refs,
 )
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
 MODULE = "test_batch.py"
 # real outputs (tests/data/sanitizer/README.md); the k3 racecheck one is this kernel's own, captured on a GPU

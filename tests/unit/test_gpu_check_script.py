@@ -20,8 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"
 
-pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
-                                reason="needs bash and coreutils' timeout")
+pytestmark = [pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
+                                 reason="needs bash and coreutils' timeout"),
+              pytest.mark.cpu_only]  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
 
 def _stub(bindir: Path, name: str, body: str) -> None:
@@ -141,3 +142,30 @@ def test_compare_gate_part_runs_its_script_with_its_budget(tmp_path: Path) -> No
     log = (out / "compare_gate_rates.log").read_text().strip()
     assert log == f"python3 scripts/gpu/compare_gate_rates.py {out}/compare_gate_rates --budget 330"
     assert "compare_gate_rates rc=0" in (out / "steps.txt").read_text()
+
+
+def test_speed_runs_the_bundled_suite_from_cold_caches_with_and_without_the_overlap(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _stub(bindir, "python3", 'if [ "$1" = -m ] && [ "$2" = pip ]; then exit 0; fi\n'
+                             'echo "python3 $* overlap=${PIPECHECK_SANITIZER_OVERLAP:-unset} cache=${TRITON_CACHE_DIR:-unset}"')
+    _stub(bindir, "nvidia-smi", "echo stub GPU")
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("bash", "sh", "date", "mkdir", "tee", "tail", "timeout", "tar", "gzip", "basename", "dirname",
+                 "git", "sort", "xargs", "sha256sum", "cut", "find", "wc", "cat", "env", "rm"):
+        found = shutil.which(tool)
+        if found and not (bindir / tool).exists():
+            (tools / tool).symlink_to(found)
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(SCRIPT), str(out), "speed"], cwd=ROOT, timeout=60, capture_output=True,
+                          text=True, env={**os.environ, "PATH": f"{bindir}:{tools}", "STEP_TIMEOUT": "20"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for ov in ("1", "0"):
+        log = (out / f"reference-overlap{ov}.log").read_text()
+        assert "-m pytest --pipecheck --pipecheck-tier=gpu" in log and log.split()[-3] == "reference_kernels", log
+        assert f"overlap={ov} cache={out}/caches-overlap{ov}/triton" in log, log
+    examples = (out / "examples-speed.log").read_text()
+    assert " examples overlap=unset " in examples, examples
+    steps = (out / "steps.txt").read_text()
+    assert all(f"{name} rc=0" in steps for name in ("reference-overlap1", "reference-overlap0", "examples-speed"))

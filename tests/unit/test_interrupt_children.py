@@ -16,6 +16,8 @@ import pytest
 from pytest_pipecheck.sanitizer.parse import BEGIN
 from pytest_pipecheck.sanitizer.runner import run_child
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 # a child that says its process id between the markers and then would run for a minute
 _LONG_CHILD = f"import os, time\nprint({BEGIN!r} + str(os.getpid()), flush=True)\ntime.sleep(60)\n"
 

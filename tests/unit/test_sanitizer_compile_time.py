@@ -21,6 +21,8 @@ from pytest_pipecheck.results import Verdict
 from pytest_pipecheck.sanitizer.parse import BEGIN, COMPILE_BEGIN, COMPILE_END, END
 from pytest_pipecheck.sanitizer.runner import BatchSpec, SanitizerRunner, canary_nodeid
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 FAKE = Path(__file__).resolve().parents[1] / "data" / "sanitizer" / "fake_compute_sanitizer.py"
 
 STANDIN = f'''

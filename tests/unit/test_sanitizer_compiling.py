@@ -19,6 +19,8 @@ triton = pytest.importorskip("triton")
 compiler = pytest.importorskip("triton.compiler")
 from triton import knobs  # noqa: E402
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 
 class Source:
     """What JITFunction hands triton.compiler.compile: an ASTSource, which has the kernel's name."""

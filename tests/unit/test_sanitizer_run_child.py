@@ -12,6 +12,8 @@ import pytest
 from pytest_pipecheck.sanitizer.parse import BEGIN, COMPILE_BEGIN, COMPILE_END, END
 from pytest_pipecheck.sanitizer.runner import run_child
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 
 class FakeClock:
     """Seconds that pass only when the test says so."""

@@ -11,6 +11,8 @@ from types import ModuleType
 
 import pytest
 
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
 pytest.importorskip("xdist")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,45 @@
+"""What the GPU tier leaves to the CPU job: pipecheck's own tests marked ``cpu_only`` (tests/conftest.py) are
+deselected under ``--pipecheck-tier=gpu`` with the reason in the header, and kept everywhere else. Collected
+from this repository's own tests, on a fake GPU (tests/data/fakebin/nvidia-smi)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_ONLY_MODULE = "tests/plugin/test_seed.py"  # nested sessions: the same with or without a GPU
+GPU_SIDE_MODULE = "tests/plugin/test_coverage_plugin.py"  # its nested sessions run on the device where there is one
+
+
+def _collect(tier: str, **env: str) -> tuple[set[str], str]:
+    run_env = dict(os.environ, PATH=f"{ROOT / 'tests' / 'data' / 'fakebin'}{os.pathsep}{os.environ['PATH']}",
+                   FAKE_NVIDIA_SMI_GPUS="NVIDIA H100 80GB HBM3,9.0", **env)
+    for name in ("PIPECHECK_NO_GPU", "CUDA_VISIBLE_DEVICES", "PIPECHECK_GPU_TIER_ALL"):
+        if name not in env:
+            run_env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "--pipecheck",
+                           f"--pipecheck-tier={tier}", "--pipecheck-sanitizer=none", CPU_ONLY_MODULE,
+                           GPU_SIDE_MODULE], cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    modules = {line.split("::", 1)[0] for line in proc.stdout.splitlines() if "::" in line}
+    return modules, proc.stdout
+
+
+def test_the_gpu_tier_leaves_the_cpu_only_tests_out_and_says_why() -> None:
+    modules, out = _collect("gpu")
+    assert modules == {GPU_SIDE_MODULE}, out[-3000:]
+    assert "cpu_only test(s) deselected under --pipecheck-tier=gpu: each tests pipecheck's own machinery" in out
+
+
+@pytest.mark.parametrize(("tier", "env"), [("cpu", {}), ("gpu", {"PIPECHECK_GPU_TIER_ALL": "1"})])
+def test_every_other_run_keeps_them(tier: str, env: dict[str, str]) -> None:
+    modules, out = _collect(tier, **env)
+    assert modules == {CPU_ONLY_MODULE, GPU_SIDE_MODULE}, out[-3000:]
+    assert "deselected" not in out
