@@ -1,11 +1,12 @@
 """pytest side of the sanitizer check: the parent's batch runner and the child's marker plugin.
 
 ``SanitizerPlugin`` (the parent, under ``--pipecheck``) runs every selected test under each tool in
-child processes before the normal test loop, then, when each test runs normally, records a
-``sanitizer:<tool>`` result and fails the test on a finding or a hang (errors it on an inconclusive
-run). ``ChildPlugin`` (``--pipecheck-child=TOOL``) prints the BEGIN/END lines that attribute output to
-tests, disables CuPy's memory pools, runs the canary kernel last and, under memcheck, allocates every
-array at its exact size and prints its address range (:mod:`.allocations`).
+child processes, beside the normal test loop (:mod:`.beside`: each test waits for its own verdicts before
+its setup), then, when each test runs normally, records a ``sanitizer:<tool>`` result and fails the test
+on a finding or a hang (errors it on an inconclusive run). ``ChildPlugin`` (``--pipecheck-child=TOOL``)
+prints the BEGIN/END lines that attribute output to tests, and the COMPILE_BEGIN/COMPILE_END lines around
+Triton's compiles (:mod:`.compiling`), disables CuPy's memory pools, runs the canary kernel last and, under
+memcheck, allocates every array at its exact size and prints its address range (:mod:`.allocations`).
 """
 
 from __future__ import annotations
