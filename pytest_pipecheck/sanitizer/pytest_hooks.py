@@ -185,9 +185,11 @@ class SanitizerPlugin:
                 raise pytest.UsageError(f"pipecheck: {exc}") from None
         self.done: set[int] = set()
         self.limits_said = False
-        # Beside the tests (beside.py): a share's children run on a thread of their own while the tests run,
-        # each test waiting for its own verdicts. PIPECHECK_SANITIZER_OVERLAP=0 runs them to their end first.
-        self.overlap = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "1") != "0"
+        # Beside the tests (beside.py), with PIPECHECK_SANITIZER_OVERLAP=1: a share's children run on a thread
+        # of their own while the tests run, each test waiting for its own verdicts. Off by default: on one
+        # H100 the bundled suite took 126.7 s that way and 114.6 s with the children first
+        # (docs/validation/2026-11-27-h100-0144.md).
+        self.overlap = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "0") == "1"
         self.pending = Pending()
         self.group = ChildGroup()
         self.threads: list[threading.Thread] = []

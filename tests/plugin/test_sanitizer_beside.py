@@ -1,7 +1,8 @@
 """The sanitizer children beside the tests (pytest_pipecheck/sanitizer/beside.py), through real pytest runs with
 the fake compute-sanitizer: the first tests run while a later part of the children is still sanitizing, each
 test is reported with its own verdicts, a timing waits for every child, and the verdicts are those of a run
-whose children all end before the first test (``PIPECHECK_SANITIZER_OVERLAP=0``).
+whose children all end before the first test (the default; ``PIPECHECK_SANITIZER_OVERLAP=1`` turns the overlap
+on, and every test here does, but the one that compares the two).
 
 Where a test needs one thing to happen before another, one process waits for a file the other writes; no
 assertion depends on how fast the machine is.
@@ -20,6 +21,11 @@ from ._sanitizer_fake import _fake, _results, _setup
 FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"  # a fake nvidia-smi
 
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
+
+
+@pytest.fixture(autouse=True)
+def _overlap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")  # the behaviour these tests are about
 
 WAIT_FOR = '''
 import os
