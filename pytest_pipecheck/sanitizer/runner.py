@@ -583,6 +583,44 @@ def _analyze(run: ChildRun, tool: str, print_limit: int | None = None,
     return _ChildAnalysis(split, per, outside, whole.summary.seen, tool_errors, any_findings, rec, filtered)
 
 
+@dataclass(frozen=True)
+class ChildHealth:
+    """How one child ended, as a whole: what decides the tests its records leave undecided."""
+
+    interrupted: bool  # killed by the watchdog, or died inside a test with a non-zero status
+    stopped: bool  # stopped by itself after a test left its CUDA context dead
+    sound: bool  # the exit status and the tool's summary agree with each other
+    consistent: bool  # sound, and a pass can be trusted (an exit 86 has its findings)
+    why_not: str  # what is wrong where it is not consistent
+    tail: str  # the end of the child's output
+
+
+def child_health(run: ChildRun, an: _ChildAnalysis) -> ChildHealth:
+    """:class:`ChildHealth` of ``run`` from its exit status, the tool's summary and its tool errors."""
+    interrupted = run.killed_in is not None or (an.split.open is not None and run.returncode != 0)
+    rc = run.returncode
+    tail = run.output[-_OUTPUT_KEEP:]
+    counted = an.rec.counted or 0
+    # A child whose CUDA context died stops after that test (ChildPlugin prints POISONED and pytest
+    # ends as interrupted, exit 2): the tests it finished keep their verdicts, the tests it never
+    # began run in a fresh child.
+    stopped = run.poisoned_by is not None and run.poisoned_by in an.split.segments
+    ok_rc = _CONSISTENT_RC + ((_INTERRUPTED_RC,) if stopped else ())
+    # the exit status and the summary agree with each other (whether the records add up is an.rec)
+    sound = an.summary_seen and rc in ok_rc and not an.tool_errors and not (rc == 0 and counted > 0)
+    if rc == 1 and not any(s.outcome == "failed" for s in an.split.segments.values()):
+        sound = False
+    # exit 86 and no finding: unexplained unless the records do not add up, which a re-run settles
+    consistent = sound and not (rc == ERROR_EXITCODE and not an.any_findings and an.rec.ok)
+    why_not = ("no compute-sanitizer summary line" if not an.summary_seen else
+               f"tool error: {an.tool_errors[0].message}" if an.tool_errors else
+               f"exit status {rc} without any finding" if rc == ERROR_EXITCODE else
+               f"exit status 0 although the tool counted {counted} errors (--error-exitcode "
+               f"{ERROR_EXITCODE} was asked for)" if rc == 0 and counted > 0 else
+               f"unexpected exit status {rc}")
+    return ChildHealth(interrupted, stopped, sound, consistent, why_not, tail)
+
+
 class SanitizerRunner:
     """Runs batches for one pytest session; remembers per tool whether the canary was caught."""
 
@@ -778,29 +816,21 @@ class SanitizerRunner:
 
     def _decide_child(self, spec: BatchSpec, nodeids: list[str], run: ChildRun, an: _ChildAnalysis,
                       depth: int) -> tuple[dict[str, TestOutcome], list[str]]:
+        """Every test of one child: decided here, run again (``rerun``: in a fresh child with the rest), or,
+        when nothing in its own record decides it, settled by how the child as a whole ended."""
+        health = child_health(run, an)
+        decided, rerun, provisional = self._decide_each(spec, nodeids, run, an, health)
+        if not provisional:
+            return decided, rerun
+        return self._settle(spec, nodeids, provisional, decided, rerun, run, an, health, depth)
+
+    def _decide_each(self, spec: BatchSpec, nodeids: list[str], run: ChildRun, an: _ChildAnalysis,
+                     health: ChildHealth) -> tuple[dict[str, TestOutcome], list[str], list[str]]:
+        """What each test's own record decides: a hang, a finding, a test that did not run, died or failed on
+        its own; the tests to run again; and the tests nothing in their record decides (``provisional``)."""
         decided: dict[str, TestOutcome] = {}
         rerun: list[str] = []
-        interrupted = run.killed_in is not None or (an.split.open is not None and run.returncode != 0)
-        rc = run.returncode
-        tail = run.output[-_OUTPUT_KEEP:]
-        counted = an.rec.counted or 0
-        # A child whose CUDA context died stops after that test (ChildPlugin prints POISONED and pytest
-        # ends as interrupted, exit 2): the tests it finished keep their verdicts, the tests it never
-        # began run in a fresh child.
-        stopped = run.poisoned_by is not None and run.poisoned_by in an.split.segments
-        ok_rc = _CONSISTENT_RC + ((_INTERRUPTED_RC,) if stopped else ())
-        # the exit status and the summary agree with each other (whether the records add up is an.rec)
-        sound = an.summary_seen and rc in ok_rc and not an.tool_errors and not (rc == 0 and counted > 0)
-        if rc == 1 and not any(s.outcome == "failed" for s in an.split.segments.values()):
-            sound = False
-        # exit 86 and no finding: unexplained unless the records do not add up, which a re-run settles
-        consistent = sound and not (rc == ERROR_EXITCODE and not an.any_findings and an.rec.ok)
-        why_not = ("no compute-sanitizer summary line" if not an.summary_seen else
-                   f"tool error: {an.tool_errors[0].message}" if an.tool_errors else
-                   f"exit status {rc} without any finding" if rc == ERROR_EXITCODE else
-                   f"exit status 0 although the tool counted {counted} errors (--error-exitcode "
-                   f"{ERROR_EXITCODE} was asked for)" if rc == 0 and counted > 0 else
-                   f"unexpected exit status {rc}")
+        tail, rc = health.tail, run.returncode
         provisional: list[str] = []
         # memcheck and synccheck errors abort the kernel and leave the CUDA context dead:
         # tests that fail after such a finding in the same child are run again in a fresh child.
@@ -823,7 +853,7 @@ class SanitizerRunner:
                                            child_outcome=seg.outcome if seg else None,
                                            output=seg.text if seg else "")
             elif seg is None:
-                if interrupted or stopped:
+                if health.interrupted or health.stopped:
                     rerun.append(n)
                 else:
                     decided[n] = self._outcome(
@@ -843,13 +873,21 @@ class SanitizerRunner:
                 decided[n] = self._outcome(
                     spec, n, Verdict.ERROR, "the test failed on its own in the child (not a sanitizer finding)",
                     child_outcome="failed", reason=(seg.failure or "")[-2000:], output=seg.text)
-            elif interrupted:
+            elif health.interrupted:
                 # the child was killed or died later: its summary line is missing, so run again
                 rerun.append(n)
             else:
                 provisional.append(n)
-        if not provisional:
-            return decided, rerun
+        return decided, rerun, provisional
+
+    def _settle(self, spec: BatchSpec, nodeids: list[str], provisional: list[str], decided: dict[str, TestOutcome],
+                rerun: list[str], run: ChildRun, an: _ChildAnalysis, health: ChildHealth,
+                depth: int) -> tuple[dict[str, TestOutcome], list[str]]:
+        """The tests nothing in their own record decided: a finding outside every test split among them, a
+        count that does not reconcile run down to one test alone, a child that ended badly run once more; else
+        each passes (or skips) where the child as a whole is consistent, and is inconclusive where it is not."""
+        tail = health.tail
+        sound, consistent, why_not = health.sound, health.consistent, health.why_not
         if an.outside and run.killed_in is None:
             if len(provisional) == 1 and len(nodeids) == 1:
                 n = provisional[0]

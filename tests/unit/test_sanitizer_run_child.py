@@ -158,3 +158,26 @@ def test_a_tests_end_closes_a_compile_its_child_never_closed() -> None:
                     on_line=_advance(clock, {COMPILE_BEGIN: 5.0, BEGIN + "t::next": 2.5}))
     assert run.killed_in == "t::next" and run.kill_kind == "hang"
     assert run.compile_seconds == {"t::raised": pytest.approx(5.0)}
+
+
+def test_how_a_child_ended_as_a_whole() -> None:
+    """child_health, the first step of deciding a child's tests: a clean end is consistent; exit 86 with
+    no finding, a missing summary line or a child killed inside a test is not, and says why."""
+    from pytest_pipecheck.sanitizer.parse import BEGIN, END
+    from pytest_pipecheck.sanitizer.runner import ChildRun, _analyze, child_health
+
+    def run(rc: int | None, summary: str | None, *, killed_in: str | None = None, finish: bool = True) -> ChildRun:
+        lines = [f"{BEGIN}t.py::a"] + ([f"{END}t.py::a passed"] if finish else [])
+        if summary is not None:
+            lines.append(summary)
+        return ChildRun(["x"], "\n".join(lines) + "\n", rc, killed_in=killed_in)
+
+    clean = child_health(r := run(0, "========= ERROR SUMMARY: 0 errors"), _analyze(r, "synccheck"))
+    assert clean.sound and clean.consistent and not clean.interrupted
+    unexplained = child_health(r := run(86, "========= ERROR SUMMARY: 0 errors"), _analyze(r, "synccheck"))
+    assert unexplained.sound and not unexplained.consistent
+    assert unexplained.why_not == "exit status 86 without any finding"
+    no_summary = child_health(r := run(0, None), _analyze(r, "synccheck"))
+    assert not no_summary.consistent and no_summary.why_not == "no compute-sanitizer summary line"
+    killed = child_health(r := run(-9, None, killed_in="t.py::a", finish=False), _analyze(r, "synccheck"))
+    assert killed.interrupted and not killed.consistent
