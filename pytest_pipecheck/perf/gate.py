@@ -66,6 +66,7 @@ an error. Compare mode and ``--pipecheck-baseline-save`` exclude each other.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -149,6 +150,78 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
                 kernel: str | None, benchmark: Any, env: EnvKey | Mapping[str, Any] | None,
                 anchor: str | None, timing_kw: dict[str, Any]) -> CheckResult:
     __tracebackhide__ = True
+    flops_f, bytes_f, case_id = _checked_args(ctx, fn, flops, nbytes, case, samples, anchor, timing_kw)
+    session = _compare_session(ctx)
+    if ctx.role.compare:
+        from .compare import rev_check
+
+        reason = rev_check(ctx, fn, case_id, samples=samples, timing_kw=timing_kw, hot_cache=hot_cache,
+                           graph=graph)
+        return _skip(ctx, reason, benchmark, kernel, case_id)
+    new_at_rev: NewAtRev | None = None
+    if session is not None and samples is None:
+        from . import compare as compare_mode
+
+        got = compare_mode.check(ctx, session, fn, flops_f=flops_f, bytes_f=bytes_f, case_id=case_id,
+                                 hot_cache=hot_cache, graph=graph, dtype=dtype, kernel=kernel, benchmark=benchmark,
+                                 env=env, anchor=anchor, timing_kw=timing_kw)
+        if isinstance(got, CheckResult):
+            return got
+        new_at_rev = got  # nothing to pair at REV: the stored baseline decides, if there is one
+    compare_info = _compare_note(session, new_at_rev)
+    given: Samples | None = None
+    if samples is not None:
+        try:
+            given = samples if isinstance(samples, Samples) else Samples.of(samples, "samples=")
+        except StatsError as exc:
+            raise PipecheckError(f"check_perf({exc}) in {ctx.nodeid}") from None
+    elif not ctx.tier.has_gpu:
+        return _skip(ctx, _noted(new_at_rev, f"perf needs a CUDA GPU: {ctx.tier.reason}"), benchmark, kernel, case_id,
+                     details=compare_info)
+    elif ctx.tier.timing_blocked:
+        return _skip(ctx, _noted(new_at_rev, f"perf not timed: {ctx.tier.timing_blocked}"), benchmark, kernel,
+                     case_id, details=compare_info)
+    key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(ctx)
+    store, found = _lookup(ctx, key, case_id, kernel, compare_mode_on=session is not None)
+    timed = _measured(ctx, fn, given, found, flops_f, bytes_f, anchor=anchor, dtype=dtype, hot_cache=hot_cache,
+                      graph=graph, timing_kw=timing_kw, case_id=case_id)
+    measured = timed.measured
+    details, roof = _details(ctx, timed, key, case_id, flops_f, bytes_f, dtype, compare_info)
+    to_save = timed.to_save or measured
+    entry = to_save.to_json()
+    entry.update({k: v for k, v in (("flops", flops_f), ("bytes", bytes_f)) if v is not None})
+    if benchmark is not None:
+        _feed_benchmark(benchmark, measured, {"pipecheck_case": case_id, "pipecheck_unit": "device time (events)",
+                                              **{k: v for k, v in details.items() if k in ("tflops", "gbps")}})
+    if store is None or found is None:
+        off = _noted(new_at_rev, "baselines are off (baseline_dir is none)")
+        return _skip(ctx, off, benchmark, kernel, case_id, summary=f"{measured.median:.1f} us{roof}; {off}",
+                     details=details)
+    saved = ""
+    if ctx.config.baseline_save:
+        path = store.save(key, ctx.nodeid, case_id, entry)
+        details["saved_to"] = path
+        pooled = f" pooled from {to_save.runs} runs" if to_save.runs > 1 else ""
+        saved = f"; saved as the new baseline{pooled} ({os.path.basename(path)})"
+    if found.samples is None:
+        details["reason"] = found.reason
+        anchored = ""
+        if measured.anchored:
+            anchored = f" (anchor {anchor_label(measured.anchor)}: {measured.anchor_median:.1f} us)"
+        if ctx.config.baseline_save:
+            return ctx.record(CheckResult("perf", Verdict.PASS, f"{measured.median:.1f} us{anchored}{roof}{saved}",
+                                          kernel=kernel, details=details))
+        missing = _noted(new_at_rev, found.reason)
+        return _skip(ctx, missing, benchmark, kernel, case_id,
+                     summary=f"{measured.median:.1f} us{anchored}{roof}; {missing}", details=details)
+    return _gate(ctx, found, measured, details, kernel=kernel, case_id=case_id, roof=roof, saved=saved,
+                 new_at_rev=new_at_rev)
+
+
+def _checked_args(ctx: CheckContext, fn: Any, flops: Any, nbytes: Any, case: Any, samples: Any, anchor: Any,
+                  timing_kw: dict[str, Any]) -> tuple[float | None, float | None, str]:
+    """The check's arguments checked: FLOPs and bytes as positive numbers (or None) and the case id.
+    PipecheckError naming the argument and the test for a bad one."""
     nodeid = ctx.nodeid
     flops_f = _positive("flops", flops, nodeid)
     bytes_f = _positive("bytes", nbytes, nodeid)
@@ -174,68 +247,62 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
         raise PipecheckError(f"check_perf in {nodeid}: pass the callable to time (or samples=)")
     if fn is not None and not callable(fn):
         raise PipecheckError(f"check_perf in {nodeid}: {fn!r} is not callable")
+    return flops_f, bytes_f, case_id
 
-    session = _compare_session(ctx)
-    if ctx.role.compare:
-        from .compare import rev_check
 
-        reason = rev_check(ctx, fn, case_id, samples=samples, timing_kw=timing_kw, hot_cache=hot_cache,
-                                        graph=graph)
-        return _skip(ctx, reason, benchmark, kernel, case_id)
-    new_at_rev: NewAtRev | None = None
-    if session is not None and samples is None:
-        from . import compare as compare_mode
-
-        got = compare_mode.check(ctx, session, fn, flops_f=flops_f, bytes_f=bytes_f, case_id=case_id,
-                                 hot_cache=hot_cache, graph=graph, dtype=dtype, kernel=kernel, benchmark=benchmark,
-                                 env=env, anchor=anchor, timing_kw=timing_kw)
-        if isinstance(got, CheckResult):
-            return got
-        new_at_rev = got  # nothing to pair at REV: the stored baseline decides, if there is one
-    compare_info = _compare_note(session, new_at_rev)
-
-    measured: Samples | None = None
-    to_save: Samples | None = None  # what --pipecheck-baseline-save stores: the measured run, or several pooled
-    if samples is not None:
-        try:
-            measured = samples if isinstance(samples, Samples) else Samples.of(samples, "samples=")
-        except StatsError as exc:
-            raise PipecheckError(f"check_perf({exc}) in {nodeid}") from None
-    elif not ctx.tier.has_gpu:
-        return _skip(ctx, _noted(new_at_rev, f"perf needs a CUDA GPU: {ctx.tier.reason}"), benchmark, kernel, case_id,
-                     details=compare_info)
-    elif ctx.tier.timing_blocked:
-        return _skip(ctx, _noted(new_at_rev, f"perf not timed: {ctx.tier.timing_blocked}"), benchmark, kernel,
-                     case_id, details=compare_info)
-
-    key = env if isinstance(env, EnvKey) else EnvKey(dict(env)) if env is not None else environment_key(ctx)
+def _lookup(ctx: CheckContext, key: EnvKey, case_id: str, kernel: str | None, *,
+            compare_mode_on: bool) -> tuple[BaselineStore | None, Lookup | None]:
+    """The baseline store and this case's baseline in it for ``key`` (None, None where baselines are off).
+    A missing baseline directory on the GPU tier is an error, not a skip (recorded), unless saving creates
+    it or compare mode decides."""
+    __tracebackhide__ = True
     directory, where = _baseline_dir(ctx)
+    if directory is None:
+        return None, None
+    store = BaselineStore(directory, where)
+    try:
+        found = store.lookup(key, ctx.nodeid, case_id)
+    except BaselineError as exc:
+        ctx.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel,
+                               details={"case": case_id, "env": dict(key.values)}))
+        raise
     save = ctx.config.baseline_save
-    store = BaselineStore(directory, where) if directory is not None else None
-    found: Lookup | None = None
-    if store is not None:
-        try:
-            found = store.lookup(key, nodeid, case_id)
-        except BaselineError as exc:
-            ctx.record(CheckResult("perf", Verdict.ERROR, str(exc), kernel=kernel,
-                                  details={"case": case_id, "env": dict(key.values)}))
-            raise
-        if (found.missing_dir and ctx.tier.has_gpu and session is None
-                and not (save and not os.path.exists(directory or ""))):
-            # On the GPU tier the gate is meant to run: a directory that is not there (a typo, a
-            # checkout without it, CI in another working directory) must not turn every perf check
-            # into a skip and the run green. Saving creates a missing directory, so that is allowed.
-            message = (f"perf gate cannot run: {found.reason.removeprefix('no baseline: ')}. On the GPU tier a "
-                       "missing baseline directory is an error, not a skip: fix the path, record baselines "
-                       "with --pipecheck-baseline-save, or turn the gate off with baseline_dir = none")
-            ctx.record(CheckResult("perf", Verdict.ERROR, message, kernel=kernel,
-                                  details={"case": case_id, "baseline_dir": directory, "source": where}))
-            raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {message}")
-    base_samples = found.samples if found is not None else None
+    if (found.missing_dir and ctx.tier.has_gpu and not compare_mode_on
+            and not (save and not os.path.exists(directory))):
+        # On the GPU tier the gate is meant to run: a directory that is not there (a typo, a
+        # checkout without it, CI in another working directory) must not turn every perf check
+        # into a skip and the run green. Saving creates a missing directory, so that is allowed.
+        message = (f"perf gate cannot run: {found.reason.removeprefix('no baseline: ')}. On the GPU tier a "
+                   "missing baseline directory is an error, not a skip: fix the path, record baselines "
+                   "with --pipecheck-baseline-save, or turn the gate off with baseline_dir = none")
+        ctx.record(CheckResult("perf", Verdict.ERROR, message, kernel=kernel,
+                               details={"case": case_id, "baseline_dir": directory, "source": where}))
+        raise PipecheckError(f"check_perf in {ctx.nodeid} [case {case_id}]: {message}")
+    return store, found
 
+
+@dataclasses.dataclass
+class _Timed:
+    """What the check measured (or was given), what a save stores, the ceilings and the anchor chosen."""
+
+    measured: Samples
+    to_save: Samples | None
+    ceilings: Any
+    anchor_info: dict[str, Any]
+
+
+def _measured(ctx: CheckContext, fn: Callable[..., Any] | None, given: Samples | None, found: Lookup | None,
+              flops_f: float | None, bytes_f: float | None, *, anchor: str | None, dtype: str, hot_cache: bool,
+              graph: bool, timing_kw: dict[str, Any], case_id: str) -> _Timed:
+    """The kernel timed on the device with the anchor chosen for it (the baseline's where it has one of the
+    same kind; none where the baseline has none, so raw times compare like for like), pooled over
+    ``perf_baseline_runs`` runs when saving; or the samples given."""
     ceilings = None
     anchor_info: dict[str, Any] = {"requested": anchor}
-    if measured is None:
+    to_save: Samples | None = None
+    save = ctx.config.baseline_save
+    base_samples = found.samples if found is not None else None
+    if given is None:
         from . import timing
 
         assert fn is not None
@@ -271,13 +338,21 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
             try:
                 to_save = Samples.pooled(runs)
             except StatsError as exc:  # pragma: no cover - every run was timed with the same anchor
-                raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {exc}") from None
+                raise PipecheckError(f"check_perf in {ctx.nodeid} [case {case_id}]: {exc}") from None
     else:
+        measured = given
         anchor_info.update(kind=(measured.anchor or {}).get("kind"),
                            reason="anchor samples given" if measured.anchored else "samples given without anchor")
     if measured.anchored:
         anchor_info.update(definition=dict(measured.anchor or {}), median_us=measured.anchor_median)
+    return _Timed(measured, to_save, ceilings, anchor_info)
 
+
+def _details(ctx: CheckContext, timed: _Timed, key: EnvKey, case_id: str, flops_f: float | None,
+             bytes_f: float | None, dtype: str, compare_info: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The result's details (the measurement, the environment, the gate's settings, the anchor, throughput and
+    the roofline) and the summary's throughput part."""
+    measured = timed.measured
     details: dict[str, Any] = {
         "case": case_id,
         "median_us": measured.median,
@@ -288,13 +363,13 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
         "env": dict(key.values),
         "threshold": ctx.config.perf_threshold,
         "alpha": ctx.config.perf_alpha,
-        "anchor": anchor_info,
+        "anchor": timed.anchor_info,
         "decided_by": "baseline",
         **(compare_info or {}),
     }
-    if to_save is not None and to_save.runs > 1:
-        details["saved_runs"] = to_save.runs
-        details["saved_run_medians_us"] = list(to_save.meta.get("run_medians_us", []))
+    if timed.to_save is not None and timed.to_save.runs > 1:
+        details["saved_runs"] = timed.to_save.runs
+        details["saved_run_medians_us"] = list(timed.to_save.meta.get("run_medians_us", []))
     throughput = ""
     if flops_f is not None:
         details["tflops"] = flops_f / (measured.median * 1e-6) / 1e12
@@ -303,48 +378,27 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
         details["gbps"] = bytes_f / (measured.median * 1e-6) / 1e9
         throughput = (throughput + ", " if throughput else "") + f"{details['gbps']:.0f} GB/s"
     roof = ""
-    if ceilings is not None:
+    if timed.ceilings is not None:
         from .timing import roofline
 
-        fraction = roofline(ceilings, measured.median, flops=flops_f, nbytes=bytes_f, dtype=dtype)
-        details["ceilings"] = ceilings.to_json()
+        fraction = roofline(timed.ceilings, measured.median, flops=flops_f, nbytes=bytes_f, dtype=dtype)
+        details["ceilings"] = timed.ceilings.to_json()
         if fraction is not None:
             details["roofline_fraction"] = fraction[0]
             roof = f"; {fraction[0]:.2f} of {fraction[1]}"
     if throughput:
         roof = f"; {throughput}{roof}"
+    return details, roof
 
-    to_save = to_save or measured
-    entry = to_save.to_json()
-    entry.update({k: v for k, v in (("flops", flops_f), ("bytes", bytes_f)) if v is not None})
-    if benchmark is not None:
-        _feed_benchmark(benchmark, measured, {"pipecheck_case": case_id, "pipecheck_unit": "device time (events)",
-                                              **{k: v for k, v in details.items() if k in ("tflops", "gbps")}})
 
-    if store is None or found is None:
-        off = _noted(new_at_rev, "baselines are off (baseline_dir is none)")
-        return _skip(ctx, off, benchmark, kernel, case_id, summary=f"{measured.median:.1f} us{roof}; {off}",
-                     details=details)
-
-    saved = ""
-    if save:
-        path = store.save(key, nodeid, case_id, entry)
-        details["saved_to"] = path
-        pooled = f" pooled from {to_save.runs} runs" if to_save.runs > 1 else ""
-        saved = f"; saved as the new baseline{pooled} ({os.path.basename(path)})"
-
-    if found.samples is None:
-        details["reason"] = found.reason
-        anchored = ""
-        if measured.anchored:
-            anchored = f" (anchor {anchor_label(measured.anchor)}: {measured.anchor_median:.1f} us)"
-        if save:
-            return ctx.record(CheckResult("perf", Verdict.PASS, f"{measured.median:.1f} us{anchored}{roof}{saved}",
-                                         kernel=kernel, details=details))
-        missing = _noted(new_at_rev, found.reason)
-        return _skip(ctx, missing, benchmark, kernel, case_id,
-                     summary=f"{measured.median:.1f} us{anchored}{roof}; {missing}", details=details)
-
+def _gate(ctx: CheckContext, found: Lookup, measured: Samples, details: dict[str, Any], *, kernel: str | None,
+          case_id: str, roof: str, saved: str, new_at_rev: NewAtRev | None) -> CheckResult:
+    """The stored-baseline gate: the measurement against the baseline (:func:`.stats.compare`); a regression
+    fails (unless this run saves: saving is accepting), anything else passes with the numbers."""
+    __tracebackhide__ = True
+    assert found.samples is not None
+    nodeid = ctx.nodeid
+    save = ctx.config.baseline_save
     try:
         result = compare(found.samples, measured, threshold=ctx.config.perf_threshold, alpha=ctx.config.perf_alpha,
                          ci=True, seed=ctx.seed, anchor_mode=ctx.config.perf_anchor_mode,
@@ -360,7 +414,7 @@ def _check_perf(ctx: CheckContext, fn: Callable[..., Any] | None, *, flops: Any,
     details["baseline_schema_version"] = found.version
     unanchored = ""
     if not result.anchor_compared and not result.note.startswith(("the baseline has no anchor", "the anchors differ")):
-        reason = anchor_info.get("reason") or ""
+        reason = details["anchor"].get("reason") or ""
         unanchored = f"; {reason}" if reason.startswith("not anchored") else "; not anchored"
     fewer = ""
     if found.samples.runs < ctx.config.perf_baseline_runs and not save:
