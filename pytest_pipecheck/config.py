@@ -392,9 +392,10 @@ SETTINGS: tuple[Setting, ...] = (
             "test (the whole test, as the normal run does); a test that fails on its own in a launch child is "
             "sanitized again with scope test", metavar="launch|test"),
     Setting("sanitizer_jobs", _int_parser(1, 64), 4,
-            "sanitizer children at once on one GPU: each tool's tests are cut into this many parts of about "
-            "equal cost (the last run's sanitizer seconds) and every tool's parts run side by side (under xdist the "
-            "default is shared among the workers)", metavar="N",
+            "sanitizer children at once on one GPU: the tools' tests are cut into this many parts in all (each "
+            "tool's into N / tools, at least one), of about equal cost (the last run's sanitizer seconds, else "
+            "pytest-split's durations), which run side by side (under xdist the default is shared among the "
+            "workers)", metavar="N",
             marker=False),
     Setting("xdist_shares", _int_parser(1, 16), 1,
             "sanitizer shares per pytest-xdist worker: the collection is cut into workers x N contiguous shares of "

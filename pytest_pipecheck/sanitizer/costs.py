@@ -93,8 +93,8 @@ def load_durations(config: Any) -> dict[str, float]:
 
 def costs_for_balance(config: Any) -> dict[str, float]:
     """What each test costs a sanitizer child, by which a tool's batch is cut into parts run side by side:
-    the cache's sanitizer seconds, else pytest-split's durations."""
-    return load_costs(config) or load_durations(config)
+    the cache's sanitizer seconds, else (a test the cache does not know) pytest-split's durations."""
+    return {**load_durations(config), **load_costs(config)}
 
 
 def share_costs(config: Any) -> dict[str, float]:

@@ -481,13 +481,16 @@ class SanitizerPlugin:
 
             for line in limitations(found.version, found.version_tuple, tools):
                 self._write(line)
-        # Each batch (one tool and its options) is cut into up to `jobs` contiguous parts of about equal
-        # cost (the last run's sanitizer seconds); the parts of every batch then run at once, `jobs` at a
-        # time. To its end before the tests: longest first. Beside the tests, which wait for their own
+        # Each batch (one tool and its options) is cut into contiguous parts of about equal cost (the last
+        # run's sanitizer seconds), so many that every batch's parts together make `jobs` children (each
+        # batch at least one part): they run at once, `jobs` at a time. More parts than that would only add
+        # children, each starting Python, CUDA and the test modules and compiling its kernels again, in a
+        # second wave. To its end before the tests: longest first. Beside the tests, which wait for their own
         # verdicts in collection order: the part holding the earliest test first (longest first among parts
         # that start at the same test), so that the first tests' verdicts come first.
         costs = costs_for_balance(self.config) if jobs > 1 else {}
         units: list[_Unit] = []
+        per_batch = max(1, -(-jobs // len(batches)))
         position = {id(item): n for n, item in enumerate(items)}
         for key, group in batches.items():
             tool, report, supp, kfilter, kexclude, scope = key
@@ -497,7 +500,7 @@ class SanitizerPlugin:
                 notes.append(f"suppressions {supp}: " + "; ".join(f"{s.kind} {s.what}: {s.reason}" for s in reasons))
                 self._write(notes[-1])
             ids = [state.item_nodeid(i) for i in group]
-            parts = min(jobs, len(group))
+            parts = min(per_batch, len(group))
             share_of = assign_shares(ids, parts, costs) if parts > 1 else [0] * len(group)
             for part in range(parts):
                 members = [item for item, sh in zip(group, share_of) if sh == part]

@@ -117,10 +117,13 @@ def test_scope_test_runs_the_whole_test_in_the_child(
     assert counts.get("racecheck test") == counts.get("parent -") > 4, counts
 
 
+@pytest.mark.parametrize("jobs, per_tool", [(4, 2), (3, 2), (1, 1)])
 def test_parallel_children_cover_every_test_once_and_keep_their_verdicts(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--pipecheck-sanitizer-jobs=3: each tool's tests are cut into parts run side by side; every test
-    still gets exactly one verdict per tool, a finding in one part fails only its test."""
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, per_tool: int) -> None:
+    """--pipecheck-sanitizer-jobs=N: N children in all, so each of the two tools' tests are cut into N / 2
+    parts (rounded up) run side by side, never N parts a tool (a second wave of children, each starting
+    and compiling again); every test still gets exactly one verdict per tool, a finding in one part fails
+    only its test."""
     import json
 
     log = _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_k[3]": "racecheck_race_analysis.txt"}}})
@@ -133,7 +136,7 @@ def test_parallel_children_cover_every_test_once_and_keep_their_verdicts(
             pass
     ''')
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck,synccheck",
-                                           "--pipecheck-sanitizer-jobs=3", "-p", "no:cacheprovider")
+                                           f"--pipecheck-sanitizer-jobs={jobs}", "-p", "no:cacheprovider")
     out = result.stdout.str()
     res = _results(out)
     for i in range(6):
@@ -145,8 +148,10 @@ def test_parallel_children_cover_every_test_once_and_keep_their_verdicts(
     for tool in ("racecheck", "synccheck"):
         tool_parts = [p for argv, p in zip(calls, parts) if argv[argv.index("--tool") + 1] == tool and p]
         covered = [n for p in tool_parts for n in p]
-        assert len(tool_parts) == 3 and sorted(covered) == sorted(set(covered)) and len(covered) == 6, tool_parts
-    assert "up to 3 children at once" in out and "racecheck [2/3]" in out
+        assert len(tool_parts) == per_tool and sorted(covered) == sorted(set(covered)) and len(covered) == 6, tool_parts
+    if jobs > 1:
+        assert f"up to {jobs} children at once" in out and f"racecheck [{per_tool}/{per_tool}]" in out, out
+        assert f"racecheck [{per_tool + 1}/" not in out, out
     result.assert_outcomes(passed=5, failed=1)
 
 

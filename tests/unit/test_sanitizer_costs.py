@@ -149,9 +149,11 @@ def test_without_cached_costs_the_shares_follow_pytest_splits_durations_file(tmp
     assert costs["t9"] == 50.0 and "bad" not in costs
     # the two slow tests at the end get a share of their own instead of a quarter of the collection each
     assert assign_shares(ids, 2, costs) == [0] * 9 + [1]
-    # the cache's own sanitizer seconds win over the file
-    cached = SplitConfig(str(path), FakeCache({CACHE_KEY: {"t0": 3.0}}))
-    assert costs_for_balance(cached) == {"t0": 3.0}
+    # the cache's own sanitizer seconds win over the file, test by test: a test the cache does not know (a
+    # suite added since its last run, or one whose earlier runs left no cache) keeps the file's seconds
+    cached = SplitConfig(str(path), FakeCache({CACHE_KEY: {"t0": 3.0, "t8": 0.5}}))
+    mixed = costs_for_balance(cached)
+    assert mixed["t0"] == 3.0 and mixed["t8"] == 0.5 and mixed["t9"] == 50.0 and mixed["t1"] == 1.0
     # no option (pytest-split absent): .test_durations in the working directory, else the rootdir
     (tmp_path / ".test_durations").write_text(json.dumps({"t1": 2.0}))
     assert load_durations(SplitConfig(None)) == {"t1": 2.0}
