@@ -38,6 +38,9 @@ from .state import (
 )
 from .xdist_hooks import pytest_configure_node, pytest_xdist_auto_num_workers  # re-exported: xdist asks early
 
+#: this session made autotuned kernels compile their configs side by side (and takes that back at its end)
+COMPILES_AT_ONCE = pytest.StashKey[bool]()
+
 MARKER_DOC = (
     "{sig}: configure pipecheck for this test; every keyword overrides the --pipecheck-* option / "
     "pipecheck_* ini key of the same name. Unknown keywords are errors."
@@ -83,6 +86,11 @@ def pytest_configure(config: pytest.Config) -> None:
         # when a kernel is decorated, so it must be set before test modules are imported.
         set_session_env(config, "TRITON_INTERPRET", "1")
     sanitizer_on = run_config.enabled and run_config.wants("sanitizer") and bool(run_config.sanitizer)
+    if tier.has_gpu and (run_config.enabled or role.child):
+        from .model import autotune
+
+        # an autotuned kernel's configs compile at once, not in turn
+        config.stash[COMPILES_AT_ONCE] = autotune.compile_configs_side_by_side()
     if role.sanitizer:
         from .sanitizer.pytest_hooks import ChildPlugin
 
@@ -116,10 +124,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     restore_session_env(config)  # what this session put into the environment goes back
-    if config.stash.get(ROLE, None) is not None and config.stash[ROLE].sanitizer:
-        from .model import autotune
+    from .model import autotune
 
-        autotune.restore_benchmark()  # and so does the sanitizer child's benchmark policy
+    if config.stash.get(COMPILES_AT_ONCE, False):
+        autotune.restore_compile()  # and so do the Autotuner's compiles side by side
+    if config.stash.get(ROLE, None) is not None and config.stash[ROLE].sanitizer:
+        autotune.restore_benchmark()  # and the sanitizer child's benchmark policy
 
 
 def pytest_report_header(config: pytest.Config) -> str:

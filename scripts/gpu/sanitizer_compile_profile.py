@@ -1,6 +1,6 @@
 """Where a sanitizer child's Triton compile time goes: the tool, the compiler, or the instrumentation of loads.
 
-Usage: python3 scripts/gpu/sanitizer_compile_profile.py OUTDIR [--sets fla,gemm]
+Usage: python3 scripts/gpu/sanitizer_compile_profile.py OUTDIR [--sets fla,gemm] [--variants plain,cold,warm,cold-app]
 
 For each test set, runs ``pytest --pipecheck --pipecheck-tier=gpu`` over it with one tool (racecheck) and one
 child, from caches of its own, four ways:
@@ -85,6 +85,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--sets", default="fla,gemm")
+    ap.add_argument("--variants", default="plain,cold,warm,cold-app")
+    ap.add_argument("--no-startup", action="store_true", help="leave out the start-up timings")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -95,8 +97,9 @@ def main() -> int:
                          capture_output=True, text=True, check=False).stdout.strip()
     runs: list[dict[str, Any]] = []
     startup = "import torch, triton; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
-    for variant, prefix in (("python", []), ("racecheck", [real, "--tool", "racecheck"]),
-                            ("racecheck-app", [wrapper, "--tool", "racecheck"])):
+    starts = [] if args.no_startup else [("python", []), ("racecheck", [real, "--tool", "racecheck"]),
+                                         ("racecheck-app", [wrapper, "--tool", "racecheck"])]
+    for variant, prefix in starts:
         start = time.monotonic()
         proc = subprocess.run([*prefix, sys.executable, "-c", startup], cwd=ROOT, capture_output=True, text=True,
                               check=False)
@@ -107,10 +110,10 @@ def main() -> int:
     for name in args.sets.split(","):
         selection = SETS[name]
         plain_cache = scratch / name / "plain" / "triton"
-        for variant in ("plain", "cold", "warm", "cold-app"):
+        for variant in args.variants.split(","):
             caches = scratch / name / variant
             env = dict(os.environ, CUPY_CACHE_DIR=str(caches / "cupy"), PIPECHECK_CACHE_DIR=str(caches / "pipecheck"))
-            if variant == "warm":
+            if variant == "warm" and plain_cache.is_dir():
                 shutil.copytree(plain_cache, caches / "triton")
             env["TRITON_CACHE_DIR"] = str(caches / "triton")
             env.pop("PIPECHECK_COMPUTE_SANITIZER", None)

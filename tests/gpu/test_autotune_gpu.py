@@ -102,3 +102,37 @@ def test_a_bug_in_the_split_configs_only_is_named_by_those_configs(pipecheck) ->
         return  # a launch-only sanitizer child judges nothing; the normal run asserts the verdicts
     assert verdicts == {"BLOCK_N32-SPLIT1-w4-s2": "pass", "BLOCK_N64-SPLIT4-w4-s3": "fail",
                         "BLOCK_N128-SPLIT2-w8-s3": "fail"}, verdicts
+
+
+def test_the_configs_of_a_new_tuning_key_compile_side_by_side(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """On the GPU tier an autotuned kernel compiles the configs it is about to benchmark on several threads
+    (``autotune.compile_configs_side_by_side``), then benchmarks them without compiling again, and its result
+    is the one the Autotuner computes without it."""
+    import threading
+
+    import triton.compiler as compiler
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # every config really compiles
+    threads: list[str] = []
+    original = compiler.compile
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile", recording)
+    put = autotune.compile_configs_side_by_side(threads=3)  # False: this session put it in place already
+    try:
+        # a JITFunction of its own, whose binder (made at its first launch) takes the recording compile
+        kernel = triton.autotune(configs=CONFIGS, key=["N"], reset_to_zero=["y_ptr"])(triton.jit(_row_sum_split.fn))
+        x = torch.randn((37, 1100), device="cuda", dtype=torch.float32)
+        y = _op(kernel, round_down=False)(x)
+        torch.cuda.synchronize()
+    finally:
+        if put:
+            autotune.restore_compile()
+    assert len(threads) == len(CONFIGS), threads  # each config compiled once: the benchmark compiled none again
+    assert all(name.startswith("pipecheck-compile") for name in threads), threads
+    torch.testing.assert_close(y, x.sum(dim=1), rtol=1e-4, atol=1e-3)
