@@ -89,6 +89,21 @@ def _int_parser(minimum: int | None = None, maximum: int | None = None) -> Calla
     return parse
 
 
+def _jobs_parser(maximum: int) -> Callable[[Any], int | str]:
+    """``auto`` or a whole number from 1 to ``maximum``."""
+    whole = _int_parser(1, maximum)
+
+    def parse(raw: Any) -> int | str:
+        if isinstance(raw, str) and raw.strip().lower() == "auto":
+            return "auto"
+        try:
+            return whole(raw)
+        except _Invalid as exc:
+            raise _Invalid(f"must be auto or a whole number ({exc})") from None
+
+    return parse
+
+
 def _float_parser(
     minimum: float | None = None, *, exclusive: bool = False, maximum: float | None = None
 ) -> Callable[[Any], float]:
@@ -391,11 +406,11 @@ SETTINGS: tuple[Setting, ...] = (
             "judges nothing; the reference, tile probe and determinism repeats run only in the normal run) or "
             "test (the whole test, as the normal run does); a test that fails on its own in a launch child is "
             "sanitized again with scope test", metavar="launch|test"),
-    Setting("sanitizer_jobs", _int_parser(1, 64), 4,
-            "sanitizer children at once on one GPU: the tools' tests are cut into this many parts in all (each "
-            "tool's into N / tools, at least one), of about equal cost (the last run's sanitizer seconds, else "
-            "pytest-split's durations), which run side by side (under xdist the default is shared among the "
-            "workers)", metavar="N",
+    Setting("sanitizer_jobs", _jobs_parser(64), "auto",
+            "sanitizer children at once on one GPU (auto: half the CPU cores this process may use, from 1 to 8): "
+            "the tools' tests are cut into this many parts in all (each tool's into N / tools, at least one), of "
+            "about equal cost (the last run's sanitizer seconds, else pytest-split's durations), which run side "
+            "by side (under xdist the default is shared among the workers)", metavar="N|auto",
             marker=False),
     Setting("xdist_shares", _int_parser(1, 16), 1,
             "sanitizer shares per pytest-xdist worker: the collection is cut into workers x N contiguous shares of "
@@ -509,7 +524,7 @@ class PipecheckConfig:
     sanitizer: tuple[str, ...] = ("racecheck", "synccheck")
     sanitizer_timeout: float = 120.0
     sanitizer_scope: str = "launch"
-    sanitizer_jobs: int = 4
+    sanitizer_jobs: int | str = "auto"
     xdist_shares: int = 1
     xdist_order: str = "collection"
     timeout: float = 300.0

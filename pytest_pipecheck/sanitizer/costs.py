@@ -35,7 +35,8 @@ from typing import Any, TypeGuard
 
 from ..xdist_hooks import base_nodeid
 
-__all__ = ["CACHE_KEY", "RUN_KEY", "SANITIZER_PROPERTY", "RunSeconds", "assign_shares", "cost_estimator", "costs_for_balance",
+__all__ = ["CACHE_KEY", "MAX_AUTO_CHILDREN", "RUN_KEY", "SANITIZER_PROPERTY", "RunSeconds", "assign_shares",
+           "children_at_once", "cost_estimator", "costs_for_balance",
            "load_costs", "load_durations", "load_run_seconds", "record_costs", "sanitizer_seconds", "share_costs",
            "unknown_cost"]
 
@@ -45,6 +46,25 @@ RUN_KEY = "pipecheck/run-seconds"
 #: duration under pytest-split's ``--store-durations`` (pytest_hooks.py)
 SANITIZER_PROPERTY = "pipecheck.sanitizer_seconds"
 _MAX_ENTRIES = 20000  # bound the cache entry: the newest tests win
+#: ``sanitizer_jobs = auto`` starts at most this many children at once
+MAX_AUTO_CHILDREN = 8
+
+
+def children_at_once(setting: int | str, cores: int | None = None) -> int:
+    """How many sanitizer children run at once for ``sanitizer_jobs``: the number given, or (``auto``) half the
+    CPU cores this process may use (its affinity, which a CI container narrows; ``cores`` stands in for it),
+    from 1 to :data:`MAX_AUTO_CHILDREN`. A child compiles its kernels and runs its tests under the tool on
+    the CPU, with the GPU mostly idle: the cores bound how many pay."""
+    if setting != "auto":
+        return max(1, int(setting))
+    if cores is None:
+        import os
+
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    return max(1, min(MAX_AUTO_CHILDREN, cores // 2))
 
 
 def _cached(config: Any, key: str) -> dict[str, float]:

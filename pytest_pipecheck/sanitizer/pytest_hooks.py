@@ -44,7 +44,7 @@ from .beside import Pending, beside_children
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
-from .costs import RunSeconds, assign_shares, costs_for_balance, record_costs, share_costs
+from .costs import RunSeconds, assign_shares, children_at_once, costs_for_balance, record_costs, share_costs
 from .locate import HOW_TO_GET, SanitizerInstall, find_compute_sanitizer, not_found
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
@@ -462,7 +462,7 @@ class SanitizerPlugin:
         env = default_child_env(device.uuid or str(device.index))
         use_xml = os.environ.get("PIPECHECK_SANITIZER_XML", "1") != "0"
         run_config = self.config.stash[state.RUN_CONFIG]
-        jobs = max(1, int(run_config.sanitizer_jobs))
+        jobs = children_at_once(run_config.sanitizer_jobs)
         if self.worker_count > 1 and "sanitizer_jobs" not in run_config.sources:
             # xdist workers sanitize their shares at the same time: the default is shared among them
             jobs = max(1, jobs // self.worker_count)

@@ -29,6 +29,9 @@ def test_help_shows_group_and_every_option(pytester: pytest.Pytester) -> None:
         (["--pipecheck-sanitizer=racechek"], "*names unknown 'racechek' (did you mean 'racecheck'?)*"),
         (["--pipecheck-sanitizer-timeout=0"], "`--pipecheck-sanitizer-timeout=0` from the command line must be > 0"),
         (["--pipecheck-tier=tpu"], "*must be one of auto, cpu, gpu"),
+        (["--pipecheck-sanitizer-jobs=0"],
+         "`--pipecheck-sanitizer-jobs=0` from the command line must be auto or a whole number (must be >= 1)"),
+        (["--pipecheck-sanitizer-jobs=many"], "*--pipecheck-sanitizer-jobs=many* must be auto or a whole number*"),
         (["--pipecheck-suppressions=nope.supp"], "*`--pipecheck-suppressions=nope.supp` from the command line names a file that does not exist"),
     ],
 )

@@ -256,3 +256,23 @@ def test_run_seconds_are_merged_into_the_cache_beside_the_sanitizer_seconds() ->
     assert load_run_seconds(config) == {"t1": 2.0, "t2": 0.5, "old": 4.0}
     assert load_costs(config) == {"t1": 1.5}
     assert record_costs(FakeConfig(FakeCache(fail_set=True)), results, {"t1": 1.0}) == 0
+
+
+@pytest.mark.parametrize(("setting", "cores", "children"),
+                         [("auto", 16, 8), ("auto", 64, 8), ("auto", 6, 3), ("auto", 2, 1), ("auto", 1, 1),
+                          (3, 64, 3), (12, 2, 12)])
+def test_children_at_once_auto_is_half_the_cores_from_one_to_eight_and_a_number_is_kept(
+        setting: int | str, cores: int, children: int) -> None:
+    from pytest_pipecheck.sanitizer.costs import children_at_once
+
+    assert children_at_once(setting, cores=cores) == children
+
+
+def test_children_at_once_auto_reads_this_process_affinity() -> None:
+    import os
+
+    from pytest_pipecheck.sanitizer.costs import children_at_once
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    assert children_at_once("auto") == max(1, min(8, len(os.sched_getaffinity(0)) // 2))
