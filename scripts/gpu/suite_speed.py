@@ -87,7 +87,7 @@ def main() -> int:
     for spec in [r for arg in args.runs for r in arg.split(",")]:
         suite, jobs, overlap = spec.split(":")
         if time.monotonic() - began > args.budget:
-            runs.append({"suite": suite, "jobs": int(jobs), "overlap": overlap, "left_out": "over the budget"})
+            runs.append({"suite": suite, "jobs": jobs, "overlap": overlap, "left_out": "over the budget"})
             _write(out, gpu, runs, logs)
             continue
         caches = Path(tempfile.mkdtemp(prefix="pipecheck-suite-speed-"))
@@ -105,7 +105,7 @@ def main() -> int:
         summary = [line.strip("= ") for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
         done = re.findall(r"all tools done in ([\d.]+) s", text)
         slow = text.split("slowest 15 durations", 1)[-1].splitlines()[1:16] if "slowest 15" in text else []
-        runs.append({"suite": suite, "jobs": int(jobs), "overlap": overlap, "command": " ".join(cmd[1:]),
+        runs.append({"suite": suite, "jobs": jobs, "overlap": overlap, "command": " ".join(cmd[1:]),
                      "env": f"PIPECHECK_SANITIZER_OVERLAP={overlap}, empty caches", "rc": proc.returncode,
                      "wall_s": round(wall, 2), "pytest": summary[-1] if summary else None, "ok": ok,
                      "children_done_s": [float(x) for x in done], "slowest": slow, "verdicts": verdicts})
