@@ -17,7 +17,7 @@ KERNELS = '''
 import torch
 import triton
 import triton.language as tl
-from pytest_pipecheck import KernelSpec, Tensor
+from pytest_pipecheck import KernelSpec, Range, Tensor
 
 
 # a row max whose masked load pads with 0: right for positive rows, wrong when a row is all negative
@@ -109,11 +109,65 @@ CENTER_DECLARED = KernelSpec("center_contiguous", _center, _center_ref,
                              [Tensor("x", ("M", "N"), "float32", layout="contiguous"),
                               Tensor("y", ("M", "N"), "float32", role="output", layout="contiguous")],
                              tiles={"M": 1, "N": 32}, loop_dim="N")
+
+
+# self-attention whose launcher offsets K, V and O by Q's batch, head and row strides (right only while all
+# four tensors share one layout, as they do when each is contiguous and of one shape)
+@triton.jit
+def attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, M, H, sqb, sqh, sqm, sqd, skb, skh, skm, skd, svb, svh, svm, svd,
+                sob, soh, som, sod, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    b = tl.program_id(1) // H
+    h = tl.program_id(1) % H
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, D)
+    q = tl.load(q_ptr + b * sqb + h * sqh + rm[:, None] * sqm + rd[None, :] * sqd, mask=rm[:, None] < M, other=0.0)
+    k = tl.load(k_ptr + b * skb + h * skh + rn[:, None] * skm + rd[None, :] * skd, mask=rn[:, None] < M, other=0.0)
+    v = tl.load(v_ptr + b * svb + h * svh + rn[:, None] * svm + rd[None, :] * svd, mask=rn[:, None] < M, other=0.0)
+    s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * 0.25
+    s = tl.where(rn[None, :] < M, s, float("-inf"))
+    p = tl.exp(s - tl.max(s, axis=1)[:, None])
+    p = p / tl.sum(p, axis=1)[:, None]
+    o = tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+    tl.store(o_ptr + b * sob + h * soh + rm[:, None] * som + rd[None, :] * sod, o, mask=rm[:, None] < M)
+
+
+def _attn(q_strides_for_all):
+    def launch(arrays, dims):
+        q, k, v, o = (arrays[n] for n in "qkvo")
+        strides = [q.stride()] * 4 if q_strides_for_all else [t.stride() for t in (q, k, v, o)]
+        grid = (triton.cdiv(dims["M"], 16), dims["B"] * dims["H"])
+        attn_kernel[grid](q, k, v, o, dims["M"], dims["H"], *[x for st in strides for x in st],
+                          BLOCK_M=16, BLOCK_N=triton.next_power_of_2(dims["M"]), D=16)
+    return launch
+
+
+def _attn_ref(arrays, dims):
+    q, k, v = (arrays[n].double() for n in "qkv")
+    return {"o": torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1) @ v}
+
+
+def _attn_spec(name, q_strides_for_all, layout=None):
+    dims = ("B", "H", "M", "D")
+    kw = {} if layout is None else {"layout": layout}
+    return KernelSpec(name, _attn(q_strides_for_all), _attn_ref,
+                      [Tensor("q", dims, "float32", **kw), Tensor("k", dims, "float32", **kw),
+                       Tensor("v", dims, "float32", **kw), Tensor("o", dims, "float32", role="output", **kw)],
+                      tiles={"M": 16}, loop_dim="M", preconditions=(Range("D", 16, 16), Range("B", 1, 2), Range("H", 1, 2),
+                                                      Range("M", 1, 128)),
+                      rtol=1e-4, atol=1e-4)
+
+
+ATTN_Q_STRIDES = _attn_spec("attention_q_strides", True)
+ATTN = _attn_spec("attention", False)
+# its contract: every tensor contiguous (then Q's strides are every tensor's)
+ATTN_DECLARED = _attn_spec("attention_q_strides_contiguous", True, layout="contiguous")
 '''
 
 SUITE = '''
 import pytest
-from kernels import CENTER, CENTER_DECLARED, ROWMAX, ROWMAX_ZERO, SCALE, SCALE_UNIT
+from kernels import (ATTN, ATTN_DECLARED, ATTN_Q_STRIDES, CENTER, CENTER_DECLARED, ROWMAX, ROWMAX_ZERO, SCALE,
+                     SCALE_UNIT)
 
 
 @pytest.mark.pipecheck(spec=ROWMAX_ZERO)
@@ -144,6 +198,21 @@ def test_center_one_stride(pipecheck, shape):
 @pytest.mark.pipecheck(spec=CENTER_DECLARED)
 def test_center_contiguous(pipecheck, shape):
     pipecheck.check_kernel(CENTER_DECLARED, shape)
+
+
+@pytest.mark.pipecheck(spec=ATTN_Q_STRIDES)
+def test_attention_q_strides(pipecheck, shape):
+    pipecheck.check_kernel(ATTN_Q_STRIDES, shape)
+
+
+@pytest.mark.pipecheck(spec=ATTN)
+def test_attention(pipecheck, shape):
+    pipecheck.check_kernel(ATTN, shape)
+
+
+@pytest.mark.pipecheck(spec=ATTN_DECLARED)
+def test_attention_q_strides_contiguous(pipecheck, shape):
+    pipecheck.check_kernel(ATTN_DECLARED, shape)
 '''
 
 
@@ -173,3 +242,11 @@ def test_the_simplest_test_catches_each_bug_and_says_why(pytester: pytest.Pytest
     assert failed["test_center_one_stride"], failed
     assert re.search(r"cause: a stride mix-up: it passes when every tensor is contiguous; it fails when any one of "
                      r"'x' \(padded\), 'y' \(padded\) alone", out), out
+    # attention whose launcher offsets K, V and O by Q's strides: every case in the default (padded) layout
+    # fails, and the cause names the tensors whose strides are mixed up; the twin that passes each tensor's own
+    # strides passes every case, and so does the buggy launcher once its contract (all contiguous) is declared
+    assert not {"test_attention", "test_attention_q_strides_contiguous"} & set(failed), failed
+    assert len(failed["test_attention_q_strides"]) >= 12, failed
+    assert re.search(r"attention_q_strides at \S+: coverage failed\n.*cause: a stride mix-up: it passes when every "
+                     r"tensor is contiguous; it fails when any one of 'q' \(padded\), 'k' \(padded\), 'v' "
+                     r"\(padded\), 'o' \(padded\) alone", out), out
