@@ -164,7 +164,7 @@ def _alloc_inputs(ctx: CheckContext, spec: KernelSpec, shape: Shape, values: Map
     return {t.name: _arr.alloc_guarded(t.name, spec.shape_of(t, shape), t.dtype, role="input",
                                        backend=spec.backend, device=_device(ctx, spec), values=values[t.name],
                                        tiles=_tiles_of(spec, t), layout=lay.of(t.name),
-                                       slot=_lay.slot(spec, t.name))
+                                       slot=lay.slot_of(spec, t.name))
             for t in spec.inputs}
 
 
@@ -175,7 +175,7 @@ def _alloc_outputs(ctx: CheckContext, spec: KernelSpec, shape: Shape, poison: in
     for t in spec.outputs:
         g = _arr.alloc_guarded(t.name, spec.shape_of(t, shape), t.dtype, role="output", backend=spec.backend,
                                device=_device(ctx, spec), tiles=_tiles_of(spec, t), poison_variant=poison,
-                               layout=lay.of(t.name), slot=_lay.slot(spec, t.name))
+                               layout=lay.of(t.name), slot=lay.slot_of(spec, t.name))
         if t.zeroed:
             # what the caller does before a kernel that accumulates into its output (split-K atomics)
             g.array[...] = 0
@@ -193,7 +193,7 @@ def _fresh_inouts(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Map
                                        backend=spec.backend, device=_device(ctx, spec),
                                        values=_arr.clone(inputs[t.name].array),
                                        tiles=_tiles_of(spec, t), layout=lay.of(t.name),
-                                       slot=_lay.slot(spec, t.name))
+                                       slot=lay.slot_of(spec, t.name))
             for t in spec.inputs if t.is_inout}
 
 

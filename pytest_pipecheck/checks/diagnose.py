@@ -6,7 +6,7 @@ pass, first in the failure's message as one ``cause:`` line:
 
 * **the layout**: every tensor contiguous; where that passes, each tensor alone in the failing layout with
   the others contiguous, which names the tensors whose strides the kernel ignores or takes from another
-  tensor (a stride mix-up);
+  tensor (a stride mix-up); where those are padded, every tensor padded alike tells which of the two it is;
 * **the values**: the ``normal`` pattern instead of the failing one (a masked load's ``other=`` that is not the
   reduction's identity, a sign or range assumption);
 * **the stages**: one stage instead of the declared count, where the launcher takes ``stages`` (a
@@ -78,8 +78,33 @@ def _layout_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, s
     else:
         where = "; no single tensor's layout makes it fail alone (the strides of several tensors are mixed up)"
     return (f"a stride mix-up: it passes when every tensor is contiguous{where}. The kernel (or its launcher) "
-            "ignores those tensors' strides or takes another tensor's; a kernel that needs a layout declares it "
-            "(Tensor(..., layout='contiguous'))")
+            f"{_whose_strides(ctx, fn, spec, shape, kwargs, failing, culprits)}; a kernel that needs a layout "
+            "declares it (Tensor(..., layout='contiguous'))")
+
+
+def _whose_strides(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape, kwargs: dict[str, Any],
+                   failing: _lay.Layout, culprits: list[str]) -> str:
+    """Whether the kernel ignores the culprits' strides or takes another tensor's. Where every culprit is
+    ``padded`` (a layout that differs between tensors only by its row padding), the culprits have one shape and
+    every tensor may be padded, one more run with every tensor padded alike (one padding for all, so equal
+    strides for equal shapes) tells them apart: a kernel that takes one tensor's strides for another's passes it; one that ignores the
+    strides fails it, as it fails any padding."""
+    unknown = "ignores those tensors' strides or takes another tensor's"
+    padded_alone = [name for name, kind in failing.kinds if kind == "padded" and f"{name!r} (padded)" in culprits]
+    if not culprits or len(padded_alone) != len(culprits):
+        return unknown
+    if not all("padded" in _lay.kinds_of(spec, spec.tensor(name)) for name, _ in failing.kinds):
+        return unknown  # a tensor the spec never pads: padding it would test outside the contract
+    if len({tuple(spec.shape_of(spec.tensor(name), shape)) for name in padded_alone}) != 1:
+        return unknown  # padded alike, tensors of different shapes still differ in their strides
+    alike = _lay.Layout(tuple((name, "padded") for name, _ in failing.kinds), "padded-alike", alike=True)
+    verdict = _verdict(ctx, fn, spec, shape, {**kwargs, "layout": alike})
+    if verdict is True:
+        return ("takes one tensor's strides for another's: it passes when every tensor is padded alike (the same "
+                "row padding for all, so equal strides where the shapes are equal)")
+    if verdict is False:
+        return "ignores those tensors' strides: it fails when every tensor is padded alike too"
+    return unknown
 
 
 def _values_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape,

@@ -114,16 +114,25 @@ def kinds_of(spec: KernelSpec, t: Tensor) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Layout:
-    """One layout per tensor of a spec; ``str()`` is the pytest id."""
+    """One layout per tensor of a spec; ``str()`` is the pytest id.
+
+    ``alike``: every tensor gets the same row padding (slot 0) instead of one of its own, so that tensors of
+    one shape in one layout have equal strides. Never generated: a diagnosis uses it to tell a kernel that
+    takes one tensor's strides for another's (it then passes) from one that ignores strides (it fails)."""
 
     kinds: tuple[tuple[str, str], ...]  # (tensor name, layout), in the spec's tensor order
     id: str
+    alike: bool = False
 
     def of(self, name: str) -> str:
         for n, k in self.kinds:
             if n == name:
                 return k
         return "padded"
+
+    def slot_of(self, spec: KernelSpec, name: str) -> int:
+        """The padding slot of tensor ``name``: its own (:func:`slot`), or 0 for every tensor when ``alike``."""
+        return 0 if self.alike else slot(spec, name)
 
     def __str__(self) -> str:
         return self.id

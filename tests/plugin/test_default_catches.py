@@ -241,7 +241,8 @@ def test_the_simplest_test_catches_each_bug_and_says_why(pytester: pytest.Pytest
     # one row stride for two tensors: fails in the base layout, and the cause names both tensors' layouts
     assert failed["test_center_one_stride"], failed
     assert re.search(r"cause: a stride mix-up: it passes when every tensor is contiguous; it fails when any one of "
-                     r"'x' \(padded\), 'y' \(padded\) alone", out), out
+                     r"'x' \(padded\), 'y' \(padded\) alone is laid out so, the others contiguous\. The kernel \(or "
+                     r"its launcher\) takes one tensor's strides for another's", out), out
     # attention whose launcher offsets K, V and O by Q's strides: every case in the default (padded) layout
     # fails, and the cause names the tensors whose strides are mixed up; the twin that passes each tensor's own
     # strides passes every case, and so does the buggy launcher once its contract (all contiguous) is declared
@@ -249,4 +250,6 @@ def test_the_simplest_test_catches_each_bug_and_says_why(pytester: pytest.Pytest
     assert len(failed["test_attention_q_strides"]) >= 12, failed
     assert re.search(r"attention_q_strides at \S+: coverage failed\n.*cause: a stride mix-up: it passes when every "
                      r"tensor is contiguous; it fails when any one of 'q' \(padded\), 'k' \(padded\), 'v' "
-                     r"\(padded\), 'o' \(padded\) alone", out), out
+                     r"\(padded\), 'o' \(padded\) alone is laid out so, the others contiguous\. The kernel \(or its "
+                     r"launcher\) takes one tensor's strides for another's: it passes when every tensor is padded "
+                     r"alike", out), out

@@ -44,7 +44,42 @@ def test_a_kernel_that_takes_one_tensors_strides_for_another_is_named() -> None:
     cause = text.splitlines()[1]
     assert cause.startswith("  cause: a stride mix-up: it passes when every tensor is contiguous"), text
     assert "'y' (padded)" in cause and "'x' (padded)" in cause, cause
+    # padded alike (equal strides for the equal shapes) it passes: it takes one tensor's strides for another's
+    assert "takes one tensor's strides for another's: it passes when every tensor is padded alike" in cause, cause
     assert _pc().results == []
+
+
+def test_a_kernel_that_ignores_a_tensors_strides_is_told_from_one_that_borrows_them() -> None:
+    def contiguous_x(arrays, dims):  # type: ignore[no-untyped-def]
+        x, y = arrays["x"], arrays["y"]
+        # reads x as if it were contiguous: wrong for any row padding, shared or not
+        flat = torch.as_strided(x, (x.numel(),), (1,), x.storage_offset())
+        y.copy_(flat.view(x.shape) * 2)
+
+    spec = KernelSpec("contiguous_x", contiguous_x, _double, [Tensor("x", ("M", "N"), "float32"),
+                                                              Tensor("y", ("M", "N"), "float32", role="output")],
+                      tiles={"M": 4, "N": 8}, loop_dim="N")
+    cause = _fails(_pc(), spec, "M5-N20").splitlines()[1]
+    assert "it fails when any one of 'x' (padded) alone" in cause, cause
+    assert "ignores those tensors' strides: it fails when every tensor is padded alike too" in cause, cause
+
+
+def test_tensors_of_different_shapes_are_not_told_apart_by_a_shared_padding() -> None:
+    """Padded alike, tensors of different shapes may still differ in some stride, so a kernel that takes one's
+    strides for the other's could fail that run too and be blamed for ignoring them: between tensors of
+    different shapes the cause makes neither claim."""
+    def borrowed_rows(arrays, dims):  # type: ignore[no-untyped-def]
+        x, y = arrays["x"], arrays["y"]
+        # y's rows through x's row stride: right where the two row strides are equal (both contiguous)
+        torch.as_strided(y, y.shape, (x.stride(0), y.stride(1)), y.storage_offset()).copy_(x[: dims["K"]] * 2)
+
+    spec = KernelSpec("borrowed_rows", borrowed_rows, lambda a, d: {"y": a["x"].double()[: d["K"]] * 2},
+                      [Tensor("x", ("M", "N"), "float32"), Tensor("y", ("K", "N"), "float32", role="output")],
+                      tiles={"M": 4, "K": 4, "N": 8}, loop_dim="N")
+    cause = _fails(_pc(), spec, "M5-K3-N20").splitlines()[1]
+    assert "a stride mix-up: it passes when every tensor is contiguous" in cause, cause
+    assert "ignores those tensors' strides or takes another tensor's" in cause, cause
+    assert "padded alike" not in cause, cause
 
 
 def test_a_reduction_with_the_wrong_identity_is_blamed_on_the_values() -> None:
