@@ -102,8 +102,10 @@ def _whose_strides(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, 
     if verdict is True:
         return ("takes one tensor's strides for another's: it passes when every tensor is padded alike (the same "
                 "row padding for all, so equal strides where the shapes are equal)")
-    if verdict is False:
-        return "ignores those tensors' strides: it fails when every tensor is padded alike too"
+    if verdict is False:  # one tensor's ignored strides fail it, whatever the others do
+        return ("ignores those tensors' strides" if len(culprits) == 1 else
+                "ignores the strides of one or more of those tensors (some may also take another's)") + \
+            ": it fails when every tensor is padded alike too"
     return unknown
 
 

@@ -64,6 +64,25 @@ def test_a_kernel_that_ignores_a_tensors_strides_is_told_from_one_that_borrows_t
     assert "ignores those tensors' strides: it fails when every tensor is padded alike too" in cause, cause
 
 
+def test_a_kernel_that_both_borrows_and_ignores_strides_is_not_said_to_only_ignore_them() -> None:
+    """y written through x's strides (a borrow) and z read as if contiguous (ignored): padded alike it still
+    fails, for z. The cause must not tell the user that x and y are ignored; it says one or more are."""
+    def both(arrays, dims):  # type: ignore[no-untyped-def]
+        x, y, z = arrays["x"], arrays["y"], arrays["z"]
+        torch.as_strided(y, y.shape, x.stride(), y.storage_offset()).copy_(x * 2)
+        flat = torch.as_strided(z, (z.numel(),), (1,), z.storage_offset()).view(z.shape)
+        arrays["w"].copy_(flat * 3)
+
+    spec = KernelSpec("both", both, lambda a, d: {"y": a["x"].double() * 2, "w": a["z"].double() * 3},
+                      [Tensor("x", ("M", "N"), "float32"), Tensor("z", ("M", "N"), "float32"),
+                       Tensor("y", ("M", "N"), "float32", role="output"),
+                       Tensor("w", ("M", "N"), "float32", role="output")],
+                      tiles={"M": 4, "N": 8}, loop_dim="N")
+    cause = _fails(_pc(), spec, "M5-N20").splitlines()[1]
+    assert "'x' (padded)" in cause and "'y' (padded)" in cause and "'z' (padded)" in cause, cause
+    assert "ignores the strides of one or more of those tensors (some may also take another's)" in cause, cause
+
+
 def test_tensors_of_different_shapes_are_not_told_apart_by_a_shared_padding() -> None:
     """Padded alike, tensors of different shapes may still differ in some stride, so a kernel that takes one's
     strides for the other's could fail that run too and be blamed for ignoring them: between tensors of
@@ -137,3 +156,20 @@ def test_a_correct_kernel_is_not_diagnosed_and_a_caught_mutant_is_not_either() -
     pc = _pc()
     assert pc.check_coverage(spec, "M5-N20").verdict is Verdict.PASS
     assert "cause" not in pc.results[-1].details
+
+
+def test_no_tensor_is_padded_against_its_declared_contract_to_tell_the_kinds_apart() -> None:
+    """A tensor the spec declares contiguous is never padded: the run that would tell a borrow from an ignored
+    stride is left out, and the cause makes neither claim."""
+    def mixed(arrays, dims):  # type: ignore[no-untyped-def]
+        x, y = arrays["x"], arrays["y"]
+        torch.as_strided(y, y.shape, x.stride(), y.storage_offset()).copy_(x * 2)
+        arrays["w"].copy_(x)
+
+    spec = KernelSpec("mixed_with_contiguous_w", mixed, lambda a, d: {"y": a["x"].double() * 2, "w": a["x"].double()},
+                      [Tensor("x", ("M", "N"), "float32"), Tensor("y", ("M", "N"), "float32", role="output"),
+                       Tensor("w", ("M", "N"), "float32", role="output", layout="contiguous")],
+                      tiles={"M": 4, "N": 8}, loop_dim="N")
+    cause = _fails(_pc(), spec, "M5-N20").splitlines()[1]
+    assert "'x' (padded)" in cause and "'y' (padded)" in cause, cause
+    assert "ignores those tensors' strides or takes another tensor's" in cause and "padded alike" not in cause, cause
