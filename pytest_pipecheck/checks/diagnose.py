@@ -67,14 +67,15 @@ def _layout_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, s
         return None
     if _verdict(ctx, fn, spec, shape, {**kwargs, "layout": contiguous}) is not True:
         return None
-    culprits = []
+    culprits: list[tuple[str, str]] = []  # (tensor, its layout) that fail alone
     for name, kind in failing.kinds[:MAX_TENSOR_PROBES]:
         if kind == "contiguous":
             continue
         if _verdict(ctx, fn, spec, shape, {**kwargs, "layout": {**contiguous, name: kind}}) is False:
-            culprits.append(f"{name!r} ({kind})")
+            culprits.append((name, kind))
     if culprits:
-        where = f"; it fails when any one of {', '.join(culprits)} alone is laid out so, the others contiguous"
+        named = ", ".join(f"{name!r} ({kind})" for name, kind in culprits)
+        where = f"; it fails when any one of {named} alone is laid out so, the others contiguous"
     else:
         where = "; no single tensor's layout makes it fail alone (the strides of several tensors are mixed up)"
     return (f"a stride mix-up: it passes when every tensor is contiguous{where}. The kernel (or its launcher) "
@@ -83,19 +84,18 @@ def _layout_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, s
 
 
 def _whose_strides(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape, kwargs: dict[str, Any],
-                   failing: _lay.Layout, culprits: list[str]) -> str:
+                   failing: _lay.Layout, culprits: list[tuple[str, str]]) -> str:
     """Whether the kernel ignores the culprits' strides or takes another tensor's. Where every culprit is
     ``padded`` (a layout that differs between tensors only by its row padding), the culprits have one shape and
     every tensor may be padded, one more run with every tensor padded alike (one padding for all, so equal
-    strides for equal shapes) tells them apart: a kernel that takes one tensor's strides for another's passes it; one that ignores the
-    strides fails it, as it fails any padding."""
+    strides for equal shapes) tells them apart: a kernel that takes one tensor's strides for another's passes
+    it; one that ignores the strides fails it, as it fails any padding."""
     unknown = "ignores those tensors' strides or takes another tensor's"
-    padded_alone = [name for name, kind in failing.kinds if kind == "padded" and f"{name!r} (padded)" in culprits]
-    if not culprits or len(padded_alone) != len(culprits):
+    if not culprits or any(kind != "padded" for _, kind in culprits):
         return unknown
     if not all("padded" in _lay.kinds_of(spec, spec.tensor(name)) for name, _ in failing.kinds):
         return unknown  # a tensor the spec never pads: padding it would test outside the contract
-    if len({tuple(spec.shape_of(spec.tensor(name), shape)) for name in padded_alone}) != 1:
+    if len({tuple(spec.shape_of(spec.tensor(name), shape)) for name, _ in culprits}) != 1:
         return unknown  # padded alike, tensors of different shapes still differ in their strides
     alike = _lay.Layout(tuple((name, "padded") for name, _ in failing.kinds), "padded-alike", alike=True)
     verdict = _verdict(ctx, fn, spec, shape, {**kwargs, "layout": alike})
