@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from importlib import metadata
 
-__all__ = ["DeviceInfo", "TierInfo", "backend_versions", "detect_device", "detect_tier", "list_devices"]
+__all__ = ["DeviceInfo", "TierInfo", "backend_versions", "detect_device", "detect_tier", "list_devices", "usable_cores"]
 
 BACKENDS = {
     "torch": ("torch",),
@@ -75,6 +75,15 @@ class TierInfo:
         return (f"{TIMING_ALONE}, and {len(self.gpu_shared_by)} pytest-xdist workers share {where} "
                 f"({', '.join(self.gpu_shared_by)}): time it in a run without -n, or with at most one worker per "
                 "GPU (-n auto)")
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its affinity, which a CI container or ``taskset`` narrows (all
+    the machine's where the platform cannot say)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def backend_versions() -> dict[str, str | None]:

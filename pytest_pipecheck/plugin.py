@@ -40,6 +40,8 @@ from .xdist_hooks import pytest_configure_node, pytest_xdist_auto_num_workers  #
 
 #: this session made autotuned kernels compile their configs side by side (and takes that back at its end)
 COMPILES_AT_ONCE = pytest.StashKey[bool]()
+#: this session put the lock that shares compiles among processes around Triton's compile (and takes it away)
+COMPILES_SHARED = pytest.StashKey[bool]()
 
 MARKER_DOC = (
     "{sig}: configure pipecheck for this test; every keyword overrides the --pipecheck-* option / "
@@ -87,10 +89,12 @@ def pytest_configure(config: pytest.Config) -> None:
         set_session_env(config, "TRITON_INTERPRET", "1")
     sanitizer_on = run_config.enabled and run_config.wants("sanitizer") and bool(run_config.sanitizer)
     if tier.has_gpu and (run_config.enabled or role.child):
-        from .model import autotune
+        from .model import autotune, shared_compiles
 
         # an autotuned kernel's configs compile at once, not in turn
         config.stash[COMPILES_AT_ONCE] = autotune.compile_configs_side_by_side()
+        # and each kernel once among the processes sharing the Triton cache (the sanitizer children, the parent)
+        config.stash[COMPILES_SHARED] = shared_compiles.share_compiles()
     if role.sanitizer:
         from .sanitizer.pytest_hooks import ChildPlugin
 
@@ -128,6 +132,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
     if config.stash.get(COMPILES_AT_ONCE, False):
         autotune.restore_compile()  # and so do the Autotuner's compiles side by side
+    if config.stash.get(COMPILES_SHARED, False):
+        from .model import shared_compiles
+
+        shared_compiles.stop_sharing()  # and the lock around Triton's compiles
     if config.stash.get(ROLE, None) is not None and config.stash[ROLE].sanitizer:
         autotune.restore_benchmark()  # and the sanitizer child's benchmark policy
 

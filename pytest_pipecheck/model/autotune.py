@@ -386,7 +386,7 @@ MAX_COMPILE_THREADS = 8
 
 def compile_configs_side_by_side(threads: int | None = None) -> bool:
     """Make every ``triton.autotune`` kernel of this process compile the configs it is about to benchmark
-    side by side, on up to ``threads`` threads (default: the cores, at most :data:`MAX_COMPILE_THREADS`),
+    side by side, on up to ``threads`` threads (default: the cores it may use, at most :data:`MAX_COMPILE_THREADS`),
     before its benchmark launches them one after another.
 
     The Autotuner compiles a config when the benchmark first launches it, so the configs of a new tuning key
@@ -411,9 +411,9 @@ def compile_configs_side_by_side(threads: int | None = None) -> bool:
         return False
     if _SAVED_PRUNE:
         return False  # in place already: whoever put it there takes it back
-    import os
+    from ..device import usable_cores
 
-    workers = max(1, threads if threads is not None else min(os.cpu_count() or 1, MAX_COMPILE_THREADS))
+    workers = max(1, threads if threads is not None else min(usable_cores(), MAX_COMPILE_THREADS))
 
     def prune_configs(self: Any, *args: Any, **kwargs: Any) -> Any:
         chosen = original(self, *args, **kwargs)

@@ -58,12 +58,9 @@ def children_at_once(setting: int | str, cores: int | None = None) -> int:
     if setting != "auto":
         return max(1, int(setting))
     if cores is None:
-        import os
+        from ..device import usable_cores
 
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cores = os.cpu_count() or 1
+        cores = usable_cores()
     return max(1, min(MAX_AUTO_CHILDREN, cores // 2))
 
 

@@ -492,7 +492,13 @@ class SanitizerPlugin:
         units: list[_Unit] = []
         per_batch = max(1, -(-jobs // len(batches)))
         position = {id(item): n for n, item in enumerate(items)}
-        for key, group in batches.items():
+        # Batches whose tools want the same tests (racecheck and synccheck, by default) are cut at the same
+        # places, and with more than one child at once their parts run side by side: two children would reach
+        # each kernel at the same time and compile it twice, where the first compile is what costs (Triton's,
+        # CuPy's). So every other batch runs each part's tests from its end: the two children meet in the
+        # middle, each compiling about half the part's kernels and finding the other half in the cache; where
+        # they meet, one waits for the other's compile (model/shared_compiles.py) rather than doing it again.
+        for number, (key, group) in enumerate(batches.items()):
             tool, report, supp, kfilter, kexclude, scope = key
             notes: list[str] = []
             if supp:
@@ -506,6 +512,8 @@ class SanitizerPlugin:
                 members = [item for item, sh in zip(group, share_of) if sh == part]
                 if not members:
                     continue
+                if number % 2 and jobs > 1:
+                    members.reverse()
                 spec = BatchSpec(tool, tuple(state.item_nodeid(i) for i in members), report or "analysis", supp,
                                  kfilter, kexclude, scope=scope)
                 label = tool if parts == 1 else f"{tool} [{part + 1}/{parts}]"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "gemm",
     "include_dirs",
     "kernel_source",
+    "prebuild",
     "sanitizer_exclusions",
     "source_stages",
 ]
@@ -270,12 +271,17 @@ def _device_arch() -> tuple[int, str]:
     return int(dev.id), f"sm_{dev.compute_capability}"
 
 
+def _module_key(source: str, entry: str, defines: Mapping[str, Any], dev_id: int) -> tuple[str, tuple[str, ...], int]:
+    """The key of one build in :data:`_MODULES`: its source, options and entry, and the device."""
+    return hashlib.sha256(source.encode()).hexdigest(), (*compile_options(defines), entry), dev_id
+
+
 def _function(source: str, entry: str, defines: Mapping[str, Any], label: str) -> Any:
     import cupy
 
     options = compile_options(defines)
     dev_id, arch = _device_arch()
-    key = (hashlib.sha256(source.encode()).hexdigest(), (*options, entry), dev_id)
+    key = _module_key(source, entry, defines, dev_id)
     fn = _MODULES.get(key)
     if fn is not None:
         return fn
@@ -383,6 +389,38 @@ def _prepare(k: CudaKernel, fn: Any, stages: int, label: str,
     sms = int(runtime.deviceGetAttribute(runtime.cudaDevAttrMultiProcessorCount, int(dev.id)))
     _PREPARED[key] = (smem, sms)
     return smem, sms
+
+
+def prebuild(kernel: CudaKernel | str, builds: Iterable[tuple[int | None, Mapping[str, Any] | None]],
+             threads: int = 8) -> int:
+    """Compile the builds of ``kernel`` that later launches will use, side by side on up to ``threads`` threads;
+    each build is ``(stages, defines)`` as :func:`gemm` takes them. Returns how many were compiled here (not
+    already in this process).
+
+    A launch compiles its build when it first needs it, so a sweep over stage counts and macros compiles one
+    build after another; NVRTC runs without Python's lock, so they can compile at once instead. A build that
+    does not compile raises here as its launch would (:class:`CudaCompileError`)."""
+    import concurrent.futures
+
+    import cupy
+
+    k = _kernel(kernel)
+    src = kernel_source(k)
+    dev_id, _ = _device_arch()
+    wanted: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+    for stages, defines in builds:
+        defs, _ = _launch_defines(k, src, stages, defines, k.name)
+        if _module_key(src, k.entry, defs, dev_id) not in _MODULES:
+            wanted[tuple(sorted(defs.items()))] = defs
+
+    def build(defs: dict[str, Any]) -> None:
+        with cupy.cuda.Device(dev_id):
+            _function(src, k.entry, defs, k.name)
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(wanted) or 1))) as pool:
+        for done in [pool.submit(build, defs) for defs in wanted.values()]:
+            done.result()
+    return len(wanted)
 
 
 def gemm(kernel: CudaKernel | str, a: Any, b: Any, c: Any, *, stages: int | None = None,

@@ -80,10 +80,12 @@ def test_k3_stage_sweep_against_the_cost_model(pipecheck) -> None:
     pipecheck.require_gpu("perf:stage_sweep", kernel="k3_cp_async", alone=True)
     cupy = pytest.importorskip("cupy")
     pytest.importorskip("torch")
-    from reference_kernels.cuda.launch import gemm
+    from reference_kernels.cuda.launch import gemm, prebuild
 
     pipecheck.skip_check("sanitizer", "timing test: a sanitizer would time itself; k3 is sanitized by "
                          "test_reference_kernel_passes_every_check", kernel="k3_cp_async")
+    macros = ({}, {"PIPECHECK_LOAD_ONLY": 1}, {"PIPECHECK_COMPUTE_ONLY": 1})
+    prebuild("k3_cp_async", [(s, m) for s in (1, 2, 3, 4) for m in macros])  # the sweep's 12 builds at once
     n = 4096
     rng = cupy.random.default_rng(0)
     a = rng.integers(-3, 4, size=(n, n)).astype(cupy.float16)
@@ -94,8 +96,8 @@ def test_k3_stage_sweep_against_the_cost_model(pipecheck) -> None:
         return lambda s: gemm("k3_cp_async", a, b, c, stages=s, defines=defines)
 
     result = pipecheck.check_stage_sweep(
-        variant({}), (1, 2, 3, 4), kernel="k3_cp_async", flops=2.0 * n**3,
-        load_only=variant({"PIPECHECK_LOAD_ONLY": 1}), compute_only=variant({"PIPECHECK_COMPUTE_ONLY": 1}),
+        variant(macros[0]), (1, 2, 3, 4), kernel="k3_cp_async", flops=2.0 * n**3,
+        load_only=variant(macros[1]), compute_only=variant(macros[2]),
         tiles=n // 32, n_samples=30)
     rows = {r["stages"]: r for r in result.details["stage_sweep"]}
     assert all(rows[s]["measured_us"] and rows[s]["predicted_us"] for s in (2, 3, 4)), rows

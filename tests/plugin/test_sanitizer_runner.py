@@ -157,6 +157,41 @@ def test_a_child_that_dies_after_a_finding_gives_the_other_tests_their_own_verdi
     result.assert_outcomes(passed=2, failed=1)
 
 
+def test_the_second_tools_parts_run_their_tests_from_the_end_and_keep_their_own_verdicts(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """racecheck and synccheck cut the same tests into the same parts, run side by side: synccheck's children
+    take each part from its end, so that the two children of a part compile different kernels first. The
+    order changes who compiles, not a verdict: a synccheck finding still poisons the tests that run after it in
+    its child (here the ones collected before it), which run again without it."""
+    log = _fake(tmp_path, monkeypatch, {"synccheck": {"inject": {"test_c": "synccheck_divergent_hostbt.txt"},
+                                                      "dies_after": "test_c"},
+                                        "racecheck": {"inject": {"test_e": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    names = ("test_a", "test_b", "test_c", "test_d", "test_e", "test_f")
+    pytester.makepyfile(test_order=noop_tests(*names))
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck,synccheck",
+                                           "--pipecheck-sanitizer-jobs=4", "-p", "no:cacheprovider")
+    res = _results(result.stdout.str())
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    parts: dict[str, list[list[str]]] = {}
+    for argv in calls:
+        tool = argv[argv.index("--tool") + 1]
+        parts.setdefault(tool, []).append([a.rsplit("::", 1)[-1] for a in argv if "::test_" in a])
+    racecheck = sorted(parts["racecheck"])
+    assert racecheck == [["test_a", "test_b", "test_c"], ["test_d", "test_e", "test_f"]], parts
+    first_children = [p for p in parts["synccheck"] if len(p) == 3]
+    assert sorted(first_children) == [["test_c", "test_b", "test_a"], ["test_f", "test_e", "test_d"]], parts
+    # test_c's finding killed its child's context: test_b and test_a, which ran after it, run again
+    assert ["test_b", "test_a"] in parts["synccheck"], parts
+    assert res[("test_c", "sanitizer:synccheck")][0] == "fail"
+    assert res[("test_e", "sanitizer:racecheck")][0] == "fail"
+    for name in names:
+        for tool in ("racecheck", "synccheck"):
+            if (name, tool) not in {("test_c", "synccheck"), ("test_e", "racecheck")}:
+                assert res[(name, f"sanitizer:{tool}")] == ("pass", "0 hazards"), (name, tool, res)
+    result.assert_outcomes(passed=4, failed=2)
+
+
 @pytest.mark.parametrize("again", ["dies_once", "dies_after"])
 def test_a_child_that_fails_only_after_every_test_ended_is_run_once_more(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, again: str) -> None:

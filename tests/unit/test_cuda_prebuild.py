@@ -1,0 +1,93 @@
+"""``reference_kernels.cuda.launch.prebuild`` compiles a sweep's builds side by side, with a stand-in CuPy (no GPU).
+
+That the compiles overlap is shown without a clock: each waits at a barrier that only several compiles running
+at once can pass. The real builds compile and launch in the stage sweep on the GPU
+(reference_kernels/cuda/test_reference_cuda.py::test_k3_stage_sweep_against_the_cost_model).
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from reference_kernels.cuda import launch
+
+
+class CompileException(Exception):
+    def get_message(self) -> str:
+        return "error: expected a ';'"
+
+
+def _fake_cupy(barrier: threading.Barrier | None, fail_on: str | None = None) -> tuple[Any, list[tuple[str, ...]]]:
+    compiled: list[tuple[str, ...]] = []
+    current = threading.local()
+
+    class Device:
+        def __init__(self, index: int | None = None) -> None:
+            self.id = index if index is not None else getattr(current, "id", 0)
+            self.compute_capability = "90"
+
+        def __enter__(self) -> Device:
+            current.id = self.id
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            current.id = 0
+
+    class RawModule:
+        def __init__(self, code: str, options: tuple[str, ...], backend: str) -> None:
+            assert backend == "nvrtc"
+            self.options = options
+
+        def get_function(self, entry: str) -> Any:
+            if fail_on is not None and fail_on in self.options:
+                raise CompileException()
+            if barrier is not None:
+                barrier.wait()
+            compiled.append(self.options)
+            return SimpleNamespace(entry=entry, options=self.options)
+
+    cupy = SimpleNamespace(cuda=SimpleNamespace(Device=Device, compiler=SimpleNamespace(CompileException=CompileException)),
+                           RawModule=RawModule)
+    return cupy, compiled
+
+
+@pytest.fixture
+def no_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "_MODULES", {})  # stand-in builds never reach a real launch of this process
+    monkeypatch.setattr(launch, "include_dirs", lambda: [str(launch.CUDA_DIR)])  # not CuPy's own headers
+
+
+MACROS = ({}, {"PIPECHECK_LOAD_ONLY": 1}, {"PIPECHECK_COMPUTE_ONLY": 1})
+
+
+def test_the_sweeps_builds_compile_at_once_and_launches_find_them(monkeypatch: pytest.MonkeyPatch, no_modules) -> None:
+    cupy, compiled = _fake_cupy(threading.Barrier(4, timeout=60))  # passes only with 4 compiles at once
+    monkeypatch.setitem(__import__("sys").modules, "cupy", cupy)
+    builds = [(s, m) for s in (1, 2, 3, 4) for m in MACROS]
+    assert launch.prebuild("k3_cp_async", builds, threads=4) == 12
+    assert len(compiled) == 12 and len(set(compiled)) == 12
+    assert launch.prebuild("k3_cp_async", builds, threads=4) == 0  # in this process already
+    src = launch.kernel_source("k3_cp_async")
+    defs, _ = launch._launch_defines(launch.KERNELS["k3_cp_async"], src, 3, MACROS[1], "k3")
+    assert "-DPIPECHECK_STAGES=3" in launch._function(src, "gemm_k3_cp_async", defs, "k3").options
+    assert len(compiled) == 12  # the launch's build was one of them
+
+
+def test_a_build_that_does_not_compile_raises_as_its_launch_would(monkeypatch: pytest.MonkeyPatch, no_modules) -> None:
+    cupy, _ = _fake_cupy(None, fail_on="-DPIPECHECK_STAGES=2")
+    monkeypatch.setitem(__import__("sys").modules, "cupy", cupy)
+    with pytest.raises(launch.CudaCompileError, match=r"(?s)NVRTC failed for sm_90.*PIPECHECK_STAGES=2.*expected a ';'"):
+        launch.prebuild("k3_cp_async", [(s, {}) for s in (1, 2, 3)])
+
+
+def test_a_stage_count_the_kernel_does_not_take_is_refused_before_any_compile(monkeypatch: pytest.MonkeyPatch,
+                                                                             no_modules) -> None:
+    cupy, compiled = _fake_cupy(None)
+    monkeypatch.setitem(__import__("sys").modules, "cupy", cupy)
+    with pytest.raises(launch.CudaLaunchError, match="stages=9 is not supported"):
+        launch.prebuild("k3_cp_async", [(2, {}), (9, {})])
+    assert compiled == []
