@@ -168,6 +168,15 @@ def expected_checks(expect: Any) -> tuple[str, ...]:
     return tuple(expect) if isinstance(expect, tuple) else ()
 
 
+def expects_a_judged_failure(expect: Any) -> bool:
+    """Whether an ``expect_failures`` value waits for a failure that a check must judge: True (any check may
+    catch it), or names that include a check other than the sanitizer tools."""
+    if not expect:
+        return False
+    names = expected_checks(expect)
+    return not names or any(selection_of(n) != "sanitizer" for n in names)
+
+
 def _caught_by(results: Iterable[CheckResult], name: str) -> bool:
     return any(r.expected and r.verdict == Verdict.FAIL
                and (r.check == name or selection_of(r.check) == name) for r in results)

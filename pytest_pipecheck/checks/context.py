@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..children import NONE, Role
 from ..config import PipecheckConfig
-from ..contract import CHILD_LAUNCH, CHILD_ONCE, CHILD_SKIP, deselection, finalize, kind_of
+from ..contract import (
+    CHILD_LAUNCH,
+    CHILD_ONCE,
+    CHILD_SKIP,
+    deselection,
+    expects_a_judged_failure,
+    finalize,
+    kind_of,
+)
 from ..device import TierInfo
 from ..results import CheckResult, Verdict
 
@@ -74,8 +82,14 @@ class CheckContext:
     def sanitizer_launch_only(self) -> bool:
         """True in a sanitizer child of scope ``launch`` (the setting ``sanitizer_scope``): coverage, the
         tile probe and determinism launch the kernel once per shape for the tool and judge nothing; the
-        normal run judges them."""
-        return self.role.launch_only
+        normal run judges them.
+
+        Not while the test waits for a check to catch a bug (``expect_failures`` that names a judging check
+        or says any, or inside ``expecting_failures()``): there the checks judge as in scope ``test``. A check
+        that judges nothing never gives the failure such a test waits for; its body would fail on its own,
+        and the runner would sanitize it again whole, after its part, in a child of its own (on the examples'
+        mutants, 47 s after the rest of their part)."""
+        return self.role.launch_only and not expects_a_judged_failure(self.expecting)
 
     @property
     def has_gpu(self) -> bool:
@@ -188,7 +202,7 @@ def run_check(ctx: CheckContext, check: str, fn: Callable[..., Any], *args: Any,
         return skipper(ctx, check, "not run in REV's process of --pipecheck-compare: only perf checks are timed "
                                    "there", *args, **kwargs)
     if child:
-        if (kind.child == CHILD_LAUNCH and ctx.role.launch_only) or kind.child == CHILD_ONCE:
+        if (kind.child == CHILD_LAUNCH and ctx.sanitizer_launch_only) or kind.child == CHILD_ONCE:
             assert in_child is not None, f"check {check} has no launch for the sanitizer child"
             return in_child(ctx, check, *args, **kwargs)
         if kind.child == CHILD_SKIP:

@@ -62,6 +62,29 @@ def test_reads_numbers(pipecheck):
 
 def test_racy(pipecheck):
     pipecheck.check_tile_probe(SPEC, {"M": 5, "K": 12})
+
+
+def _wrong(arrays, dims):
+    _launch(arrays, dims)
+    arrays["y"][-1, -1] += 1  # the last element of the output is wrong
+
+
+MUTANT = KernelSpec("double_mutant", _wrong, SPEC.reference, SPEC.tensors, tiles={"M": 4, "K": 4}, loop_dim="K")
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_mutant_caught(pipecheck):
+    from pytest_pipecheck.results import PipecheckFailure
+
+    with pytest.raises(PipecheckFailure):
+        pipecheck.check_coverage(MUTANT, {"M": 5, "K": 12})
+
+
+def test_mutant_in_a_block(pipecheck):
+    from pytest_pipecheck.results import PipecheckFailure
+
+    with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure):
+        pipecheck.check_coverage(MUTANT, {"M": 5, "K": 12})
 '''
 
 
@@ -107,6 +130,21 @@ def test_a_body_that_fails_in_a_launch_child_is_sanitized_whole(
     counts = _launches(pytester.path)
     assert counts.get("racecheck launch") == 1 and counts.get("racecheck test") == 1, counts
     result.assert_outcomes(passed=1)
+
+
+def test_a_test_waiting_for_a_check_to_catch_a_mutant_gets_it_judged_in_its_launch_child(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check that judges nothing never gives the failure a mutant test waits for: such a test's checks judge in
+    the launch child (as in scope test), so its body passes there and it is not sanitized again after its part."""
+    result, out = _run_suite(pytester, tmp_path, monkeypatch, {}, "-k", "test_mutant")
+    res = _results(out)
+    for name in ("test_mutant_caught", "test_mutant_in_a_block"):
+        assert res[(name, "sanitizer:racecheck")] == ("pass", "0 hazards"), out
+    assert "sanitizing them whole" not in out and "failed on their own" not in out, out
+    counts = _launches(pytester.path)
+    assert set(counts) == {"racecheck launch", "parent -"}, counts  # one launch child, no child of scope test
+    assert counts["racecheck launch"] == counts["parent -"], counts  # launched there as in the normal run
+    result.assert_outcomes(passed=2)
 
 
 def test_scope_test_runs_the_whole_test_in_the_child(

@@ -223,3 +223,14 @@ def test_tile_probe_uses_the_calibrated_tolerance(pipecheck):
         pipecheck.check_tile_probe(spec, "M3-K40", tolerance="fixed")
     with pytest.raises(PipecheckError, match="tolerance='calibrated' needs the spec's same_precision"):
         pipecheck.check_tile_probe(_sum_spec(rounds_per_split, rtol=None), "M3-K40", tolerance="calibrated")
+
+
+def test_an_expectation_a_sanitizer_alone_can_meet_needs_no_judging_check() -> None:
+    from pytest_pipecheck.contract import expects_a_judged_failure
+
+    assert not expects_a_judged_failure(False)
+    assert expects_a_judged_failure(True)  # any check may be the one that catches it
+    assert expects_a_judged_failure(("coverage",))
+    assert expects_a_judged_failure(("sanitizer:racecheck", "tile_probe"))
+    assert not expects_a_judged_failure(("sanitizer:racecheck",))
+    assert not expects_a_judged_failure(("sanitizer",))
