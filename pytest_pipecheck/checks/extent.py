@@ -157,7 +157,18 @@ def check_extent(ctx: CheckContext, spec: KernelSpec, shape: Any = None, **kwarg
     Records one ``extent`` result: a pass naming the measured extent (and the keyword to declare it where
     the spec's tiles disagree), a skip where no Triton kernel was launched or nothing can be measured, or a
     failure naming the shape, the extent and what coverage found. Coverage at the extra shapes is recorded
-    as the test's own ``coverage`` results."""
+    as the test's own ``coverage`` results.
+
+    An autotuned kernel launches each config once at these shapes instead of timing them all at each
+    (:func:`pytest_pipecheck.model.autotune.each_config_launched_once`): the first config's result is judged."""
+    __tracebackhide__ = True
+    from ..model.autotune import each_config_launched_once
+
+    with each_config_launched_once():
+        return _check(ctx, spec)
+
+
+def _check(ctx: CheckContext, spec: KernelSpec) -> CheckResult:
     __tracebackhide__ = True
     from . import coverage as _cov
 

@@ -354,12 +354,24 @@ def launch_each_config_once() -> bool:
         return False
     if not _SAVED_BENCH:
         _SAVED_BENCH.append(Autotuner.__dict__.get("do_bench"))
+        _SAVED_CACHE_RESULTS.append(Autotuner.__dict__.get("cache_results"))
     Autotuner.do_bench = property(lambda self: _launch_once)
+    # A kernel that keeps its tuning results on disk (``cache_results=True``, or Triton's knob for all) would
+    # write the first config as the winner of the benchmark that did not time anything, into the Triton cache
+    # the parent and later runs read: while the launches are not timed, no result is kept (an instance's own
+    # value goes to its __dict__, where it is found again once this is taken back)
+    Autotuner.cache_results = property(lambda self: False, _keep_cache_results)
     return True
 
 
-#: the Autotuner's own ``do_bench`` while :func:`launch_each_config_once` replaces it
+def _keep_cache_results(self: Any, value: Any) -> None:
+    self.__dict__["cache_results"] = value
+
+
+#: the Autotuner's own ``do_bench`` and ``cache_results`` (class attributes, or None) while
+#: :func:`launch_each_config_once` replaces them
 _SAVED_BENCH: list[Any] = []
+_SAVED_CACHE_RESULTS: list[Any] = []
 
 
 def restore_benchmark() -> None:
@@ -369,11 +381,61 @@ def restore_benchmark() -> None:
         return
     from triton.runtime.autotuner import Autotuner
 
-    saved = _SAVED_BENCH.pop()
-    if saved is None:
-        del Autotuner.do_bench
-    else:
-        Autotuner.do_bench = saved
+    for name, stack in (("do_bench", _SAVED_BENCH), ("cache_results", _SAVED_CACHE_RESULTS)):
+        saved = stack.pop() if stack else None
+        if saved is None:
+            if name in Autotuner.__dict__:
+                delattr(Autotuner, name)
+        else:
+            setattr(Autotuner, name, saved)
+
+
+@contextlib.contextmanager
+def each_config_launched_once() -> Iterator[bool]:
+    """Inside, every ``triton.autotune`` kernel of this process launches each config once instead of timing it
+    (:func:`launch_each_config_once`), and the tuning keys its Autotuner first meets inside are forgotten on the
+    way out: a later launch at one of them benchmarks as the Autotuner always does. Yields whether the
+    launches are untimed inside (False: no Triton, or one without ``do_bench``).
+
+    For a check that launches at shapes of its own and judges what they compute, not how fast (the extent
+    probe's one program and the coverage where a program's last chunk ends): each new shape is a new tuning
+    key, and the benchmark of every config at each (about a hundred timed launches a config) was most of the
+    check's time (fla-core's l2norm, 25 configs: 8.5 s on an H100). The config whose result is judged is then
+    the first that runs, on every GPU, rather than whichever won a timing. Where the launches are untimed
+    already (a sanitizer child), nothing changes."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except Exception:
+        yield False
+        return
+    if _SAVED_BENCH:
+        yield True  # untimed for the whole process already: whoever put that in place takes it back
+        return
+    run = Autotuner.__dict__.get("run")
+    if run is None or not launch_each_config_once():
+        yield False
+        return
+    met: list[tuple[Any, Any]] = []
+
+    def tracking_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cache = getattr(self, "cache", None)
+        before = set(cache) if isinstance(cache, dict) else set()
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            if isinstance(cache, dict):
+                met.extend((self, key) for key in set(cache) - before)
+
+    tracking_run.__wrapped__ = run  # type: ignore[attr-defined]
+    Autotuner.run = tracking_run
+    try:
+        yield True
+    finally:
+        if Autotuner.__dict__.get("run") is tracking_run:
+            Autotuner.run = run
+        restore_benchmark()
+        for tuner, key in met:
+            tuner.cache.pop(key, None)
 
 
 # --------------------------------------------------------------------------- configs compiled side by side
