@@ -86,12 +86,13 @@ def test_a_key_tuned_before_keeps_its_winner(monkeypatch: pytest.MonkeyPatch) ->
     assert tuner.run("x", 7, grid=(1,)) == "ran BLOCK=64"
     with autotune.each_config_launched_once():
         assert tuner.run("x", 7, grid=(1,)) == "ran BLOCK=64"  # known before: no launch of every config
+    assert kernel.launches == [32, 64, 128, 64, 64]
     assert tuner.cache[(7,)].kwargs == {"BLOCK": 64}
 
 
 def test_untimed_launches_keep_nothing_on_disk_and_the_kernels_own_setting_comes_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    tuner, kernel = _tuner(cache_results=True)
+    tuner, _ = _tuner(cache_results=True)
     kept: list[Any] = []
     monkeypatch.setattr(tuner, "check_disk_cache", lambda *a, **k: kept.append(a) or False)
     with autotune.each_config_launched_once():
@@ -105,7 +106,7 @@ def test_untimed_launches_keep_nothing_on_disk_and_the_kernels_own_setting_comes
 
 
 def test_the_sanitizer_childs_policy_keeps_nothing_on_disk_either(monkeypatch: pytest.MonkeyPatch) -> None:
-    tuner, kernel = _tuner(cache_results=True)
+    tuner, _ = _tuner(cache_results=True)
     kept: list[Any] = []
     monkeypatch.setattr(tuner, "check_disk_cache", lambda *a, **k: kept.append(a) or False)
     assert autotune.launch_each_config_once()
