@@ -22,7 +22,7 @@ TILE_K = 64
 def _scan(drop_last_chunk: bool = False):
     def launch(arrays, dims):
         x, y = arrays["x"], arrays["y"]
-        acc = torch.zeros(x.shape[0], dtype=torch.float32)
+        acc = torch.zeros(x.shape[0], dtype=torch.float32, device=x.device)  # the GPU tier's arrays are on the device
         chunks = range(0, dims["K"], TILE_K)
         for k0 in chunks:
             last = k0 == chunks[-1]

@@ -33,13 +33,13 @@ def _dimexpr_error() -> type[Exception]:
 
 
 def _unpack(w: torch.Tensor, k: int) -> torch.Tensor:
-    rows = torch.arange(k)
+    rows = torch.arange(k, device=w.device)  # the GPU tier's arrays are on the device
     return (w.to(torch.int64)[rows // 8] >> ((rows % 8) * 4)[:, None]) & 0xF
 
 
 def _dequant_ref(a, d):
     k = d["K"]
-    return {"out": (_unpack(a["w"], k) - 8).double() * a["scales"].double()[torch.arange(k) // GROUP]}
+    return {"out": (_unpack(a["w"], k) - 8).double() * a["scales"].double()[torch.arange(k, device=a["scales"].device) // GROUP]}
 
 
 def _dequant(a, d):
@@ -384,7 +384,7 @@ def test_every_check_passes_a_correct_dequant(pipecheck):
 
 def test_the_wrapper_form_allocates_a_fused_output(pipecheck):
     def crelu(x):
-        y = torch.empty((x.shape[0], 2 * x.shape[1]), dtype=x.dtype)
+        y = torch.empty((x.shape[0], 2 * x.shape[1]), dtype=x.dtype, device=x.device)
         y[:, :x.shape[1]] = x.clamp(min=0)
         y[:, x.shape[1]:] = (-x).clamp(min=0)
         return y

@@ -89,6 +89,7 @@ def test_a_program_that_drops_its_last_chunk_fails_only_in_the_extent_case(pytes
     assert "PASSED test_suite.py::test_declared[extent]" in out, out
 
 
+@pytest.mark.cpu_only  # a CPU-tier context built by hand (the interpreter): tests/conftest.py leaves it to the CPU job
 def test_a_kernel_whose_program_walks_the_whole_loop_is_as_declared() -> None:
     """The bundled staged kernel's program walks all of N: nothing to add, no note."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -107,6 +108,7 @@ def test_a_kernel_whose_program_walks_the_whole_loop_is_as_declared() -> None:
     assert r.details["extent"]["M"] == 8 and not r.details["notes"], r.details
 
 
+@pytest.mark.cpu_only  # a CPU-tier context built by hand (the interpreter): tests/conftest.py leaves it to the CPU job
 def test_a_persistent_program_is_not_told_to_declare_blocks_per_program() -> None:
     """A program that strides over the tiles with a fixed program count (a persistent kernel) writes blocks
     with gaps between them: its reach is reported as that, and no declaration is suggested."""
