@@ -279,7 +279,8 @@ _CHECK_KEYWORDS = {
     "tolerance": "`auto` (calibrated when the spec has `same_precision`, else `fixed`), `fixed` (the spec's "
                  "`rtol`/`atol`, else by dtype, the atol grown with the loop's length: "
                  "`pytest_pipecheck.model.tolerance`) or `calibrated` (at most `calibration_k` times a "
-                 "same-precision implementation's error; needs `same_precision`)",
+                 "same-precision implementation's error, never less than the loop's accumulation bound; needs "
+                 "`same_precision`)",
     "rtol": "relative tolerance for this call (overrides the spec's)",
     "atol": "absolute tolerance for this call (overrides the spec's, and the default's growth with the loop)",
     "max_tiles": "the most loop tiles probed (first, second, around the stage count, last); default 16",

@@ -654,12 +654,14 @@ def _output_tolerance(ctx: CheckContext, check: str, spec: KernelSpec, shp: Shap
                       lowp: Mapping[str, Any] | None, pattern: _values.Pattern, *, spec_rtol: Any, spec_atol: Any,
                       rtol: Any, atol: Any) -> _tol.Tolerance:
     """The tolerance output ``t`` is compared with: calibrated on the same-precision implementation's
-    error when there is one (``lowp``), else resolved from the call, the spec and the config; then
+    error when there is one (``lowp``; never below the accumulation bound of the loop), else resolved from
+    the call, the spec and the config; then
     adjusted for the value ``pattern``, and a default atol for the length of the loop (the reduction
     along ``loop_dim``: :func:`pytest_pipecheck.model.tolerance.accumulated`)."""
     if lowp is not None:
         # both are finite here (_reference made a NaN or inf an error)
         tol = _calibrated(ctx, check, spec, shp, t, want, lowp[t.name])
+        tol = _tol.at_least_accumulation(tol, t.dtype, spec.loop_dim, shp[spec.loop_dim], want)
     else:
         tol = _tol.resolve(t.dtype, t.name, spec_rtol=spec_rtol, spec_atol=spec_atol,
                            config_rtol=ctx.config.rtol, config_atol=ctx.config.atol, rtol=rtol, atol=atol)

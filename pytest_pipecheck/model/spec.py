@@ -473,7 +473,8 @@ class KernelSpec:
     #: ``same_precision(arrays, dims) -> outputs`` in the output dtype: enables the calibrated tolerance
     #: (coverage and tile probe)
     same_precision: Callable[..., Any] | None = None
-    #: calibrated mode: the error may be at most ``calibration_k`` times the same-precision error
+    #: calibrated mode: the error may be at most ``calibration_k`` times the same-precision error (never less
+    #: than the accumulation bound of the loop: :func:`pytest_pipecheck.model.tolerance.at_least_accumulation`)
     calibration_k: float = 2.0
     #: value patterns generated for it (``("normal", "negative", ...)``, see :mod:`pytest_pipecheck.model.values`);
     #: default: the non-extreme patterns. Extreme ones (``nan``, ``inf``, ``max``, ``denormal``) are opt-in

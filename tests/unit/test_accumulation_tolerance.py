@@ -98,3 +98,33 @@ def test_a_dropped_loop_tile_stays_far_outside_the_grown_tolerance(length):
     assert t.atol > tol.DEFAULTS["float32"][1] and "along K" in t.source
     cmp = tol.compare(dropped, ref, t)
     assert cmp.fraction > 0.95 and cmp.of_tol > 100, (cmp, t)
+
+
+def _scan_spec(launch, name):
+    exact_fp32 = lambda a, d: {"s": torch.cumsum(a["x"].double(), dim=1).float()}  # noqa: E731
+    return KernelSpec(name, launch, lambda a, d: {"s": torch.cumsum(a["x"].double(), dim=1)},
+                      [Tensor("x", ("M", "K"), dtype="float32"), Tensor("s", ("M", "K"), dtype="float32", role="output")],
+                      {"K": TILE_K}, "K", same_precision=exact_fp32)
+
+
+def test_a_calibrated_tolerance_is_never_tighter_than_the_accumulation_bound(pipecheck) -> None:
+    """The same-precision implementation here is the exact sum rounded once (half a unit in the last place): k
+    times its error is less than a correct scan summing in another order is off by. fla-core's chunked cumsum
+    failed a tile probe that way on an H100, by 3 units in the last place; a scan off by 16 passes now, and the
+    report says the tolerance was raised and why. A scan that drops its last chunk still fails."""
+    def other_order(arrays, dims):  # a correct fp32 scan in another order: 16 units in the last place off
+        arrays["s"].copy_((torch.cumsum(arrays["x"].double(), dim=1) * (1 + 16 * 2.0**-24)).float())
+
+    good = _scan_spec(other_order, "scan_other_order")
+    for check in (pipecheck.check_coverage, pipecheck.check_tile_probe):
+        result = check(good, "M4-K831")
+        assert result.verdict is Verdict.PASS, result.summary
+    tolerance = pipecheck.results[0].details["outputs"]["s"]["tolerance"]
+    assert "calibrated" in tolerance and "atol raised to 6 u sqrt(L) max|ref| for L = 831" in tolerance, tolerance
+    raised = tol.at_least_accumulation(tol.calibrated("float32", 1e-7, 20.0, 2.0), "float32", "K", 831, [20.0])
+    assert raised.atol == pytest.approx(tol.accumulation_atol("float32", 831, 20.0)) and not raised.default_atol
+    bigger = tol.calibrated("float32", 1e-3, 20.0, 2.0)  # a calibration above the bound is kept as it is
+    assert tol.at_least_accumulation(bigger, "float32", "K", 831, [20.0]) is bigger
+
+    with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure):
+        pipecheck.check_coverage(_scan_spec(_scan(drop_last_chunk=True), "scan_drops_last_chunk"), "M4-K831")
