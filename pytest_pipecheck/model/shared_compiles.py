@@ -29,11 +29,11 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BUCKETS", "WAIT_LIMIT", "CompileLock", "lock_folder", "share_compiles", "shared", "sharing",
-           "specialization_key", "stop_sharing"]
+__all__ = ["BUCKETS", "WAIT_LIMIT", "CompileLock", "lock_folder", "share_compiles", "sharing", "specialization_key",
+           "stop_sharing"]
 
 #: lock files per cache folder: a fixed number, so that the folder never grows with the kernels compiled
 BUCKETS = 1024
@@ -103,11 +103,13 @@ class CompileLock:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self.held = True
                 break
-            except OSError:
+            except BlockingIOError:  # another open file holds it: its compile is under way
                 self.waited = self.clock() - started
                 if self.waited >= self.wait_limit:
                     break  # a holder that never lets go: compile anyway
                 self.sleep(self.poll)
+            except OSError:
+                break  # a file system without such locks: compile as if alone
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -180,14 +182,3 @@ def stop_sharing() -> None:
 def sharing() -> bool:
     """Whether :func:`share_compiles` is in place in this process."""
     return bool(_STATE)
-
-
-@contextlib.contextmanager
-def shared(root: str | None = None) -> Iterator[bool]:
-    """:func:`share_compiles` for the length of a ``with`` block (a script's or a test's)."""
-    put = share_compiles(root)
-    try:
-        yield put
-    finally:
-        if put:
-            stop_sharing()

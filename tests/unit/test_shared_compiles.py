@@ -217,6 +217,20 @@ def test_threads_of_one_process_lock_one_another_and_other_buckets_do_not(tmp_pa
             assert third.held and third.waited == 0.0
 
 
+def test_a_file_system_without_locks_compiles_at_once_without_waiting(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    fake = FakeTime()
+    with CompileLock(str(tmp_path), KEY, clock=fake.clock, sleep=fake.sleep) as lock:
+        assert not lock.held
+    assert fake.sleeps == 0  # not the wait limit: nothing to wait for
+
+
 def test_an_unwritable_lock_folder_compiles_without_a_lock(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
