@@ -497,7 +497,8 @@ class SanitizerPlugin:
         # each kernel at the same time and compile it twice, where the first compile is what costs (Triton's,
         # CuPy's). So every other batch runs each part's tests from its end: the two children meet in the
         # middle, each compiling about half the part's kernels and finding the other half in the cache; where
-        # they meet, one waits for the other's compile (model/shared_compiles.py) rather than doing it again.
+        # they meet, one waits for the other's Triton compile (model/shared_compiles.py) rather than doing it
+        # again.
         for number, (key, group) in enumerate(batches.items()):
             tool, report, supp, kfilter, kexclude, scope = key
             notes: list[str] = []
