@@ -352,20 +352,26 @@ def launch_each_config_once() -> bool:
         return False
     if not hasattr(Autotuner, "do_bench"):
         return False
-    if not _SAVED_BENCH:
-        _SAVED_BENCH.append(Autotuner.__dict__.get("do_bench"))
-        _SAVED_CACHE_RESULTS.append(Autotuner.__dict__.get("cache_results"))
-    Autotuner.do_bench = property(lambda self: _launch_once)
+    if Autotuner.__dict__.get("do_bench") is _UNTIMED:
+        return True  # in place already: whoever put it there takes it back
+    _SAVED_BENCH.append(Autotuner.__dict__.get("do_bench"))
+    _SAVED_CACHE_RESULTS.append(Autotuner.__dict__.get("cache_results"))
+    Autotuner.do_bench = _UNTIMED
     # A kernel that keeps its tuning results on disk (``cache_results=True``, or Triton's knob for all) would
     # write the first config as the winner of the benchmark that did not time anything, into the Triton cache
     # the parent and later runs read: while the launches are not timed, no result is kept (an instance's own
     # value goes to its __dict__, where it is found again once this is taken back)
-    Autotuner.cache_results = property(lambda self: False, _keep_cache_results)
+    Autotuner.cache_results = _NO_DISK
     return True
 
 
 def _keep_cache_results(self: Any, value: Any) -> None:
     self.__dict__["cache_results"] = value
+
+
+#: what :func:`launch_each_config_once` puts in the place of the Autotuner's ``do_bench`` and ``cache_results``
+_UNTIMED = property(lambda self: _launch_once)
+_NO_DISK = property(lambda self: False, _keep_cache_results)
 
 
 #: the Autotuner's own ``do_bench`` and ``cache_results`` (class attributes, or None) while
@@ -408,7 +414,7 @@ def each_config_launched_once() -> Iterator[bool]:
     except Exception:
         yield False
         return
-    if _SAVED_BENCH:
+    if Autotuner.__dict__.get("do_bench") is _UNTIMED:
         yield True  # untimed for the whole process already: whoever put that in place takes it back
         return
     run = Autotuner.__dict__.get("run")
