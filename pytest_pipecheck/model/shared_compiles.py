@@ -17,8 +17,9 @@ another. ``flock`` belongs to the open file, so threads of one process (the Auto
 side by side) lock one another as processes do, and the kernel drops a lock whose process died.
 
 What is compiled does not change, only who compiles it: a lock that cannot be had (an unwritable
-temporary directory, a Triton whose arguments cannot be keyed) compiles without one, and a wait longer
-than :data:`WAIT_LIMIT` (a holder stopped and never killed) gives up and compiles anyway.
+temporary directory, a lock folder another user made, a Triton whose arguments cannot be keyed) compiles
+without one, and a wait longer than :data:`WAIT_LIMIT` (a holder stopped and never killed) gives up and
+compiles anyway.
 """
 
 from __future__ import annotations
@@ -93,8 +94,11 @@ class CompileLock:
         import fcntl
 
         try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            folder = os.path.dirname(self.path)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            if not _own(folder) or not _own(os.path.dirname(folder)):
+                return self  # made by another user, who could hold every lock: compile as if alone
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
         except OSError:
             return self  # no lock to be had here: compile as if alone
         started = self.clock()
@@ -123,6 +127,13 @@ class CompileLock:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             self.held = False
         os.close(fd)
+
+
+def _own(path: str) -> bool:
+    """Whether ``path`` belongs to this process's user (where the platform has users)."""
+    if not hasattr(os, "getuid"):
+        return True
+    return os.stat(path).st_uid == os.getuid()
 
 
 def _cache_dir() -> str:

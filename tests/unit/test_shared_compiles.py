@@ -231,6 +231,18 @@ def test_a_file_system_without_locks_compiles_at_once_without_waiting(tmp_path: 
     assert fake.sleeps == 0  # not the wait limit: nothing to wait for
 
 
+def test_a_lock_folder_another_user_made_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine several users share, another user could make the folder first and hold every lock in it:
+    each compile would then wait out the limit. A folder that is not this user's is not used."""
+    folder = lock_folder(str(tmp_path / "cache"), str(tmp_path))
+    with CompileLock(folder, KEY) as lock:
+        assert lock.held  # this user's folder
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(folder).st_uid + 1)  # as another user sees it
+    fake = FakeTime()
+    with CompileLock(folder, KEY, clock=fake.clock, sleep=fake.sleep) as lock:
+        assert not lock.held and fake.sleeps == 0
+
+
 def test_an_unwritable_lock_folder_compiles_without_a_lock(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
