@@ -354,8 +354,7 @@ def launch_each_config_once() -> bool:
         return False
     if Autotuner.__dict__.get("do_bench") is _UNTIMED:
         return True  # in place already: whoever put it there takes it back
-    _SAVED_BENCH.append(Autotuner.__dict__.get("do_bench"))
-    _SAVED_CACHE_RESULTS.append(Autotuner.__dict__.get("cache_results"))
+    _SAVED_BENCH.append({name: Autotuner.__dict__.get(name) for name in ("do_bench", "cache_results")})
     Autotuner.do_bench = _UNTIMED
     # A kernel that keeps its tuning results on disk (``cache_results=True``, or Triton's knob for all) would
     # write the first config as the winner of the benchmark that did not time anything, into the Triton cache
@@ -376,8 +375,7 @@ _NO_DISK = property(lambda self: False, _keep_cache_results)
 
 #: the Autotuner's own ``do_bench`` and ``cache_results`` (class attributes, or None) while
 #: :func:`launch_each_config_once` replaces them
-_SAVED_BENCH: list[Any] = []
-_SAVED_CACHE_RESULTS: list[Any] = []
+_SAVED_BENCH: list[dict[str, Any]] = []
 
 
 def restore_benchmark() -> None:
@@ -387,8 +385,7 @@ def restore_benchmark() -> None:
         return
     from triton.runtime.autotuner import Autotuner
 
-    for name, stack in (("do_bench", _SAVED_BENCH), ("cache_results", _SAVED_CACHE_RESULTS)):
-        saved = stack.pop() if stack else None
+    for name, saved in _SAVED_BENCH.pop().items():
         if saved is None:
             if name in Autotuner.__dict__:
                 delattr(Autotuner, name)

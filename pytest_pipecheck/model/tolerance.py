@@ -157,10 +157,17 @@ def accumulated(tol: Tolerance, dtype: str, loop_dim: str, length: int, ref: Any
     ``loop_dim`` (:func:`accumulation_atol`, with the running sums measured by the largest finite
     element of the reference ``ref``) where that is larger. An atol that was given (not the default),
     and a calibrated tolerance, are returned unchanged; the source says what was raised and why."""
-    import numpy as np
-
     if not tol.default_atol:
         return tol
+    return _raised_to_accumulation(tol, dtype, loop_dim, length, ref, default_atol=True)
+
+
+def _raised_to_accumulation(tol: Tolerance, dtype: str, loop_dim: str, length: int, ref: Any, *,
+                            default_atol: bool) -> Tolerance:
+    """``tol`` with its atol raised to :func:`accumulation_atol` (the running sums measured by the largest finite
+    element of ``ref``) where that is larger, the source saying why; else ``tol`` itself."""
+    import numpy as np
+
     r = np.asarray(ref, dtype=np.float64)
     finite = r[np.isfinite(r)]
     peak = float(np.max(np.abs(finite))) if finite.size else 0.0
@@ -170,7 +177,7 @@ def accumulated(tol: Tolerance, dtype: str, loop_dim: str, length: int, ref: Any
     u = _ACCUMULATOR_NAME.get(_ACCUMULATOR_U[dtype], "")
     why = (f"atol raised to {ACCUMULATION_LAMBDA:g} u sqrt(L) max|ref| for L = {length} additions along {loop_dim} "
            f"(u = {u}; max|ref| {peak:.3g})")
-    return Tolerance(tol.rtol, grown, f"{tol.source}; {why}", default_atol=True)
+    return Tolerance(tol.rtol, grown, f"{tol.source}; {why}", default_atol=default_atol)
 
 
 def at_least_accumulation(tol: Tolerance, dtype: str, loop_dim: str, length: int, ref: Any) -> Tolerance:
@@ -179,10 +186,7 @@ def at_least_accumulation(tol: Tolerance, dtype: str, loop_dim: str, length: int
     nearly exact, ``k`` times its error is less than a correct kernel summing in another order is off by
     (fla-core's chunked cumsum, 3 units in the last place at T = 159, against a sequential fp32 sum off by
     half of one); the bound holds for every order."""
-    import dataclasses
-
-    raised = accumulated(dataclasses.replace(tol, default_atol=True), dtype, loop_dim, length, ref)
-    return dataclasses.replace(raised, default_atol=tol.default_atol) if raised.atol > tol.atol else tol
+    return _raised_to_accumulation(tol, dtype, loop_dim, length, ref, default_atol=tol.default_atol)
 
 
 def calibrated(dtype: str, same_precision_err: float, ref_absmax: float, k: float) -> Tolerance:
