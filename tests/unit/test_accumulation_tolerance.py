@@ -128,3 +128,17 @@ def test_a_calibrated_tolerance_is_never_tighter_than_the_accumulation_bound(pip
 
     with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure):
         pipecheck.check_coverage(_scan_spec(_scan(drop_last_chunk=True), "scan_drops_last_chunk"), "M4-K831")
+
+
+def test_the_floor_does_not_let_a_scan_that_accumulates_in_half_precision_pass(pipecheck) -> None:
+    """The accumulation bound assumes an fp32 accumulator: a scan that carries its running sum in float16 is
+    off by far more, and still fails the calibrated tolerance with the floor under it."""
+    def half_accumulator(arrays, dims):
+        x, s = arrays["x"], arrays["s"]
+        acc = torch.zeros(x.shape[0], dtype=torch.float16, device=x.device)
+        for k in range(dims["K"]):
+            acc = acc + x[:, k].half()
+            s[:, k] = acc.float()
+
+    with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure):
+        pipecheck.check_coverage(_scan_spec(half_accumulator, "scan_fp16_accumulator"), "M4-K831")
