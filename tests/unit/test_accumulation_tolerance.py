@@ -140,5 +140,5 @@ def test_the_floor_does_not_let_a_scan_that_accumulates_in_half_precision_pass(p
             acc = acc + x[:, k].half()
             s[:, k] = acc.float()
 
-    with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure):
+    with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure, match="elements exceed the tolerance"):
         pipecheck.check_coverage(_scan_spec(half_accumulator, "scan_fp16_accumulator"), "M4-K831")
