@@ -366,6 +366,9 @@ class ContainmentPlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
         if self.relay_file or (self.poisoned is None and self.isolate is None):
             return None
+        sanitizer = self.config.pluginmanager.get_plugin("pipecheck-sanitizer")
+        if sanitizer is not None:
+            sanitizer.flush_held()  # the tests that ran here before this one are logged first
         nodeid = state.item_nodeid(item)
         child = self.child
         fresh = child is None or nodeid not in child.nodeids or (not child.running and nodeid not in child.tests)

@@ -18,6 +18,7 @@ from .results import CheckResult
 
 __all__ = [
     "ATTACHED",
+    "HELD",
     "ITEM_CONFIG",
     "ITEM_CONFIG_ERROR",
     "ITEM_NODEID",
@@ -48,6 +49,9 @@ ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
 ITEM_NODEID = pytest.StashKey[str]()
 ATTACHED = pytest.StashKey[int]()  # how many of the item's results went out on its reports
 SHARE = pytest.StashKey[int]()  # the sanitizer share a test belongs to (sanitizer.pytest_hooks)
+# The test ran while its sanitizer children still ran, and its reports are held until their verdicts are in
+# (sanitizer.pytest_hooks): what ended each phase of its run, by ``report.when`` (None: nothing raised).
+HELD = pytest.StashKey[dict[str, BaseException | None]]()
 
 
 def item_nodeid(item: pytest.Item) -> str:

@@ -13,8 +13,9 @@ recorded, for every check and for the sanitizer's verdicts alike.
   it expected (the check raised it and recorded it as caught) passes, unless something else did not:
   see :func:`caught_ending`.
 
-:func:`apply` is called from ``pytest_runtest_makereport`` for the tests this process runs, and by the
-containment relay for the reports it replays from a fresh process (:mod:`.containment`).
+:func:`apply` is called from ``pytest_runtest_makereport`` for the tests this process runs (for a test whose
+reports wait for its sanitizer verdicts, when they are logged: :func:`finish`), and by the containment relay
+for the reports it replays from a fresh process (:mod:`.containment`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from typing import Any
 import pytest
 
 from .results import CheckResult, PipecheckFailure, Verdict
-from .state import ATTACHED, RUN_SEED, item_config, item_nodeid, item_results, role
+from .state import ATTACHED, HELD, RUN_SEED, item_config, item_nodeid, item_results, role
 
-__all__ = ["apply", "caught_ending", "pytest_runtest_makereport", "uses_pipecheck"]
+__all__ = ["apply", "caught_ending", "finish", "pytest_runtest_makereport", "uses_pipecheck"]
 
 #: the item's call report failed (its own failure, or one of pipecheck's)
 CALL_FAILED = pytest.StashKey[bool]()
@@ -177,11 +178,23 @@ def _attach(item: pytest.Item, report: pytest.TestReport, results: list[CheckRes
         item.stash[ATTACHED] = len(results)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
-    apply(item, report, raised=call.excinfo.value if call.excinfo is not None else None)
+def finish(item: pytest.Item, report: pytest.TestReport, raised: BaseException | None) -> None:
+    """Make ``report`` of a test this process ran agree with what it recorded (:func:`apply`), and say how to
+    reproduce a failure: when the report is made, or, for a test whose reports were held until its
+    sanitizer verdicts came in (``state.HELD``), just before it is logged."""
+    apply(item, report, raised=raised)
     if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
         seed = item.config.stash[RUN_SEED]
         report.sections.append(("pipecheck: reproduce", f"pytest '{item_nodeid(item)}' --pipecheck-seed={seed}"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    raised = call.excinfo.value if call.excinfo is not None else None
+    held = item.stash.get(HELD, None)
+    if held is not None:  # decided when its sanitizer verdicts are in (sanitizer.pytest_hooks)
+        held[report.when] = raised
+        return report
+    finish(item, report, raised)
     return report

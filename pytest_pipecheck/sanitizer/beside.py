@@ -27,9 +27,18 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from _pytest.outcomes import Skipped
+
 from ..device import TierInfo
 
-__all__ = ["Pending", "TierBesideChildren", "beside_children"]
+__all__ = ["Pending", "Postponed", "TierBesideChildren", "beside_children"]
+
+
+class Postponed(Skipped):
+    """Raised inside a test whose reports are held (its body runs while the children still run) where it asks
+    for the GPU alone: the test stops there and runs again from its start once every child has ended. A skip,
+    so that nothing treats it as the test's failure (``--pdb`` does not stop on it); the report of that first
+    run is never logged."""
 
 
 class Pending:
@@ -39,7 +48,7 @@ class Pending:
         self._cond = threading.Condition()
         self._left: dict[int, int] = {}  # id of a test item -> parts still running that hold a verdict of it
         self._runs = 0  # background runs not ended
-        self._messages: list[str] = []
+        self._messages: list[tuple[str, bool]] = []
         self.error: BaseException | None = None  # what ended a run before it gave every verdict
 
     def expect(self, items: Iterable[Any]) -> None:
@@ -80,14 +89,17 @@ class Pending:
         with self._cond:
             return id(item) in self._left
 
-    def say(self, message: str) -> None:
-        """A progress line of the children, said by the main thread at the next :meth:`take_messages`."""
+    def say(self, message: str, detail: bool = False) -> None:
+        """A progress line of the children, said by the main thread at the next :meth:`take_messages`; a
+        ``detail`` (one test done in a child) only where the run waits for them, or at the end."""
         with self._cond:
-            self._messages.append(message)
+            self._messages.append((message, detail))
 
-    def take_messages(self) -> list[str]:
+    def take_messages(self, details: bool = True) -> list[str]:
+        """The lines said so far (without ``details``: the others, which stay for a later call)."""
         with self._cond:
-            out, self._messages = self._messages, []
+            out = [m for m, d in self._messages if details or not d]
+            self._messages = [] if details else [(m, d) for m, d in self._messages if d]
             return out
 
     def wait(self, item: Any | None, tell: Callable[[list[str]], None] | None = None, poll: float = 0.2) -> None:
@@ -99,7 +111,7 @@ class Pending:
             while (id(item) in self._left) if item is not None else self._runs > 0:
                 waited = True
                 if tell is not None and self._messages:
-                    said, self._messages = self._messages, []
+                    said, self._messages = [m for m, _ in self._messages], []
                     self._cond.release()
                     try:
                         tell(said)

@@ -15,6 +15,7 @@ import concurrent.futures
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -40,7 +41,7 @@ from ..xdist_hooks import (
     read_groups,
     together_key,
 )
-from .beside import Pending, beside_children
+from .beside import Pending, Postponed, beside_children
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
@@ -63,7 +64,9 @@ __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
 WAITED = pytest.StashKey[dict[str, float]]()  # per phase, seconds a test waited for this process's children
 RECORDED = pytest.StashKey[bool]()  # the test's sanitizer verdicts are among its results
+POSTPONED = pytest.StashKey[bool]()  # the held run of the test asked for the GPU alone: it runs again at the end
 SHARE = state.SHARE
+_ONE_TEST = re.compile(r": test \d+ of \d+ ")  # a child's progress line for one test it ran
 GROUP_UNKNOWN = pytest.StashKey[str]()  # why the controller cannot keep this test's xdist group on one worker
 
 
@@ -191,6 +194,14 @@ class SanitizerPlugin:
         # (docs/validation/2026-11-27-h100-0144.md).
         self.overlap = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "0") == "1"
         self.pending = Pending()
+        # Without xdist, the overlap also holds the reports (:meth:`_run_held`): a test runs while the children
+        # that judge it still run, and is logged once its verdicts are in. An xdist worker waits before each
+        # test instead: its controller takes a test whose run ended as reported, and would lose a held report
+        # to a crash of the worker.
+        self.holds = self.overlap and getattr(config, "workerinput", None) is None
+        self.held: list[tuple[pytest.Item, list[pytest.TestReport]]] = []  # ran, not logged yet, in order
+        self.postponed: list[pytest.Item] = []  # asked for the GPU alone while children ran: run at the end
+        self.holding: pytest.Item | None = None  # the test whose held run is under way
         self.group = ChildGroup()
         self.threads: list[threading.Thread] = []
         self.tier_alone: TierInfo | None = None  # the tier, while the tests get one that waits before a timing
@@ -263,6 +274,11 @@ class SanitizerPlugin:
                 for item in items:
                     if item.nodeid in groups:
                         item.stash[GROUP_UNKNOWN] = problem
+        if self.holds and config.stash[state.TIER].has_gpu:
+            # the tests that time with pytest-benchmark wait for every child: after the others, which run beside
+            timed = [i for i in items if "benchmark" in getattr(i, "fixturenames", ())]
+            if timed:
+                items[:] = [i for i in items if "benchmark" not in getattr(i, "fixturenames", ())] + timed
         for item, share in zip(items, shares_for(config, [i.nodeid for i in items], self.worker_count, groups)):
             item.stash[SHARE] = share
 
@@ -279,12 +295,17 @@ class SanitizerPlugin:
             except Exception:
                 pass  # outside a test phase it would end the session: each test's setup tries again, as its error
         try:
-            return (yield)
+            result = yield
+            if self.held or self.postponed:
+                self._finish_held(session)
+            return result
         finally:
             self._stop_beside()
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        if self.holds and self.holding is None and self._run_held(item, nextitem):
+            return True
         # The share is started, and the test waits for its verdicts, here: before its setup starts its clock,
         # so the children are not counted in its duration (pytest-split's durations file and --durations
         # would charge them to it) nor against its timeout, and outside output capture (progress lines).
@@ -294,6 +315,7 @@ class SanitizerPlugin:
                 self.pending.wait(None, self._tell)  # pytest-benchmark times it: the GPU to itself
         except Exception:
             pass  # outside a test phase it would end the session: the setup below tries again, as its error
+        return None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -329,12 +351,112 @@ class SanitizerPlugin:
         """Sanitize the share ``item`` belongs to (:meth:`start_share`), and wait for ``item``'s own verdicts
         (``tell``: outside a test phase, where the children's progress lines may be written)."""
         self.start_share(item)
-        if not self.overlap or not expected_tools(item):
-            return
+        if not self.overlap or not expected_tools(item) or state.HELD in item.stash:
+            return  # a held test's verdicts are awaited when it is logged (_log_held)
         self.pending.wait(item, self._tell if tell else None)
         error = self.pending.error
         if error is not None and any(t not in item.stash.get(OUTCOMES, {}) for t in expected_tools(item)):
             raise error  # the run beside the tests was interrupted before it judged this test
+
+    # ------------------------------------------------------------------ held reports
+    def _run_held(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+        """Run ``item`` now, while children that judge it may still run, holding its reports until its verdicts
+        are in (they are logged in collection order: :meth:`_flush_held`). False where it runs as usual instead:
+        no child runs any more, or it times with pytest-benchmark (the GPU to itself: it waits first)."""
+        from _pytest.runner import runtestprotocol
+
+        try:
+            self.start_share(item)
+        except Exception:
+            pass  # its setup tries again and errs with it; it holds nothing back
+        self._tell(self.pending.take_messages(details=False))
+        if not self.pending.running or "benchmark" in getattr(item, "fixturenames", ()):
+            self.flush_held()  # the tests before it are logged before it
+            return False
+        item.stash[state.HELD] = {}
+        self.holding = item
+        try:
+            reports = runtestprotocol(item, log=False, nextitem=nextitem)
+        finally:
+            self.holding = None
+        if item.stash.get(POSTPONED, False):
+            self._forget_run(item)
+            self.postponed.append(item)
+        else:
+            self.held.append((item, reports))
+        self._flush_held(wait=False)
+        return True
+
+    @staticmethod
+    def _forget_run(item: pytest.Item) -> None:
+        """What the postponed first run of ``item`` left on it: its second run starts from nothing."""
+        from ..verdicts import CALL_FAILED
+
+        keys: tuple[pytest.StashKey[Any], ...] = (state.HELD, POSTPONED, WAITED, RECORDED, CALL_FAILED,
+                                                   state.ATTACHED)
+        for key in keys:
+            if key in item.stash:
+                del item.stash[key]
+        state.item_results(item).clear()
+        item.user_properties.clear()
+
+    def flush_held(self) -> None:
+        """Log every held test, each once its verdicts are in (before a test that is not held runs)."""
+        self._flush_held(wait=True)
+
+    def _flush_held(self, wait: bool) -> None:
+        """Log the held tests whose verdicts are in, in order (``wait``: all of them, waiting for each); stops
+        where the session is to stop (``-x``, ``--maxfail``): the tests left are said at the end."""
+        while self.held:
+            item, reports = self.held[0]
+            if self.pending.waits(item):
+                if not wait:
+                    return
+                self.pending.wait(item, self._tell)
+            if item.session.shouldfail or item.session.shouldstop:
+                return
+            self.held.pop(0)
+            self._log_held(item, reports)
+
+    def _log_held(self, item: pytest.Item, reports: list[pytest.TestReport]) -> None:
+        """Log the reports of a held test as its run would have: its verdicts recorded before its call's report
+        (as :meth:`pytest_runtest_call` does), each report made to agree with its results."""
+        from ..verdicts import finish
+
+        raised = item.stash.get(state.HELD, {})
+        del item.stash[state.HELD]
+        try:
+            self.ensure_share(item)
+        except Exception as exc:  # the run beside the tests was interrupted before it judged this test
+            outcomes = item.stash.setdefault(OUTCOMES, {})
+            for tool in expected_tools(item):
+                outcomes.setdefault(tool, TestOutcome(
+                    state.item_nodeid(item), tool, Verdict.ERROR, "inconclusive: the sanitizer run ended early",
+                    reason=f"{type(exc).__name__}: {exc}"))
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        for report in reports:
+            if report.when == "call":
+                self.record_for(item)
+            finish(item, report, raised.get(report.when))
+            self._charge_sanitizer_seconds(item, report)
+            ihook.pytest_runtest_logreport(report=report)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+    def _finish_held(self, session: pytest.Session) -> None:
+        """The test loop ended: every child ends, the held tests are logged, then the postponed tests run, the
+        GPU to themselves."""
+        self.pending.wait(None, self._tell)
+        self._flush_held(wait=True)
+        postponed, self.postponed = self.postponed, []
+        if postponed and not (session.shouldfail or session.shouldstop):
+            self._write(f"{len(postponed)} test(s) that time kernels run now, the sanitizer children done")
+        for n, item in enumerate(postponed):
+            if session.shouldfail or session.shouldstop:
+                self.postponed = postponed[n:]
+                break
+            nextitem = postponed[n + 1] if n + 1 < len(postponed) else None
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
 
     # ------------------------------------------------------------------ beside the tests
     def _tell(self, lines: list[str]) -> None:
@@ -367,9 +489,16 @@ class SanitizerPlugin:
 
     def _wait_for_the_gpu(self) -> None:
         """Inside a test that is about to time a kernel: wait until this process's children have ended. The
-        wait is not the test's: the watchdog does not count it, and its report's duration leaves it out."""
+        wait is not the test's: the watchdog does not count it, and its report's duration leaves it out. A
+        held test stops instead (:class:`Postponed`), and runs again from its start after the other tests, so
+        that the tests after it run beside the children meanwhile."""
         if not self.pending.running:
             return
+        if (self.holding is not None and self.phase is not None and self.phase[0] is self.holding
+                and self.phase[1] in ("setup", "call")):
+            self.holding.stash[POSTPONED] = True
+            raise Postponed("pipecheck: this test times a kernel while sanitizer children run on its GPU: it "
+                            "runs again, from its start, once they have ended")
         from contextlib import nullcontext
 
         timeout = self.config.pluginmanager.get_plugin("pipecheck-timeout")
@@ -384,7 +513,8 @@ class SanitizerPlugin:
 
     def _stop_beside(self) -> None:
         """The test loop is over: children still running (the run stopped early) are stopped, the tier is
-        given back, and what they said is written."""
+        given back, and what they said is written, with the tests of a run that stopped early that ran but
+        are not reported."""
         if self.pending.running:
             self.group.stop()
         for thread in self.threads:
@@ -394,6 +524,12 @@ class SanitizerPlugin:
             self.config.stash[state.TIER] = self.tier_alone
             self.tier_alone = None
         self._tell(self.pending.take_messages())
+        left = [i.nodeid for i, _ in self.held] + [i.nodeid for i in self.postponed]
+        if left:
+            self._write(f"the run stopped early: {len(left)} test(s) not reported (their sanitizer verdicts were "
+                        f"not awaited, or they were to run at the end): {', '.join(left[:5])}"
+                        + (", ..." if len(left) > 5 else ""))
+        self.held, self.postponed = [], []
 
     def _consan_reason(self) -> str | None:
         """Why ConSan cannot run on this process's GPU (computed once), or None."""
@@ -542,7 +678,8 @@ class SanitizerPlugin:
 
         def write(msg: str) -> None:
             if self.overlap:
-                self.pending.say(msg)  # said by the main thread, between tests
+                # said by the main thread, between tests (one test done in a child: only while it waits)
+                self.pending.say(msg, detail=_ONE_TEST.search(msg) is not None)
                 return
             with lock:
                 self._write(msg)
@@ -608,6 +745,12 @@ class SanitizerPlugin:
         waited = item.stash.get(WAITED, {}).get(report.when, 0.0)
         if waited > 0:  # this process's children leaving the GPU to a timing: not the test's time
             report.duration = max(0.0, report.duration - waited)
+        if state.HELD not in item.stash:  # else when it is logged, its verdicts in (_log_held)
+            self._charge_sanitizer_seconds(item, report)
+        return report
+
+    @staticmethod
+    def _charge_sanitizer_seconds(item: pytest.Item, report: pytest.TestReport) -> None:
         if report.when == "call" and item.config.getoption("store_durations", default=False):
             # pytest-split stores each test's report durations (--store-durations) and splits the suite
             # over CI machines by them (--splits/--group): a test's cost includes the seconds its
@@ -616,7 +759,6 @@ class SanitizerPlugin:
             if spent > 0:
                 report.duration += spent
                 report.user_properties.append(("pipecheck.sanitizer_seconds", round(spent, 3)))
-        return report
 
     def outcomes_of(self, item: pytest.Item) -> dict[str, TestOutcome]:
         """``item``'s sanitizer verdicts, one per tool it expects: a tool that left none (its share was
@@ -643,7 +785,8 @@ class SanitizerPlugin:
         try:
             return (yield)
         finally:
-            self.record_for(item)
+            if state.HELD not in item.stash:  # a held test's, when it is logged (_log_held)
+                self.record_for(item)
 
     def record_for(self, item: pytest.Item) -> list[CheckResult]:
         """Record ``item``'s sanitizer verdicts, once: for a test run here, or one whose reports are replayed

@@ -95,7 +95,7 @@ def main() -> int:
         env = dict(os.environ, TRITON_CACHE_DIR=str(caches / "triton"), CUPY_CACHE_DIR=str(caches / "cupy"),
                    PIPECHECK_CACHE_DIR=str(caches / "pipecheck"), PIPECHECK_SANITIZER_OVERLAP=overlap)
         cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", "-p", "no:cacheprovider", "-rs",
-               "--durations=15", f"--pipecheck-sanitizer-jobs={jobs}", f"--pipecheck-json={report}", suite]
+               "--durations=0", f"--pipecheck-sanitizer-jobs={jobs}", f"--pipecheck-json={report}", suite]
         start = time.monotonic()
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         wall = time.monotonic() - start
@@ -104,7 +104,7 @@ def main() -> int:
         verdicts, ok = _verdicts(report)
         summary = [line.strip("= ") for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
         done = re.findall(r"all tools done in ([\d.]+) s", text)
-        slow = text.split("slowest 15 durations", 1)[-1].splitlines()[1:16] if "slowest 15" in text else []
+        slow = text.split("slowest durations", 1)[-1].splitlines()[1:16] if "slowest durations" in text else []
         runs.append({"suite": suite, "jobs": jobs, "overlap": overlap, "command": " ".join(cmd[1:]),
                      "env": f"PIPECHECK_SANITIZER_OVERLAP={overlap}, empty caches", "rc": proc.returncode,
                      "wall_s": round(wall, 2), "pytest": summary[-1] if summary else None, "ok": ok,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from ._sanitizer_fake import _fake, _results, _setup
+from ._sanitizer_fake import _fake, _results, _setup, noop_tests
 
 FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"  # a fake nvidia-smi
 
@@ -190,3 +191,230 @@ def test_no_deadlock_under_xdist(pytester: pytest.Pytester, tmp_path: Path, monk
                 if r["check"] == "sanitizer:racecheck"}
     assert verdicts == {"test_a": "pass", "test_racy": "fail", "test_b": "pass", "test_c": "pass",
                         "test_d": "pass", "test_crash": "error", "test_e": "pass", "test_f": "pass"}, verdicts
+
+
+# ----------------------------------------------------------------------------- held reports (no xdist)
+
+
+def _order(result: pytest.RunResult, module: str) -> list[str]:
+    """The tests of ``module`` in the order ``-v`` logged them."""
+    logged = re.compile(rf"^{module}\.py::(\w+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)")
+    return [m.group(1) for m in map(logged.match, result.stdout.lines) if m]
+
+
+def test_a_test_runs_while_the_child_that_judges_it_still_runs(pytester: pytest.Pytester, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """One child judges every test. It holds ``test_later`` until the parent has run ``test_first``: a parent
+    that waits for a test's verdicts before running it never could, since the child that judges
+    ``test_first`` is that child. The reports still come out in order, each with its own verdicts."""
+    log = _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    first_ran = tmp_path / "first-ran"
+    pytester.makepyfile(test_h=WAIT_FOR + f'''
+
+def test_first(pipecheck):
+    if not os.environ.get("PIPECHECK_CHILD"):
+        open({str(first_ran)!r}, "w").close()
+
+def test_racy(pipecheck):
+    pass
+
+def test_later(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        assert wait_for({str(first_ran)!r}, 60), "the parent ran no test while the child that judges it ran"
+''')
+    result = _run(pytester, "-v", jobs=1)
+    res = _results(result.stdout.str())
+    assert res[("test_first", "sanitizer:racecheck")] == ("pass", "0 hazards"), res
+    assert res[("test_later", "sanitizer:racecheck")] == ("pass", "0 hazards"), res
+    assert res[("test_racy", "sanitizer:racecheck")][0] == "fail", res
+    result.assert_outcomes(passed=2, failed=1)
+    order = _order(result, "test_h")
+    assert order == ["test_first", "test_racy", "test_later"], result.stdout.str()
+    assert len(log.read_text().splitlines()) == 1  # one child, never re-run
+
+
+HELD_BODIES = '''
+import pytest
+from pytest_pipecheck.results import CheckResult, PipecheckFailure, Verdict
+
+def test_passes(pipecheck):
+    pass
+
+def test_raises(pipecheck):
+    raise ValueError("the body's own failure")
+
+def test_skips(pipecheck):
+    pytest.skip("the body skipped")
+
+@pytest.mark.xfail(reason="known", strict=True)
+def test_xfails(pipecheck):
+    raise ValueError("expected")
+
+def test_racy_passes(pipecheck):
+    pass
+
+def test_racy_skips(pipecheck):
+    pytest.skip("the body skipped")
+
+def test_racy_raises(pipecheck):
+    raise ValueError("the body's own failure")
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_expects_a_finding_racy(pipecheck):
+    pass
+
+@pytest.mark.pipecheck(expect_failures=["coverage"])
+def test_caught_by_its_check(pipecheck):
+    # what a check does on a defect the test expects: records it (as caught) and raises it
+    caught = pipecheck.record(CheckResult("coverage", Verdict.FAIL, "a wrong tile", kernel="k"))
+    raise PipecheckFailure("coverage failed: a wrong tile", caught)
+
+@pytest.mark.pipecheck(expect_failures=["coverage"])
+def test_caught_and_racy(pipecheck):
+    caught = pipecheck.record(CheckResult("coverage", Verdict.FAIL, "a wrong tile", kernel="k"))
+    raise PipecheckFailure("coverage failed: a wrong tile", caught)
+
+def test_check_failed_body_passed(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "a wrong tile", kernel="k"))
+
+def test_crash(pipecheck):
+    pass
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture failed")
+
+def test_setup_errors(pipecheck, broken):
+    pass
+'''
+
+
+def test_held_reports_give_the_outcomes_and_verdicts_of_a_run_that_waits(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bodies that pass, raise, skip, xfail, record a failure, or end on a failure they expect; findings on
+    some of them; a child that dies: with the reports held until the verdicts are in, every test ends as it
+    does when the children end before the first test, with the same report sections and verdicts."""
+    plan = {"racecheck": {"inject": {n: "racecheck_race_analysis.txt" for n in
+                                     ("test_racy_passes", "test_racy_skips", "test_racy_raises",
+                                      "test_expects_a_finding_racy", "test_caught_and_racy")},
+                          "crash": "test_crash"}}
+    seen: dict[str, tuple[object, ...]] = {}
+    for overlap in ("1", "0"):
+        (tmp_path / overlap).mkdir()
+        _fake(tmp_path / overlap, monkeypatch, plan)
+        monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", overlap)
+        _setup(pytester)
+        pytester.makepyfile(test_v=HELD_BODIES)
+        result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-rA", "-v",
+                                               "--pipecheck-sanitizer-jobs=2", "-p", "no:cacheprovider",
+                                               "--pipecheck-json=r.json", timeout=600)
+        out = result.stdout.str()
+        summary = sorted(line for line in result.stdout.lines
+                         if line.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")))
+        order = _order(result, "test_v")
+        doc = json.loads((pytester.path / "r.json").read_text())
+        results = sorted((r["nodeid"], r["check"], r["verdict"], r["expected"]) for r in doc["results"])
+        sections = sorted(s for s in ("pipecheck: sanitizer", "pipecheck: caught", "pipecheck: reproduce",
+                                      "a sanitizer finding fails the test; the body skipped",
+                                      "pipecheck sanitizer inconclusive") if s in out)
+        seen[overlap] = (summary, order, results, sections, out.count("pipecheck: reproduce"))
+    assert seen["1"] == seen["0"], (seen["1"], seen["0"])
+    summary = "\n".join(seen["1"][0])
+    for name in ("test_racy_passes", "test_racy_skips", "test_racy_raises", "test_raises",
+                 "test_check_failed_body_passed"):
+        assert f"FAILED test_v.py::{name}" in summary, summary
+    for name in ("test_crash", "test_setup_errors"):
+        assert f"ERROR test_v.py::{name}" in summary, summary
+    # a finding of a test that expects failures counts as caught (docs/verdicts.md)
+    for name in ("test_passes", "test_expects_a_finding_racy", "test_caught_by_its_check", "test_caught_and_racy"):
+        assert f"PASSED test_v.py::{name}" in summary, summary
+    assert seen["1"][1][:3] == ["test_passes", "test_raises", "test_skips"]
+
+
+def test_a_held_test_that_asks_for_the_gpu_alone_runs_again_after_the_others(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``test_timing`` asks for the GPU alone while the child that judges the tests still runs (the child waits
+    for the tests after it): it stops there, the tests after it run, and it runs again from its start once
+    the child has ended; its report is logged once, last, and holds only what its second run recorded."""
+    log = _fake(tmp_path, monkeypatch, {})
+    _setup(pytester)
+    starts = tmp_path / "starts"
+    last_ran = tmp_path / "last-ran"
+    pytester.makepyfile(test_t=WAIT_FOR + f'''
+from pytest_pipecheck.results import CheckResult, Verdict
+
+def ended():
+    if not os.path.exists({str(log) + ".ended"!r}):
+        return 0
+    with open({str(log) + ".ended"!r}) as fh:
+        return len(fh.read().splitlines())
+
+def test_a(pipecheck):
+    pass
+
+def test_timing(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        return
+    with open({str(starts)!r}, "a") as fh:
+        fh.write("start\\n")
+    pipecheck.record(CheckResult("perf", Verdict.SKIP, f"recorded with {{ended()}} child(ren) ended"))
+    pipecheck.require_gpu("perf", alone=True)
+    assert ended() == 1, "timed while the child ran"
+
+def test_b(pipecheck):
+    if not os.environ.get("PIPECHECK_CHILD"):
+        open({str(last_ran)!r}, "w").close()
+
+def test_c(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        assert wait_for({str(last_ran)!r}, 60), "the parent ran no test after test_timing while this child ran"
+''')
+    result = _run(pytester, "-v", "--pipecheck-json=r.json", jobs=1)
+    result.assert_outcomes(passed=4)
+    order = _order(result, "test_t")
+    assert order == ["test_a", "test_b", "test_c", "test_timing"], result.stdout.str()
+    assert starts.read_text() == "start\nstart\n"
+    result.stdout.fnmatch_lines(["*1 test(s) that time kernels run now, the sanitizer children done*"])
+    doc = json.loads((pytester.path / "r.json").read_text())
+    perf = [r["summary"] for r in doc["results"] if r["check"] == "perf"]
+    assert perf == ["recorded with 1 child(ren) ended"], perf
+    racecheck = {r["nodeid"].rsplit("::", 1)[-1]: r["verdict"] for r in doc["results"]
+                 if r["check"] == "sanitizer:racecheck"}
+    assert racecheck == dict.fromkeys(("test_a", "test_timing", "test_b", "test_c"), "pass"), racecheck
+
+
+def test_a_run_stopped_by_a_failure_says_which_held_tests_it_did_not_report(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-x``: the first failure is logged once its verdicts are in, and the run stops there. The tests whose
+    bodies ran meanwhile are named as not reported; none of them reads as passed."""
+    _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_b": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    pytester.makepyfile(test_x=noop_tests("test_a", "test_b", "test_c", "test_d"))
+    result = _run(pytester, "-x", jobs=1)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*the run stopped early: 2 test(s) not reported*test_x.py::test_c, "
+                                 "test_x.py::test_d*"])
+
+
+def test_benchmark_tests_run_after_the_others_while_children_run_beside(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that times with pytest-benchmark waits for every child: it goes after the tests that run beside
+    them, and its verdicts are its own."""
+    _fake(tmp_path, monkeypatch, {})
+    _setup(pytester)
+    pytester.makepyfile(test_bm='''
+def test_timed(pipecheck, benchmark):
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+
+def test_a(pipecheck):
+    pass
+
+def test_b(pipecheck):
+    pass
+''')
+    result = _run(pytester, "-v", "--benchmark-disable", jobs=1)
+    result.assert_outcomes(passed=3)
+    order = _order(result, "test_bm")
+    assert order == ["test_a", "test_b", "test_timed"], result.stdout.str()
+    assert _results(result.stdout.str())[("test_timed", "sanitizer:racecheck")] == ("pass", "0 hazards")
