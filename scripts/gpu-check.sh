@@ -5,7 +5,7 @@
 #
 #   scripts/gpu-check.sh OUTDIR [PART...]
 #
-# PART is any of: pytest, scripts, examples, examples-fla, pinned-all, toolkit-all, toolkit-default,
+# PART is any of: pytest, scripts, evidence, examples, examples-fla, pinned-all, toolkit-all, toolkit-default,
 # mutants-pinned, mutants-toolkit, consan, targeted, targeted-toolkit, bench-wrapper,
 # gluon-racecheck-toolkit, tier-profile, durations, plugin-profile, compare-gate, speed, or the name of one script in scripts/gpu/ (without .py), optionally
 # with its options after '=' separated by commas (cuda_ladder_bench=--quick, perf_gate_rates=--budget,110).
@@ -124,6 +124,12 @@ run_part() {
       step pytest-gpu python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rs \
         --durations=30 --pipecheck-json="$out/pipecheck.json" --pipecheck-html="$out/pipecheck.html" \
         --junitxml="$out/junit.xml" ${PYTEST_ARGS:-tests reference_kernels}
+      ;;
+    evidence)
+      # the tests the per-merge GPU tier leaves out (marked gpu_evidence in tests/: nested sessions under a real
+      # tool, 45-100 s each on an H100; tests/conftest.py says why)
+      step evidence env PIPECHECK_GPU_EVIDENCE=1 python3 -m pytest --pipecheck --pipecheck-tier=gpu \
+        -p no:cacheprovider -rA -m gpu_evidence --durations=10 tests
       ;;
     examples)
       # the third-party kernel libraries (their wheels carried in .whl/), default sanitizer tools

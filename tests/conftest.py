@@ -31,6 +31,7 @@ for _name in ("torch", "matplotlib.figure", "matplotlib.backends.backend_agg", "
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"cpu_only: {CPU_ONLY}")
+    config.addinivalue_line("markers", f"gpu_evidence: {GPU_EVIDENCE}")
     for name in ("triton", "triton.language", "triton.compiler"):
         try:
             importlib.import_module(name)
@@ -137,7 +138,12 @@ CPU_ONLY = ("tests pipecheck's own machinery with stand-ins (a fake GPU, compute
             "nvidia-smi) or with no device at all, which a GPU does not change: the CPU job runs it "
             "(pytest --pipecheck --pipecheck-tier=cpu); --pipecheck-tier=gpu leaves it out, unless "
             "PIPECHECK_GPU_TIER_ALL=1")
-_LEFT_OUT = pytest.StashKey[int]()
+#: why a test marked ``gpu_evidence`` is left out of the per-merge GPU tier
+GPU_EVIDENCE = ("proves one GPU-side claim with a nested session under a real tool (a hang the watchdog must "
+                "kill, ConSan on every Gluon mutant, racecheck's view of a Hopper WGMMA release), 45-100 s each "
+                "on an H100: the per-merge GPU tier leaves it out to fit one CI job; "
+                "scripts/gpu-check.sh OUT evidence runs them, as does PIPECHECK_GPU_EVIDENCE=1")
+_LEFT_OUT = pytest.StashKey[dict[str, int]]()
 
 
 def _gpu_tier(config: pytest.Config) -> bool:
@@ -156,23 +162,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run says how many and why at its end."""
     if not _gpu_tier(config) or os.environ.get("PIPECHECK_GPU_TIER_ALL") == "1":
         return
-    kept = [item for item in items if item.get_closest_marker("cpu_only") is None]
-    if len(kept) == len(items):
+    markers = ["cpu_only"] + ([] if os.environ.get("PIPECHECK_GPU_EVIDENCE") == "1" else ["gpu_evidence"])
+    left_out = {m: [item for item in items if item.get_closest_marker(m) is not None] for m in markers}
+    gone = {id(item) for group in left_out.values() for item in group}
+    if not gone:
         return
-    left_out = [item for item in items if item.get_closest_marker("cpu_only") is not None]
-    config.hook.pytest_deselected(items=left_out)
-    items[:] = kept
-    config.stash[_LEFT_OUT] = len(left_out)
+    config.hook.pytest_deselected(items=[item for item in items if id(item) in gone])
+    items[:] = [item for item in items if id(item) not in gone]
+    config.stash[_LEFT_OUT] = {m: len(group) for m, group in left_out.items() if group}
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     if not _gpu_tier(config) or os.environ.get("PIPECHECK_GPU_TIER_ALL") == "1":
         return None
-    return f"pipecheck's own tests: those marked cpu_only are deselected; each {CPU_ONLY}"
+    evidence = ("" if os.environ.get("PIPECHECK_GPU_EVIDENCE") == "1" else
+                f"; those marked gpu_evidence too: each {GPU_EVIDENCE}")
+    return f"pipecheck's own tests: those marked cpu_only are deselected; each {CPU_ONLY}{evidence}"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    left_out = config.stash.get(_LEFT_OUT, 0)
-    if left_out:
-        terminalreporter.write_line(f"{left_out} cpu_only test(s) deselected under --pipecheck-tier=gpu: each "
-                                    f"{CPU_ONLY}")
+    why = {"cpu_only": CPU_ONLY, "gpu_evidence": GPU_EVIDENCE}
+    for marker, count in config.stash.get(_LEFT_OUT, {}).items():
+        terminalreporter.write_line(f"{count} {marker} test(s) deselected under --pipecheck-tier=gpu: each "
+                                    f"{why[marker]}")

@@ -1,24 +1,34 @@
 """The sanitizer children running beside the tests: which tests still wait for them, and the GPU for timings.
 
 A test's sanitizer verdict is needed only when that test is reported. So the parent starts a share's
-children on a thread of their own and goes on running tests: each test waits, before its setup, for the
-children that hold its own verdicts (:class:`Pending`), and the parent's own checks of the tests whose
-verdicts are in overlap the children still running. The verdicts are the same children's, decided the
-same way: only when the parent's tests run changes.
+children on a thread of their own and goes on running tests. Without pytest-xdist (the default):
+
+* a test runs once a child has ended it (:meth:`Pending.wait_reached`): the kernels it compiles are then in
+  the Triton and CuPy caches, compiled by the children, several at once, rather than by the parent, one
+  after another;
+* its reports are held, not logged, until the children that judge it have ended; then its verdicts are
+  recorded and its reports made to agree with them, in the order the tests were collected
+  (``SanitizerPlugin._flush_held``). The verdicts are the same children's, decided the same way: only when
+  the parent's tests run, and when their reports go out, changes.
+
+An xdist worker (whose controller takes a test whose run ended as reported) instead waits, before each
+test's setup, for the children that hold its verdicts (:class:`Pending`).
 
 Two things must not run beside the children:
 
 * a timing. pipecheck times a kernel only where nothing else runs on its GPU (``timing_blocked`` of the
   tier: :mod:`pytest_pipecheck.device`). While this process's children may still run, the tier the tests
-  get is :class:`TierBesideChildren`, whose ``timing_blocked`` first waits for every one of them to end
-  (check_perf, check_stage_sweep and ``require_gpu(alone=True)`` all ask it before they time), and then
-  answers as the tier would have. The watchdog does not count that wait against the test, nor do the
-  test's reported durations hold it.
+  get is :class:`TierBesideChildren`, whose ``timing_blocked`` (check_perf, check_stage_sweep and
+  ``require_gpu(alone=True)`` all ask it before they time) first waits for every one of them to end, then
+  answers as the tier would have. A held test stops there instead (:class:`Postponed`) and runs again from
+  its start after the other tests, once every child has ended, so that the tests after it need not wait.
+  The watchdog does not count a wait against the test, nor do the test's reported durations hold it.
 * a test that times kernels with pytest-benchmark's ``benchmark`` fixture, which asks pipecheck nothing:
-  it waits for every child before its setup.
+  such tests go after the others, and each waits for every child before its setup.
 
 Progress lines of the children are said by the main thread between tests (a line written from the
-children's thread while a test runs would land in that test's captured output).
+children's thread while a test runs would land in that test's captured output); the one line per test a
+child ran, only where the run waits for the children, or at the end.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ class Pending:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._left: dict[int, int] = {}  # id of a test item -> parts still running that hold a verdict of it
+        self._reached: set[int] = set()  # ids of the test items a child has ended (its kernels are compiled)
         self._runs = 0  # background runs not ended
         self._messages: list[tuple[str, bool]] = []
         self.error: BaseException | None = None  # what ended a run before it gave every verdict
@@ -67,6 +78,27 @@ class Pending:
                 else:
                     self._left.pop(id(item), None)
             self._cond.notify_all()
+
+    def reached(self, item: Any) -> None:
+        """A child has ended ``item`` (whatever its verdict will be): what it compiled is in the caches."""
+        with self._cond:
+            self._reached.add(id(item))
+            self._cond.notify_all()
+
+    def wait_reached(self, item: Any, tell: Callable[[list[str]], None] | None = None, poll: float = 0.2) -> None:
+        """Until a child has ended ``item``, or no part that holds a verdict of it still runs."""
+        with self._cond:
+            while id(item) in self._left and id(item) not in self._reached:
+                self._cond.wait(poll)
+                if tell is not None:
+                    said = [m for m, d in self._messages if not d]
+                    if said:
+                        self._messages = [(m, d) for m, d in self._messages if d]
+                        self._cond.release()
+                        try:
+                            tell(said)
+                        finally:
+                            self._cond.acquire()
 
     def run_started(self) -> None:
         with self._cond:

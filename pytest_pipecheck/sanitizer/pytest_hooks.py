@@ -188,17 +188,21 @@ class SanitizerPlugin:
                 raise pytest.UsageError(f"pipecheck: {exc}") from None
         self.done: set[int] = set()
         self.limits_said = False
-        # Beside the tests (beside.py), with PIPECHECK_SANITIZER_OVERLAP=1: a share's children run on a thread
-        # of their own while the tests run, each test waiting for its own verdicts. Off by default: on one
-        # H100 the bundled suite took 126.7 s that way and 114.6 s with the children first
-        # (docs/validation/2026-11-27-h100-0144.md).
-        self.overlap = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "0") == "1"
+        # Beside the tests (beside.py): a share's children run on a thread of their own while the tests run.
+        # PIPECHECK_SANITIZER_OVERLAP=0 runs them to their end before the first test instead (slower: on one
+        # H100, 86.0 s against 76.8 s for the bundled suite, 135.8 s against 112.0 s for examples/, in
+        # docs/validation/2026-11-27-h100-0615.md); =untrailed does not wait for a child to reach a test first.
+        mode = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "1")
+        self.overlap = mode != "0"
+        self.trails = mode != "untrailed"
         self.pending = Pending()
         # Without xdist, the overlap also holds the reports (:meth:`_run_held`): a test runs while the children
         # that judge it still run, and is logged once its verdicts are in. An xdist worker waits before each
         # test instead: its controller takes a test whose run ended as reported, and would lose a held report
         # to a crash of the worker.
         self.holds = self.overlap and getattr(config, "workerinput", None) is None
+        # ... and a held test runs once a child has ended it: the kernels it compiled are in the caches, and
+        # the children (several at once) compile them rather than this process, one after another
         self.held: list[tuple[pytest.Item, list[pytest.TestReport]]] = []  # ran, not logged yet, in order
         self.postponed: list[pytest.Item] = []  # asked for the GPU alone while children ran: run at the end
         self.holding: pytest.Item | None = None  # the test whose held run is under way
@@ -373,6 +377,8 @@ class SanitizerPlugin:
         if not self.pending.running or "benchmark" in getattr(item, "fixturenames", ()):
             self.flush_held()  # the tests before it are logged before it
             return False
+        if self.trails:
+            self.pending.wait_reached(item, self._tell)
         item.stash[state.HELD] = {}
         self.holding = item
         try:
@@ -442,6 +448,10 @@ class SanitizerPlugin:
             self._charge_sanitizer_seconds(item, report)
             ihook.pytest_runtest_logreport(report=report)
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+    def _reached(self, items: dict[str, pytest.Item], nodeid: str) -> None:
+        if nodeid in items:
+            self.pending.reached(items[nodeid])
 
     def _finish_held(self, session: pytest.Session) -> None:
         """The test loop ended: every child ends, the held tests are logged, then the postponed tests run, the
@@ -709,6 +719,8 @@ class SanitizerPlugin:
                     timeouts=timeouts, default_timeout=plan.default_timeout, progress=progress,
                     use_xml=use_xml, version=found.version, group=self.group)
                 runner.canary = canary
+                if self.holds and self.trails:
+                    runner.on_ended = functools.partial(self._reached, {state.item_nodeid(i): i for i in members})
             self.runner = runner
             write(f"{label}: {len(members)} test(s) in one child")
             try:

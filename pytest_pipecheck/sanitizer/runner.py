@@ -648,6 +648,8 @@ class SanitizerRunner:
         self.clock = clock  # times tests and children, drives the watchdog (injected by tests)
         self.compile_cap = compile_cap
         self.group = group
+        #: told the node id of each test a child of this runner has ended (or stopped in: it died there)
+        self.on_ended: Callable[[str], None] | None = None
         self.on_line = on_line  # each line of each child, as run_child takes it (tests move their clock in it)
 
     # ------------------------------------------------------------------ public
@@ -697,21 +699,32 @@ class SanitizerRunner:
                             canary=canary)
         started = self.clock()
         seen = [done]
+        last: list[str | None] = [None]  # the test the child began last
+
+        def ended() -> None:
+            if last[0] is not None and self.on_ended is not None:
+                self.on_ended(last[0])
+            last[0] = None
 
         def on_begin(nodeid: str) -> None:
+            ended()  # a child begins a test after it ended the one before
             if nodeid.startswith("pipecheck-canary::"):
                 self.progress(f"{spec.tool}: canary ({self.clock() - started:.1f} s)")
                 return
             seen[0] += 1
+            last[0] = nodeid
             self.progress(f"{spec.tool}: test {seen[0]} of {total} ({self.clock() - started:.1f} s) {nodeid}")
 
         timeouts = dict(self.timeouts)
         timeouts.setdefault(canary_nodeid(spec.tool), max(120.0, self.default_timeout))
         idle = max(300.0, 2 * max([self.default_timeout, *timeouts.values()]))
         self.children += 1
-        run = run_child(cmd, cwd=self.cwd, env=env, timeouts=timeouts, default_timeout=self.default_timeout,
-                        idle_limit=idle, on_begin=on_begin, clock=self.clock, compile_cap=self.compile_cap,
-                        group=self.group, on_line=self.on_line)
+        try:
+            run = run_child(cmd, cwd=self.cwd, env=env, timeouts=timeouts, default_timeout=self.default_timeout,
+                            idle_limit=idle, on_begin=on_begin, clock=self.clock, compile_cap=self.compile_cap,
+                            group=self.group, on_line=self.on_line)
+        finally:
+            ended()
         if xml_path:
             run.xml = ""  # asked for: a missing file is evidence lost, not "no records"
             try:

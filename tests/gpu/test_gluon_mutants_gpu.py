@@ -44,6 +44,7 @@ def _require_consan_and_sm90() -> None:
         pytest.skip(reason)
 
 
+@pytest.mark.gpu_evidence  # every mutant under ConSan: about 50 s (test_consan_gpu.py keeps ConSan in the tier)
 def test_gluon_mutants_are_caught_by_consan(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _require_consan_and_sm90()
     from reference_kernels.mutants.gluon import consan_batch

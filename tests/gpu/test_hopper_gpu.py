@@ -109,7 +109,9 @@ def _outcome(run: dict[str, Any]) -> str:
     return {0: "passed", 1: "coverage", 3: "crash"}.get(run["returncode"], "did-not-run")
 
 
-@pytest.mark.parametrize("name", [n for n, m in MUTANTS.items() if m.expected_check in ("coverage", "hang")])
+# a hang is caught only when the watchdog's limit runs out (about a minute): evidence, not the per-merge tier
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.gpu_evidence] if m.expected_check == "hang" else [])
+                                  for n, m in MUTANTS.items() if m.expected_check in ("coverage", "hang")])
 def test_mutant_is_caught_by_its_check(name: str) -> None:
     """Each config the mutant declares runs the reference first, then the mutant, in child processes.
 
@@ -170,6 +172,7 @@ def _racecheck(args: list[str], save: Path) -> tuple[dict[str, Any], Any]:
     return run, parse_text(run["output"], "racecheck")
 
 
+@pytest.mark.gpu_evidence  # two racecheck runs of 64 K tiles: about 100 s, and recorded rather than relied on
 def test_racecheck_on_the_early_release_mutant(tmp_path: Path) -> None:
     """Racecheck on the reference and on the early-release mutant, at its first config, one CTA.
 

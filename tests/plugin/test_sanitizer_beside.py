@@ -418,3 +418,36 @@ def test_b(pipecheck):
     order = _order(result, "test_bm")
     assert order == ["test_a", "test_b", "test_timed"], result.stdout.str()
     assert _results(result.stdout.str())[("test_timed", "sanitizer:racecheck")] == ("pass", "0 hazards")
+
+
+def test_a_held_test_runs_once_a_child_has_ended_it(pytester: pytest.Pytester, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent runs a test only after a child has ended it (so that the child, one of several at once,
+    compiled its kernels, not the parent): ``test_x`` finds what the child's ``test_x`` wrote, though the
+    child takes its time over ``test_a`` first."""
+    _fake(tmp_path, monkeypatch, {})
+    _setup(pytester)
+    wrote = tmp_path / "child-wrote-x"
+    pytester.makepyfile(test_r=f'''
+import os
+import time
+
+def test_a(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        time.sleep(3)  # the parent, not waiting for the child, would run test_x meanwhile
+
+def test_x(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        open({str(wrote)!r}, "w").close()
+    else:
+        assert os.path.exists({str(wrote)!r}), "ran before the child ended it"
+''')
+    result = _run(pytester, jobs=1)
+    result.assert_outcomes(passed=2)
+    res = _results(result.stdout.str())
+    assert res[("test_x", "sanitizer:racecheck")] == ("pass", "0 hazards"), res
+    # without the wait (PIPECHECK_SANITIZER_OVERLAP=untrailed) the parent runs test_x at once
+    wrote.unlink()
+    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "untrailed")
+    result = _run(pytester, jobs=1)
+    result.assert_outcomes(passed=1, failed=1)

@@ -100,3 +100,24 @@ def test_compiles_are_not_the_tests_time_but_a_compiler_that_hangs_is_caught(tmp
     assert "of the test's own time (its 60.0 s of Triton compiles not counted)" in out["t::hangs"].reason
     assert out["t::compiler_hangs"].reason.startswith("Triton's compile of scale_rows did not end within 300 s")
     assert out["t::autotuned"].details()["compile_seconds"] == 60.0
+
+
+def test_the_runner_tells_each_test_a_child_ended(tmp_path: Path) -> None:
+    """``on_ended`` hears of each test once its child began the next one (or the canary, or exited): what the
+    parent waits for before it runs that test beside the children (sanitizer/pytest_hooks.py)."""
+    wrapper = tmp_path / "compute-sanitizer"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    standin = tmp_path / "standin.py"
+    standin.write_text(STANDIN)
+    plan = {"t::a": {}, "t::b": {}, "t::c": {}}
+    env = dict(os.environ, STANDIN_PLAN=json.dumps(plan))
+    env.pop("FAKE_SANITIZER_PLAN", None)
+    env.pop("FAKE_SANITIZER_LOG", None)
+    runner = SanitizerRunner(str(wrapper), cwd=str(tmp_path), child_args=[sys.executable, str(standin)], env=env,
+                             timeouts=dict.fromkeys(plan, 60.0), default_timeout=60.0, use_xml=False)
+    ended: list[str] = []
+    runner.on_ended = ended.append
+    out = runner.run(BatchSpec("racecheck", tuple(plan)))
+    assert {n: o.verdict for n, o in out.items()} == dict.fromkeys(plan, Verdict.PASS)
+    assert ended == ["t::a", "t::b", "t::c"]
