@@ -192,7 +192,11 @@ class SanitizerPlugin:
         # PIPECHECK_SANITIZER_OVERLAP=0 runs them to their end before the first test instead (slower: on one
         # H100, 86.0 s against 76.8 s for the bundled suite, 135.8 s against 112.0 s for examples/, in
         # docs/validation/2026-11-27-h100-0615.md); =untrailed does not wait for a child to reach a test first.
-        mode = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "1")
+        # An xdist worker, which cannot hold reports (below), runs its children first unless told otherwise:
+        # waiting before each test for its own verdicts was the slower (126.7 s against 114.6 s for the
+        # bundled suite on one H100, docs/validation/2026-11-27-h100-0144.md).
+        worker = getattr(config, "workerinput", None) is not None
+        mode = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "0" if worker else "1")
         self.overlap = mode != "0"
         self.trails = mode != "untrailed"
         self.pending = Pending()
@@ -200,7 +204,7 @@ class SanitizerPlugin:
         # that judge it still run, and is logged once its verdicts are in. An xdist worker waits before each
         # test instead: its controller takes a test whose run ended as reported, and would lose a held report
         # to a crash of the worker.
-        self.holds = self.overlap and getattr(config, "workerinput", None) is None
+        self.holds = self.overlap and not worker
         # ... and a held test runs once a child has ended it: the kernels it compiled are in the caches, and
         # the children (several at once) compile them rather than this process, one after another
         self.held: list[tuple[pytest.Item, list[pytest.TestReport]]] = []  # ran, not logged yet, in order
