@@ -3,9 +3,9 @@
 A test's sanitizer verdict is needed only when that test is reported. So the parent starts a share's
 children on a thread of their own and goes on running tests. Without pytest-xdist (the default):
 
-* a test runs once a child has ended it (:meth:`Pending.wait_reached`): the kernels it compiles are then in
-  the Triton and CuPy caches, compiled by the children, several at once, rather than by the parent, one
-  after another;
+* a test runs at once (with ``PIPECHECK_SANITIZER_OVERLAP=trail``, once a child has ended it:
+  :meth:`Pending.wait_reached`; the kernels it compiles are then in the Triton and CuPy caches, compiled by
+  the children, several at once, rather than by the parent, one after another);
 * its reports are held, not logged, until the children that judge it have ended; then its verdicts are
   recorded and its reports made to agree with them, in the order the tests were collected
   (``SanitizerPlugin._flush_held``). The verdicts are the same children's, decided the same way: only when

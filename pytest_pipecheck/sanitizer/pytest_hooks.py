@@ -191,22 +191,24 @@ class SanitizerPlugin:
         # Beside the tests (beside.py): a share's children run on a thread of their own while the tests run.
         # PIPECHECK_SANITIZER_OVERLAP=0 runs them to their end before the first test instead (slower: on one
         # H100, 86.0 s against 76.8 s for the bundled suite, 135.8 s against 112.0 s for examples/, in
-        # docs/validation/2026-11-27-h100-0615.md); =untrailed does not wait for a child to reach a test first.
+        # docs/validation/2026-11-27-h100-0615.md); =trail makes each test wait until a child has ended it
+        # (neither faster nor slower there: 72.2 and 73.9 s against 62.1 and 70.9 s for the bundled suite,
+        # 93.3 s against 99.9 s for examples/, on H100s of one morning).
         # An xdist worker, which cannot hold reports (below), runs its children first unless told otherwise:
         # waiting before each test for its own verdicts was the slower (126.7 s against 114.6 s for the
         # bundled suite on one H100, docs/validation/2026-11-27-h100-0144.md).
         worker = getattr(config, "workerinput", None) is not None
         mode = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "0" if worker else "1")
         self.overlap = mode != "0"
-        self.trails = mode != "untrailed"
+        self.trails = mode == "trail"
         self.pending = Pending()
         # Without xdist, the overlap also holds the reports (:meth:`_run_held`): a test runs while the children
         # that judge it still run, and is logged once its verdicts are in. An xdist worker waits before each
         # test instead: its controller takes a test whose run ended as reported, and would lose a held report
         # to a crash of the worker.
         self.holds = self.overlap and not worker
-        # ... and a held test runs once a child has ended it: the kernels it compiled are in the caches, and
-        # the children (several at once) compile them rather than this process, one after another
+        # ... and with =trail a held test runs once a child has ended it: the kernels it compiled are then in
+        # the caches, and the children (several at once) compile them rather than this process
         self.held: list[tuple[pytest.Item, list[pytest.TestReport]]] = []  # ran, not logged yet, in order
         self.postponed: list[pytest.Item] = []  # asked for the GPU alone while children ran: run at the end
         self.holding: pytest.Item | None = None  # the test whose held run is under way

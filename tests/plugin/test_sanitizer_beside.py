@@ -420,12 +420,13 @@ def test_b(pipecheck):
     assert _results(result.stdout.str())[("test_timed", "sanitizer:racecheck")] == ("pass", "0 hazards")
 
 
-def test_a_held_test_runs_once_a_child_has_ended_it(pytester: pytest.Pytester, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parent runs a test only after a child has ended it (so that the child, one of several at once,
-    compiled its kernels, not the parent): ``test_x`` finds what the child's ``test_x`` wrote, though the
-    child takes its time over ``test_a`` first."""
+def test_with_trail_a_held_test_runs_once_a_child_has_ended_it(pytester: pytest.Pytester, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``PIPECHECK_SANITIZER_OVERLAP=trail``: the parent runs a test only after a child has ended it (so that
+    the child, one of several at once, compiled its kernels, not the parent): ``test_x`` finds what the
+    child's ``test_x`` wrote, though the child takes its time over ``test_a`` first."""
     _fake(tmp_path, monkeypatch, {})
+    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "trail")
     _setup(pytester)
     wrote = tmp_path / "child-wrote-x"
     pytester.makepyfile(test_r=f'''
@@ -446,8 +447,8 @@ def test_x(pipecheck):
     result.assert_outcomes(passed=2)
     res = _results(result.stdout.str())
     assert res[("test_x", "sanitizer:racecheck")] == ("pass", "0 hazards"), res
-    # without the wait (PIPECHECK_SANITIZER_OVERLAP=untrailed) the parent runs test_x at once
+    # without the wait (the default) the parent runs test_x at once
     wrote.unlink()
-    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "untrailed")
+    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")
     result = _run(pytester, jobs=1)
     result.assert_outcomes(passed=1, failed=1)

@@ -18,18 +18,19 @@ CPU_ONLY_MODULE = "tests/plugin/test_seed.py"  # nested sessions: the same with 
 GPU_SIDE_MODULE = "tests/plugin/test_coverage_plugin.py"  # its nested sessions run on the device where there is one
 
 
-def _collect(tier: str, **env: str) -> tuple[set[str], str]:
+def _collect(tier: str, *paths: str, **env: str) -> tuple[set[str], str]:
     run_env = dict(os.environ, PATH=f"{ROOT / 'tests' / 'data' / 'fakebin'}{os.pathsep}{os.environ['PATH']}",
                    FAKE_NVIDIA_SMI_GPUS="NVIDIA H100 80GB HBM3,9.0", **env)
-    for name in ("PIPECHECK_NO_GPU", "CUDA_VISIBLE_DEVICES", "PIPECHECK_GPU_TIER_ALL"):
+    for name in ("PIPECHECK_NO_GPU", "CUDA_VISIBLE_DEVICES", "PIPECHECK_GPU_TIER_ALL", "PIPECHECK_GPU_EVIDENCE"):
         if name not in env:
             run_env.pop(name, None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "--pipecheck",
-                           f"--pipecheck-tier={tier}", "--pipecheck-sanitizer=none", CPU_ONLY_MODULE,
-                           GPU_SIDE_MODULE], cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300)
+                           f"--pipecheck-tier={tier}", "--pipecheck-sanitizer=none",
+                           *(paths or (CPU_ONLY_MODULE, GPU_SIDE_MODULE))],
+                          cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    modules = {line.split("::", 1)[0] for line in proc.stdout.splitlines() if "::" in line}
-    return modules, proc.stdout
+    ids = {line.strip() for line in proc.stdout.splitlines() if "::" in line}
+    return (ids if paths else {i.split("::", 1)[0] for i in ids}), proc.stdout
 
 
 def test_the_gpu_tier_leaves_the_cpu_only_tests_out_and_says_why() -> None:
@@ -43,3 +44,25 @@ def test_every_other_run_keeps_them(tier: str, env: dict[str, str]) -> None:
     modules, out = _collect(tier, **env)
     assert modules == {CPU_ONLY_MODULE, GPU_SIDE_MODULE}, out[-3000:]
     assert "deselected" not in out
+
+
+EVIDENCE = "tests/gpu/test_hopper_gpu.py::test_racecheck_on_the_early_release_mutant"
+KEPT = "tests/gpu/test_hopper_gpu.py::test_mutant_is_caught_by_its_check[hopper_full_wait_wrong_parity]"
+EVIDENCE_CASE = "tests/gpu/test_hopper_gpu.py::test_mutant_is_caught_by_its_check[hopper_expect_tx_bytes_mismatch]"
+
+
+@pytest.mark.parametrize(("tier", "env", "kept"), [
+    ("gpu", {}, False),
+    ("gpu", {"PIPECHECK_GPU_EVIDENCE": "1"}, True),
+    ("gpu", {"PIPECHECK_GPU_TIER_ALL": "1"}, True),
+    ("cpu", {}, True),
+])
+def test_the_per_merge_gpu_tier_leaves_the_evidence_tests_out_and_says_why(tier: str, env: dict[str, str],
+                                                                            kept: bool) -> None:
+    """A test (or one case of a parametrized test) marked ``gpu_evidence`` is deselected from the GPU tier,
+    with the reason at the end, unless asked for; the other cases of the same test stay."""
+    ids, out = _collect(tier, "tests/gpu/test_hopper_gpu.py", **env)
+    assert KEPT in ids, out[-3000:]
+    assert (EVIDENCE in ids) is kept and (EVIDENCE_CASE in ids) is kept, out[-3000:]
+    said = "2 gpu_evidence test(s) deselected under --pipecheck-tier=gpu: each proves one GPU-side claim"
+    assert (said in out) is not kept, out[-3000:]
