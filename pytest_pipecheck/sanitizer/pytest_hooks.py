@@ -169,6 +169,8 @@ class SanitizerPlugin:
 
     #: the normal-run seconds of this run's tests, on the process that writes pytest's cache (from its first report)
     run_seconds: RunSeconds | None = None
+    #: test bodies run beside this process's children, their reports held (set in __init__)
+    holds: bool = False
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
