@@ -316,7 +316,8 @@ class SanitizerPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-        if self.holds and self.holding is None and self._run_held(item, nextitem):
+        if self.holds and self.holding is None and self._others_run_no_tests(item.config) \
+                and self._run_held(item, nextitem):
             return True
         # The share is started, and the test waits for its verdicts, here: before its setup starts its clock,
         # so the children are not counted in its duration (pytest-split's durations file and --durations
@@ -371,6 +372,25 @@ class SanitizerPlugin:
             raise error  # the run beside the tests was interrupted before it judged this test
 
     # ------------------------------------------------------------------ held reports
+    #: plugins whose pytest_runtest_protocol (not a wrapper) a held run may stand in for: pytest's own runner,
+    #: this plugin, and the containment relay (which logs the held tests before it takes over)
+    PROTOCOLS_HELD_FOR = frozenset({"runner", "pipecheck-sanitizer", "pipecheck-containment"})
+
+    def _others_run_no_tests(self, config: pytest.Config) -> bool:
+        """Whether no other plugin runs tests its own way (a pytest_runtest_protocol that is not a wrapper:
+        pytest-rerunfailures, say). A held run would stand in for it; so such a run waits before each test
+        for its verdicts instead, and says so once."""
+        if not hasattr(self, "_other_protocols"):
+            hook = config.pluginmanager.hook.pytest_runtest_protocol
+            self._other_protocols = sorted(
+                {impl.plugin_name for impl in hook.get_hookimpls() if not (impl.hookwrapper or impl.wrapper)}
+                - self.PROTOCOLS_HELD_FOR)
+            if self._other_protocols:
+                self._write(f"{', '.join(self._other_protocols)} run(s) tests its own way "
+                            "(pytest_runtest_protocol): each test waits for its sanitizer verdicts before it runs, "
+                            "rather than running beside the children")
+        return not self._other_protocols
+
     def _run_held(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool:
         """Run ``item`` now, while children that judge it may still run, holding its reports until its verdicts
         are in (they are logged in collection order: :meth:`_flush_held`). False where it runs as usual instead:

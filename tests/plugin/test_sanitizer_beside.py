@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ._sanitizer_fake import _fake, _results, _setup, noop_tests
+from ._sanitizer_fake import GPU_CONFTEST, _fake, _results, _setup, noop_tests
 
 FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"  # a fake nvidia-smi
 
@@ -452,3 +452,35 @@ def test_x(pipecheck):
     monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")
     result = _run(pytester, jobs=1)
     result.assert_outcomes(passed=1, failed=1)
+
+
+def test_a_plugin_that_runs_tests_its_own_way_is_not_stood_in_for(pytester: pytest.Pytester, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conftest (or plugin, pytest-rerunfailures say) with its own ``pytest_runtest_protocol`` keeps running
+    every test: the parent does not hold reports then, but waits before each test for its verdicts, and
+    says so. Here that protocol counts the tests it ran."""
+    _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    _setup(pytester)
+    ran = tmp_path / "ran"
+    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=True) + f'''
+
+from _pytest.runner import runtestprotocol
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    import os
+    if not os.environ.get("PIPECHECK_CHILD"):
+        with open({str(ran)!r}, "a") as fh:
+            fh.write(item.name + "\\n")
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    runtestprotocol(item, nextitem=nextitem)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+''')
+    pytester.makepyfile(test_p=noop_tests("test_a", "test_racy", "test_b"))
+    result = _run(pytester, jobs=1)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*conftest.py run(s) tests its own way (pytest_runtest_protocol): each test waits "
+                                 "for its sanitizer verdicts before it runs*"])
+    assert ran.read_text().split() == ["test_a", "test_racy", "test_b"]
+    assert _results(result.stdout.str())[("test_racy", "sanitizer:racecheck")][0] == "fail"
