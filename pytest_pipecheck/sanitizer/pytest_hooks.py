@@ -294,7 +294,9 @@ class SanitizerPlugin:
         for item, share in zip(items, shares_for(config, [i.nodeid for i in items], self.worker_count, groups)):
             item.stash[SHARE] = share
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    # Innermost of the wrappers: the held tests logged and the postponed tests run after the loop are still
+    # inside what other plugins wrap around the loop (coverage's collection, pytest's live logging).
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         # Without xdist the one share (every test) starts before the first test: beside the tests (each
         # waits for its own verdicts), or, with the overlap off, to its end. In an xdist worker the tests it

@@ -336,9 +336,21 @@ def test_a_held_test_that_asks_for_the_gpu_alone_runs_again_after_the_others(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``test_timing`` asks for the GPU alone while the child that judges the tests still runs (the child waits
     for the tests after it): it stops there, the tests after it run, and it runs again from its start once
-    the child has ended; its report is logged once, last, and holds only what its second run recorded."""
+    the child has ended; its report is logged once, last, and holds only what its second run recorded. Its
+    second run is still inside what other plugins wrap around the test loop (coverage, live logging)."""
     log = _fake(tmp_path, monkeypatch, {})
-    _setup(pytester)
+    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=True) + """
+
+import os
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    os.environ["LOOP_WRAPPED"] = "1"
+    try:
+        return (yield)
+    finally:
+        del os.environ["LOOP_WRAPPED"]
+""")
     starts = tmp_path / "starts"
     last_ran = tmp_path / "last-ran"
     pytester.makepyfile(test_t=WAIT_FOR + f'''
@@ -361,6 +373,7 @@ def test_timing(pipecheck):
     pipecheck.record(CheckResult("perf", Verdict.SKIP, f"recorded with {{ended()}} child(ren) ended"))
     pipecheck.require_gpu("perf", alone=True)
     assert ended() == 1, "timed while the child ran"
+    assert os.environ.get("LOOP_WRAPPED") == "1", "ran outside the wrappers of the test loop"
 
 def test_b(pipecheck):
     if not os.environ.get("PIPECHECK_CHILD"):
