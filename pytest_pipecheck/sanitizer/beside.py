@@ -20,8 +20,9 @@ Two things must not run beside the children:
   tier: :mod:`pytest_pipecheck.device`). While this process's children may still run, the tier the tests
   get is :class:`TierBesideChildren`, whose ``timing_blocked`` (check_perf, check_stage_sweep and
   ``require_gpu(alone=True)`` all ask it before they time) first waits for every one of them to end, then
-  answers as the tier would have. A held test stops there instead (:class:`Postponed`) and runs again from
-  its start after the other tests, once every child has ended, so that the tests after it need not wait.
+  answers as the tier would have. A held test that asks in its body (not in a fixture) stops there instead
+  (:class:`Postponed`) and runs again from its start after the other tests, once every child has ended, so
+  that the tests after it need not wait.
   The watchdog does not count a wait against the test, nor do the test's reported durations hold it.
 * a test that times kernels with pytest-benchmark's ``benchmark`` fixture, which asks pipecheck nothing:
   such tests go after the others, and each waits for every child before its setup.

@@ -534,8 +534,9 @@ class SanitizerPlugin:
         that the tests after it run beside the children meanwhile."""
         if not self.pending.running:
             return
-        if (self.holding is not None and self.phase is not None and self.phase[0] is self.holding
-                and self.phase[1] in ("setup", "call")):
+        # only in the test's call: a fixture of a wider scope that raised would keep the exception for the
+        # tests after it (pytest caches a fixture's failure), so a fixture waits instead
+        if self.holding is not None and self.phase is not None and self.phase == (self.holding, "call"):
             self.holding.stash[POSTPONED] = True
             raise Postponed("pipecheck: this test times a kernel while sanitizer children run on its GPU: it "
                             "runs again, from its start, once they have ended")

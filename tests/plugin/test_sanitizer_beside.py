@@ -497,3 +497,40 @@ def pytest_runtest_protocol(item, nextitem):
                                  "for its sanitizer verdicts before it runs*"])
     assert ran.read_text().split() == ["test_a", "test_racy", "test_b"]
     assert _results(result.stdout.str())[("test_racy", "sanitizer:racecheck")][0] == "fail"
+
+
+def test_a_fixture_that_asks_for_the_gpu_alone_waits_rather_than_postponing(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixture that asks for the GPU alone while the children run waits for them, and its test keeps its
+    place: a fixture stopped there would be kept as failed by pytest for every test of its scope."""
+    log = _fake(tmp_path, monkeypatch, {})
+    _setup(pytester)
+    pytester.makepyfile(test_f=f'''
+import os
+import pytest
+
+def ended():
+    if not os.path.exists({str(log) + ".ended"!r}):
+        return 0
+    with open({str(log) + ".ended"!r}) as fh:
+        return len(fh.read().splitlines())
+
+@pytest.fixture
+def alone(pipecheck):
+    pipecheck.require_gpu("perf", alone=True)
+    return ended()
+
+def test_a(pipecheck):
+    pass
+
+def test_b(pipecheck, alone):
+    if not os.environ.get("PIPECHECK_CHILD"):
+        assert alone == 1, "the fixture went on while the child ran"
+
+def test_c(pipecheck):
+    pass
+''')
+    result = _run(pytester, "-v", jobs=1)
+    result.assert_outcomes(passed=3)
+    assert _order(result, "test_f") == ["test_a", "test_b", "test_c"], result.stdout.str()
+    assert "time kernels run now" not in result.stdout.str()
