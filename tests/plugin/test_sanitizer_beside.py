@@ -1,11 +1,13 @@
 """The sanitizer children beside the tests (pytest_pipecheck/sanitizer/beside.py), through real pytest runs with
-the fake compute-sanitizer: the first tests run while a later part of the children is still sanitizing, each
-test is reported with its own verdicts, a timing waits for every child, and the verdicts are those of a run
-whose children all end before the first test (the default; ``PIPECHECK_SANITIZER_OVERLAP=1`` turns the overlap
-on, and every test here does, but the one that compares the two).
+the fake compute-sanitizer: a test runs while the children that judge it still run, its reports held until its
+verdicts are in and logged in collection order; a test that asks for the GPU alone runs again after the
+others; each test is reported with its own verdicts, the verdicts and outcomes of a run whose children all
+end before the first test (``PIPECHECK_SANITIZER_OVERLAP=0``). Under xdist a worker waits before each test
+for its verdicts (``=1`` asks for that there).
 
 Where a test needs one thing to happen before another, one process waits for a file the other writes; no
-assertion depends on how fast the machine is.
+assertion depends on how fast the machine is (but one: without the behaviour it tests, it fails only as
+long as its child sleeps).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,7 @@ pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the
 
 @pytest.fixture(autouse=True)
 def _overlap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")  # the behaviour these tests are about
+    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")  # the default without xdist; asked for under it
 
 WAIT_FOR = '''
 import os
@@ -39,6 +42,30 @@ def wait_for(path, seconds):
         time.sleep(0.05)
     return os.path.exists(path)
 '''
+
+
+def _first_ran(mark: Path) -> str:
+    """``test_first``, which, in the parent only, leaves ``mark`` behind it."""
+    return f'''
+
+def test_first(pipecheck):
+    if not os.environ.get("PIPECHECK_CHILD"):
+        open({str(mark)!r}, "w").close()
+'''
+
+
+def _with_and_without_overlap(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              plan: dict[str, object], source: str, *args: str
+                              ) -> Iterator[tuple[str, pytest.RunResult]]:
+    """The run of module ``test_v`` (``source``) with the fake tool's ``plan``, beside the tests ("1") and with
+    every child first ("0")."""
+    for overlap in ("1", "0"):
+        (tmp_path / overlap).mkdir()
+        _fake(tmp_path / overlap, monkeypatch, plan)
+        monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", overlap)
+        _setup(pytester)
+        pytester.makepyfile(test_v=source)
+        yield overlap, pytester.runpytest_subprocess("--pipecheck", "-p", "no:cacheprovider", *args, timeout=600)
 
 
 def _run(pytester: pytest.Pytester, *args: str, jobs: int = 2) -> pytest.RunResult:
@@ -59,11 +86,7 @@ def test_the_first_tests_run_while_a_later_part_is_sanitized_and_each_gets_its_o
     first_ran = tmp_path / "first-ran"
     caches = tmp_path / "caches"
     caches.mkdir()
-    pytester.makepyfile(test_b=WAIT_FOR + f'''
-
-def test_first(pipecheck):
-    if not os.environ.get("PIPECHECK_CHILD"):
-        open({str(first_ran)!r}, "w").close()
+    pytester.makepyfile(test_b=WAIT_FOR + _first_ran(first_ran) + f'''
 
 def test_clean(pipecheck):
     pass
@@ -154,15 +177,9 @@ def test_the_overlap_gives_the_verdicts_of_children_that_end_before_the_first_te
         (("@pytest.mark.pipecheck(sanitizer_timeout=1.5)\n" if n == "test_hang" else "")
          + f"def {n}(pipecheck):\n    pass\n") for n in names)
     seen = {}
-    for overlap in ("1", "0"):
-        (tmp_path / overlap).mkdir()
-        _fake(tmp_path / overlap, monkeypatch, plan)
-        monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", overlap)
-        _setup(pytester)
-        pytester.makepyfile(test_v=source)
-        result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck,synccheck",
-                                               "--pipecheck-sanitizer-jobs=3", "-p", "no:cacheprovider",
-                                               timeout=600)
+    for overlap, result in _with_and_without_overlap(pytester, tmp_path, monkeypatch, plan, source,
+                                                     "--pipecheck-sanitizer=racecheck,synccheck",
+                                                     "--pipecheck-sanitizer-jobs=3"):
         seen[overlap] = _results(result.stdout.str())
         assert len(seen[overlap]) == 2 * len(names), seen[overlap]
     assert seen["1"] == seen["0"]
@@ -210,11 +227,7 @@ def test_a_test_runs_while_the_child_that_judges_it_still_runs(pytester: pytest.
     log = _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
     _setup(pytester)
     first_ran = tmp_path / "first-ran"
-    pytester.makepyfile(test_h=WAIT_FOR + f'''
-
-def test_first(pipecheck):
-    if not os.environ.get("PIPECHECK_CHILD"):
-        open({str(first_ran)!r}, "w").close()
+    pytester.makepyfile(test_h=WAIT_FOR + _first_ran(first_ran) + f'''
 
 def test_racy(pipecheck):
     pass
@@ -300,15 +313,9 @@ def test_held_reports_give_the_outcomes_and_verdicts_of_a_run_that_waits(
                                       "test_expects_a_finding_racy", "test_caught_and_racy")},
                           "crash": "test_crash"}}
     seen: dict[str, tuple[object, ...]] = {}
-    for overlap in ("1", "0"):
-        (tmp_path / overlap).mkdir()
-        _fake(tmp_path / overlap, monkeypatch, plan)
-        monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", overlap)
-        _setup(pytester)
-        pytester.makepyfile(test_v=HELD_BODIES)
-        result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-rA", "-v",
-                                               "--pipecheck-sanitizer-jobs=2", "-p", "no:cacheprovider",
-                                               "--pipecheck-json=r.json", timeout=600)
+    for overlap, result in _with_and_without_overlap(pytester, tmp_path, monkeypatch, plan, HELD_BODIES,
+                                                     "--pipecheck-sanitizer=racecheck", "-rA", "-v",
+                                                     "--pipecheck-sanitizer-jobs=2", "--pipecheck-json=r.json"):
         out = result.stdout.str()
         summary = sorted(line for line in result.stdout.lines
                          if line.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")))
