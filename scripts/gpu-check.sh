@@ -252,7 +252,7 @@ PY
       ;;
     speed)
       # the bundled suite from cold caches (empty Triton, CuPy and pipecheck build caches of its own, no pytest
-      # cache), the sanitizer children running beside the tests (PIPECHECK_SANITIZER_OVERLAP=1), then (=0, the default) to their
+      # cache), the sanitizer children running beside the tests (PIPECHECK_SANITIZER_OVERLAP=1, the default), then (=0) to their
       # end before the first test; then the examples with their default timeouts, from cold caches too; each
       # step's time in steps.txt, every test's in its log, each verdict in its JSON report (the two
       # reference_kernels reports must agree)
