@@ -87,19 +87,9 @@ class Pending:
             self._cond.notify_all()
 
     def wait_reached(self, item: Any, tell: Callable[[list[str]], None] | None = None, poll: float = 0.2) -> None:
-        """Until a child has ended ``item``, or no part that holds a verdict of it still runs."""
-        with self._cond:
-            while id(item) in self._left and id(item) not in self._reached:
-                self._cond.wait(poll)
-                if tell is not None:
-                    said = [m for m, d in self._messages if not d]
-                    if said:
-                        self._messages = [(m, d) for m, d in self._messages if d]
-                        self._cond.release()
-                        try:
-                            tell(said)
-                        finally:
-                            self._cond.acquire()
+        """Until a child has ended ``item``, or no part that holds a verdict of it still runs; ``tell`` gets
+        the progress lines meanwhile, but for the one line per test a child ran."""
+        self._wait_while(lambda: id(item) in self._left and id(item) not in self._reached, tell, False, poll)
 
     def run_started(self) -> None:
         with self._cond:
@@ -139,12 +129,23 @@ class Pending:
         """Until every part holding a verdict of ``item`` ended (``item`` None: every run ended). Where that
         means waiting, ``tell`` gets the progress lines said so far and meanwhile (the run then stands still
         for the children: they say why); otherwise they wait for a later wait or the end of the tests."""
+        busy = (lambda: id(item) in self._left) if item is not None else (lambda: self._runs > 0)
+        if self._wait_while(busy, tell, True, poll) and tell is not None:
+            said = self.take_messages()
+            if said:
+                tell(said)
+
+    def _wait_while(self, busy: Callable[[], bool], tell: Callable[[list[str]], None] | None, details: bool,
+                    poll: float) -> bool:
+        """Until ``busy()`` (asked under the lock) is false, handing ``tell`` the lines said meanwhile (with
+        ``details``: all of them) outside the lock; whether it waited at all."""
         waited = False
         with self._cond:
-            while (id(item) in self._left) if item is not None else self._runs > 0:
+            while busy():
                 waited = True
-                if tell is not None and self._messages:
-                    said, self._messages = [m for m, _ in self._messages], []
+                said = [m for m, d in self._messages if details or not d]
+                if tell is not None and said:
+                    self._messages = [] if details else [(m, d) for m, d in self._messages if d]
                     self._cond.release()
                     try:
                         tell(said)
@@ -152,10 +153,7 @@ class Pending:
                         self._cond.acquire()
                     continue
                 self._cond.wait(poll)
-        if tell is not None and waited:
-            said = self.take_messages()
-            if said:
-                tell(said)
+        return waited
 
 
 class TierBesideChildren(TierInfo):

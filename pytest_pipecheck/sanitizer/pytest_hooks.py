@@ -94,6 +94,12 @@ def _selected(item: pytest.Item) -> bool:
     return "pipecheck" in getattr(item, "fixturenames", ()) or item.get_closest_marker("pipecheck") is not None
 
 
+def _times_with_benchmark(item: pytest.Item) -> bool:
+    """The test times kernels with pytest-benchmark's ``benchmark`` fixture, which asks pipecheck nothing: it
+    must have the GPU to itself from its setup on."""
+    return "benchmark" in getattr(item, "fixturenames", ())
+
+
 def expected_tools(item: pytest.Item) -> tuple[str, ...]:
     """The sanitizer tools whose verdict ``item`` must carry when it runs (none for a test pipecheck does
     not select, one whose settings are in error, or one that does not want the sanitizer check)."""
@@ -288,9 +294,9 @@ class SanitizerPlugin:
                         item.stash[GROUP_UNKNOWN] = problem
         if self.holds and config.stash[state.TIER].has_gpu:
             # the tests that time with pytest-benchmark wait for every child: after the others, which run beside
-            timed = [i for i in items if "benchmark" in getattr(i, "fixturenames", ())]
+            timed = [i for i in items if _times_with_benchmark(i)]
             if timed:
-                items[:] = [i for i in items if "benchmark" not in getattr(i, "fixturenames", ())] + timed
+                items[:] = [i for i in items if not _times_with_benchmark(i)] + timed
         for item, share in zip(items, shares_for(config, [i.nodeid for i in items], self.worker_count, groups)):
             item.stash[SHARE] = share
 
@@ -326,7 +332,7 @@ class SanitizerPlugin:
         # would charge them to it) nor against its timeout, and outside output capture (progress lines).
         try:
             self.ensure_share(item, tell=True)
-            if self.overlap and "benchmark" in getattr(item, "fixturenames", ()):
+            if self.overlap and _times_with_benchmark(item):
                 self.pending.wait(None, self._tell)  # pytest-benchmark times it: the GPU to itself
         except Exception:
             pass  # outside a test phase it would end the session: the setup below tries again, as its error
@@ -404,7 +410,7 @@ class SanitizerPlugin:
         except Exception:
             pass  # its setup tries again and errs with it; it holds nothing back
         self._tell(self.pending.take_messages(details=False))
-        if not self.pending.running or "benchmark" in getattr(item, "fixturenames", ()):
+        if not self.pending.running or _times_with_benchmark(item):
             self.flush_held()  # the tests before it are logged before it
             return False
         if self.trails:

@@ -444,24 +444,27 @@ def test_with_trail_a_held_test_runs_once_a_child_has_ended_it(pytester: pytest.
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """``PIPECHECK_SANITIZER_OVERLAP=trail``: the parent runs a test only after a child has ended it (so that
     the child, one of several at once, compiled its kernels, not the parent): ``test_x`` finds what the
-    child's ``test_x`` wrote, though the child takes its time over ``test_a`` first."""
+    child's ``test_x`` wrote. The child's ``test_a`` holds it back until the parent has begun ``test_x``
+    (giving up after a while, which only a parent that waits lets happen), so a parent that does not wait
+    always looks before the child could have written."""
     _fake(tmp_path, monkeypatch, {})
     monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "trail")
     _setup(pytester)
     wrote = tmp_path / "child-wrote-x"
-    pytester.makepyfile(test_r=f'''
-import os
-import time
+    began = tmp_path / "parent-began-x"
+    pytester.makepyfile(test_r=WAIT_FOR + f'''
 
 def test_a(pipecheck):
     if os.environ.get("PIPECHECK_CHILD"):
-        time.sleep(3)  # the parent, not waiting for the child, would run test_x meanwhile
+        wait_for({str(began)!r}, 5)  # no verdict hangs on it: with trail, the parent begins test_x later
 
 def test_x(pipecheck):
     if os.environ.get("PIPECHECK_CHILD"):
         open({str(wrote)!r}, "w").close()
     else:
-        assert os.path.exists({str(wrote)!r}), "ran before the child ended it"
+        found = os.path.exists({str(wrote)!r})
+        open({str(began)!r}, "w").close()
+        assert found, "ran before the child ended it"
 ''')
     result = _run(pytester, jobs=1)
     result.assert_outcomes(passed=2)
@@ -469,6 +472,7 @@ def test_x(pipecheck):
     assert res[("test_x", "sanitizer:racecheck")] == ("pass", "0 hazards"), res
     # without the wait (the default) the parent runs test_x at once
     wrote.unlink()
+    began.unlink()
     monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")
     result = _run(pytester, jobs=1)
     result.assert_outcomes(passed=1, failed=1)
