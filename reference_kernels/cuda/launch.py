@@ -35,6 +35,7 @@ __all__ = [
     "include_dirs",
     "kernel_source",
     "prebuild",
+    "prebuild_many",
     "sanitizer_exclusions",
     "source_stages",
 ]
@@ -400,27 +401,41 @@ def prebuild(kernel: CudaKernel | str, builds: Iterable[tuple[int | None, Mappin
     A launch compiles its build when it first needs it, so a sweep over stage counts and macros compiles one
     build after another; NVRTC runs without Python's lock, so they can compile at once instead. A build that
     does not compile raises here as its launch would (:class:`CudaCompileError`)."""
+    return prebuild_many([(kernel, stages, defines) for stages, defines in builds], threads)
+
+
+def prebuild_many(builds: Iterable[tuple[CudaKernel | str, int | None, Mapping[str, Any] | None]],
+                  threads: int = 8, *, raise_errors: bool = True) -> int:
+    """:func:`prebuild` for builds of several kernels: ``(kernel, stages, defines)`` each, side by side on up
+    to ``threads`` threads. Returns how many compiled here. With ``raise_errors=False`` a build that does not
+    compile is left out (its launch compiles it again and raises the compiler's message in its own test)."""
     import concurrent.futures
 
     import cupy
 
-    k = _kernel(kernel)
-    src = kernel_source(k)
     dev_id, _ = _device_arch()
-    wanted: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
-    for stages, defines in builds:
+    wanted: dict[tuple[str, str, tuple[tuple[str, Any], ...]], tuple[CudaKernel, str, dict[str, Any]]] = {}
+    for kernel, stages, defines in builds:
+        k = _kernel(kernel)
+        src = kernel_source(k)
         defs, _ = _launch_defines(k, src, stages, defines, k.name)
         if _module_key(src, k.entry, defs, dev_id) not in _MODULES:
-            wanted[tuple(sorted(defs.items()))] = defs
+            wanted[(src, k.entry, tuple(sorted(defs.items())))] = (k, src, defs)
 
-    def build(defs: dict[str, Any]) -> None:
+    def build(k: CudaKernel, src: str, defs: dict[str, Any]) -> None:
         with cupy.cuda.Device(dev_id):
             _function(src, k.entry, defs, k.name)
 
+    compiled = 0
     with concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(wanted) or 1))) as pool:
-        for done in [pool.submit(build, defs) for defs in wanted.values()]:
-            done.result()
-    return len(wanted)
+        for done in [pool.submit(build, *job) for job in wanted.values()]:
+            try:
+                done.result()
+                compiled += 1
+            except CudaCompileError:
+                if raise_errors:
+                    raise
+    return compiled
 
 
 def gemm(kernel: CudaKernel | str, a: Any, b: Any, c: Any, *, stages: int | None = None,

@@ -4,6 +4,8 @@ Without a CUDA GPU each test is skipped with the reason."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pytest_pipecheck.config import SANITIZER_TOOLS
@@ -28,6 +30,27 @@ def _record_exclusions(pipecheck, name: str) -> None:  # type: ignore[no-untyped
 
 CASES = [pytest.param(name, shape, id=f"{name}-{shape}", marks=_marks(name))
          for name in KERNELS for shape in generate(SPECS[name], level="small")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _default_builds_compiled() -> None:
+    """Every rung's default build compiled side by side before the first test launches one: each test would
+    otherwise compile its rung at its first launch, one after another (about 2 s each on an H100 machine, more
+    while sanitizer children run beside the tests). A build that does not compile is left to the tests that
+    launch it, which fail with the compiler's message. Not in a sanitizer child, which compiles only what its
+    own tests launch (from CuPy's cache when this process compiled it first)."""
+    if os.environ.get("PIPECHECK_CHILD"):
+        return
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return
+    except Exception:  # no CuPy or no CUDA device: every test here skips with the reason
+        return
+    from reference_kernels.cuda.launch import prebuild_many
+
+    prebuild_many([(name, None, None) for name in KERNELS], raise_errors=False)
 
 
 def _require_shared_memory(name: str) -> None:

@@ -2,26 +2,24 @@
 
     pytest reference_kernels/hopper/test_reference_hopper.py --pipecheck -v
 
-Before any in-process launch, a module fixture runs the kernel once in a child process with a
-timeout (``run_case``): a broken mbarrier handshake hangs a GPU kernel forever, and it must cost a
-skip with the child's report, not a stuck pytest. Without an sm_90 GPU the tests skip with the reason.
+Before any in-process launch, a module fixture waits for the kernel's run in a child process with a
+timeout (``run_case``, started by this directory's conftest when the collection ended): a broken mbarrier
+handshake hangs a GPU kernel forever, and it must cost a failure with the child's report, not a stuck
+pytest. Without an sm_90 GPU the tests skip with the reason.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_pipecheck.model import shapes as _shapes
+from reference_kernels.hopper import smoke
 from reference_kernels.hopper.spec import spec
 
 SPEC = spec()  # bf16, 128x128x64 tiles, 4 stages, 2 consumer warpgroups
-ROOT = Path(__file__).resolve().parents[2]
 
 # Sanitizer tools for these tests: synccheck only. Reviewed exclusion: in the batched run the Hopper
 # tests under racecheck (compute-sanitizer 2025.3.1) outrun the 120 s per-test watchdog and force the
@@ -33,22 +31,20 @@ pytestmark = pytest.mark.pipecheck(sanitizer="synccheck")
 
 @pytest.fixture(scope="module")
 def hopper_smoke() -> None:
-    """Skip unless an sm_90 GPU, cuda-python and a child-process run of the kernel all work."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("needs an sm_90 GPU (H100/H200)")
+    """Skip unless an sm_90 GPU, cuda-python and a child-process run of the kernel all work. The run
+    (:mod:`reference_kernels.hopper.smoke`) started when the collection ended, if this directory's conftest
+    started it; else it starts here."""
+    pytest.importorskip("torch")
     pytest.importorskip("cuda.bindings.driver", reason="cuda-python is needed for cuTensorMapEncodeTiled")
+    problem = smoke.device_problem()
+    if problem is not None:
+        pytest.skip(problem)
     if os.environ.get("PIPECHECK_CHILD"):
         return  # inside a sanitizer child, whose own watchdog turns a hang into a verdict
-    cmd = [sys.executable, "-m", "reference_kernels.hopper.run_case", "--shapes", "129x257x72"]
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90,
-                              env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the Hopper GEMM hung in a child process (90 s): {' '.join(cmd)}")
-    if proc.returncode != 0:
-        pytest.fail(f"the Hopper GEMM failed in a child process (exit {proc.returncode}):\n"
-                    f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    run = smoke.take_early_run() or smoke.SmokeRun()
+    failure = run.failure()
+    if failure is not None:
+        pytest.fail(failure)
 
 
 @pytest.mark.gpu

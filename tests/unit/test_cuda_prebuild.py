@@ -93,3 +93,32 @@ def test_a_stage_count_the_kernel_does_not_take_is_refused_before_any_compile(mo
     with pytest.raises(launch.CudaLaunchError, match="stages=9 is not supported"):
         launch.prebuild("k3_cp_async", [(2, {}), (9, {})])
     assert compiled == []
+
+
+def test_every_rungs_default_build_compiles_at_once(monkeypatch: pytest.MonkeyPatch, no_modules) -> None:
+    """What the bundled CUDA module's fixture compiles before its first test: each kernel's default build,
+    side by side (the barrier passes only with all of them compiling at once)."""
+    cupy, compiled = _fake_cupy(threading.Barrier(len(launch.KERNELS), timeout=60))
+    monkeypatch.setitem(__import__("sys").modules, "cupy", cupy)
+    assert launch.prebuild_many([(name, None, None) for name in launch.KERNELS]) == len(launch.KERNELS)
+    for name, k in launch.KERNELS.items():  # each launch finds its build: nothing compiles again
+        defs, _ = launch._launch_defines(k, launch.kernel_source(k), None, None, name)
+        launch._function(launch.kernel_source(k), k.entry, defs, name)
+    assert len(compiled) == len(launch.KERNELS)
+
+
+def test_a_build_left_to_its_launch_compiles_there_and_raises_there(monkeypatch: pytest.MonkeyPatch,
+                                                                    no_modules) -> None:
+    """raise_errors=False: the other builds compile; the failing one is not kept, so its own launch compiles
+    it again and raises the compiler's message (in its own test, not in every test of the module)."""
+    cupy, compiled = _fake_cupy(None, fail_on="-DPIPECHECK_K3_WIDE=1")
+    monkeypatch.setitem(__import__("sys").modules, "cupy", cupy)
+    assert launch.prebuild_many([(name, None, None) for name in launch.KERNELS], raise_errors=False) \
+        == len(launch.KERNELS) - 1
+    with pytest.raises(launch.CudaCompileError, match="expected a ';'"):
+        launch.prebuild_many([("k3_cp_async_wide", None, None)])
+    k = launch.KERNELS["k3_cp_async_wide"]
+    defs, _ = launch._launch_defines(k, launch.kernel_source(k), None, None, k.name)
+    with pytest.raises(launch.CudaCompileError, match="k3_cp_async_wide: NVRTC failed"):
+        launch._function(launch.kernel_source(k), k.entry, defs, k.name)
+    assert len(compiled) == len(launch.KERNELS) - 1
