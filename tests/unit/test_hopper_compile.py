@@ -19,6 +19,9 @@ from pytest_pipecheck import toolkit
 from reference_kernels.hopper import launch as hl
 from reference_kernels.mutants.hopper import EXPECTED_CHECKS, MUTANTS, OUTCOMES, apply_mutant, tagged_line
 
+# tests/conftest.py: the CPU job runs it, the GPU tier leaves it out (nvcc and the disassembler for sm_90a, no device)
+pytestmark = pytest.mark.cpu_only
+
 
 def _disassembler():
     from pytest_pipecheck.inspect import disasm

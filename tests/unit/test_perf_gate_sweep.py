@@ -15,6 +15,9 @@ from _perf_rates import NoiseModel
 
 from pytest_pipecheck.perf.stats import Samples
 
+# tests/conftest.py: the CPU job runs it, the GPU tier leaves it out (recorded GPU sessions recomputed, no device)
+pytestmark = pytest.mark.cpu_only
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "perf_gate_sweep.py"
 RECORDING_S4 = ROOT / "docs" / "validation" / "2026-11-22-h200-0754" / "perf_gate_rates.json.gz"
