@@ -410,12 +410,14 @@ SETTINGS: tuple[Setting, ...] = (
             "sanitizer children at once on one GPU (auto: half the CPU cores this process may use, from 1 to 8): "
             "the tools' tests are cut into this many parts in all (each tool's into N / tools, at least one), of "
             "about equal cost (the last run's sanitizer seconds, else pytest-split's durations), which run side "
-            "by side (under xdist the default is shared among the workers)", metavar="N|auto",
+            "by side (under xdist the default is the cores shared among the workers, which wait while their "
+            "children run)", metavar="N|auto",
             marker=False),
     Setting("xdist_shares", _int_parser(1, 16), 1,
             "sanitizer shares per pytest-xdist worker: the collection is cut into workers x N contiguous shares of "
             "about equal cost and xdist hands a worker the next share when it finishes one, so a share whose cost "
-            "was misjudged holds up one worker less; each share with sanitized tests starts its own children",
+            "was misjudged holds up one worker less; each share with sanitized tests starts its own children, so "
+            "with N > 1 a share ends where a module ends, unless the module costs more than a share's mean",
             metavar="N", marker=False),
     Setting("xdist_order", _choice_parser(("collection", "cost")), "collection",
             "the order pytest-xdist hands out sanitizer shares: collection (the order the tests were collected) or "

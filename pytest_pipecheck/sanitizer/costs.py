@@ -38,7 +38,7 @@ from ..xdist_hooks import base_nodeid
 __all__ = ["CACHE_KEY", "MAX_AUTO_CHILDREN", "RUN_KEY", "SANITIZER_PROPERTY", "RunSeconds", "assign_shares",
            "children_at_once", "cost_estimator", "costs_for_balance",
            "load_costs", "load_durations", "load_run_seconds", "record_costs", "sanitizer_seconds", "share_costs",
-           "unknown_cost"]
+           "unknown_cost", "worker_children_at_once"]
 
 CACHE_KEY = "pipecheck/sanitizer-seconds"
 RUN_KEY = "pipecheck/run-seconds"
@@ -62,6 +62,21 @@ def children_at_once(setting: int | str, cores: int | None = None) -> int:
 
         cores = usable_cores()
     return max(1, min(MAX_AUTO_CHILDREN, cores // 2))
+
+
+def worker_children_at_once(workers: int, cores: int | None = None) -> int:
+    """``sanitizer_jobs = auto`` in each of ``workers`` pytest-xdist workers that share this machine: the cores
+    (``cores`` stands in for this process's) shared among the workers, from 1 to :data:`MAX_AUTO_CHILDREN`.
+
+    Not half of them, as in one process (:func:`children_at_once`): a worker's children run to their end
+    before its share's tests, so while they run the worker itself waits, and its part of the cores is
+    theirs. Half would leave a core of each worker idle: on one H100 with 8 workers, one child a worker ran
+    the racecheck and synccheck children of each share one after the other."""
+    if cores is None:
+        from ..device import usable_cores
+
+        cores = usable_cores()
+    return max(1, min(MAX_AUTO_CHILDREN, cores // max(1, workers)))
 
 
 def _cached(config: Any, key: str) -> dict[str, float]:
@@ -261,7 +276,7 @@ def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
 
 
 def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float] | None = None,
-                  together: Sequence[str | None] | None = None) -> list[int]:
+                  together: Sequence[str | None] | None = None, *, modules: bool = False) -> list[int]:
     """The share (0 .. shares-1) of each test: contiguous runs of about equal total cost, but for the tests
     ``together`` moves to the first of theirs.
 
@@ -280,6 +295,12 @@ def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float
     pays again. Packing single tests where they fit best would balance to the test, and scatter a module
     over every worker. Contiguous runs balance to about one block per share boundary, which several shares
     a worker (``xdist_shares``, handed out as workers free up) make up for.
+
+    ``modules``: a share ends only where a module does, but for a module that costs more than a share's mean
+    (the total over ``shares``), which is cut into about as many pieces of about that mean each (rounded, at
+    least one). Each share with sanitized tests starts its own sanitizer children, each a few seconds of
+    start-up and compiles before its first test: a module cut in two pays them twice. The tests ``together``
+    keeps apart keep their own blocks.
     """
     n = len(nodeids)
     shares = max(int(shares), 1)
@@ -290,6 +311,11 @@ def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float
     keys: Sequence[str | None] = together if together is not None else [None] * n
     if len(keys) != n:
         raise ValueError(f"assign_shares: {len(keys)} keys for {n} tests")
+    estimate = cost_estimator(costs)
+    floor = unknown_cost(costs) * 1e-3
+    weights = [max(float(estimate(nid)), floor) for nid in nodeids]
+    if modules:
+        keys = _module_pieces(nodeids, weights, keys, sum(weights) / shares)
     blocks: list[list[int]] = []  # the indices of each block's tests, in order of its first test
     block_of: dict[str, int] = {}
     for i, key in enumerate(keys):
@@ -300,13 +326,36 @@ def assign_shares(nodeids: Sequence[str], shares: int, costs: Mapping[str, float
         else:
             block_of[key] = len(blocks)
             blocks.append([i])
-    estimate = cost_estimator(costs)
-    floor = unknown_cost(costs) * 1e-3
-    weights = [max(float(estimate(nid)), floor) for nid in nodeids]
     out = [0] * n
     for block, share in zip(blocks, _cut([sum(weights[i] for i in b) for b in blocks], shares)):
         for i in block:
             out[i] = share
+    return out
+
+
+def _module_pieces(nodeids: Sequence[str], weights: Sequence[float], keys: Sequence[str | None],
+                   mean: float) -> list[str | None]:
+    """``keys`` with each test that has none keyed by its module, or by its piece of a module that costs more
+    than ``mean``: contiguous pieces of about equal cost, as many as the module holds means (rounded, at
+    least one). A module's unkeyed tests stay one run across the keyed tests collected among them (an xdist
+    group's, which go where their group goes)."""
+    out = list(keys)
+    runs: list[list[int]] = []  # runs of one module's unkeyed tests, each in collection order
+    for i, nodeid in enumerate(nodeids):
+        if keys[i] is not None:
+            continue
+        module = nodeid.split("::", 1)[0]
+        if runs and nodeids[runs[-1][0]].split("::", 1)[0] == module:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    for number, run in enumerate(runs):
+        cost = sum(weights[i] for i in run)
+        pieces = min(len(run), max(1, math.floor(cost / mean + 0.5))) if mean > 0 else 1
+        piece_of = _cut([weights[i] for i in run], pieces) if pieces > 1 else [0] * len(run)
+        for i, piece in zip(run, piece_of):
+            # not a name an xdist group could have: a group and a module piece never merge
+            out[i] = f"\0module {number} {piece}"
     return out
 
 

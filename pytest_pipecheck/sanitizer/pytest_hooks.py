@@ -45,7 +45,15 @@ from .beside import Pending, Postponed, beside_children
 from .consan import KNOB_ENV as CONSAN_KNOB
 from .consan import RECORD as CONSAN_RECORD
 from .consan import ConsanRunner
-from .costs import RunSeconds, assign_shares, children_at_once, costs_for_balance, record_costs, share_costs
+from .costs import (
+    RunSeconds,
+    assign_shares,
+    children_at_once,
+    costs_for_balance,
+    record_costs,
+    share_costs,
+    worker_children_at_once,
+)
 from .locate import HOW_TO_GET, SanitizerInstall, find_compute_sanitizer, not_found
 from .parse import BEGIN, END, FAILURE, POISONED
 from .runner import (
@@ -72,22 +80,29 @@ GROUP_UNKNOWN = pytest.StashKey[str]()  # why the controller cannot keep this te
 
 def shares_for(config: pytest.Config, nodeids: list[str], workers: int,
                groups: dict[str, str] | None = None) -> list[int]:
-    """The share of each collected test: ``workers`` x ``xdist_shares`` contiguous runs (modules stay
-    together) of about equal cost, each test's normal run plus its sanitizer seconds as the last runs left
-    them in pytest's cache, else from pytest-split's durations file (equal counts without either: costs.py);
-    a single share without xdist, and under ``--dist each``, where every worker runs every test. The tests
-    that the ``--dist`` mode keeps on one worker (an xdist group, a module, a class) are never cut apart;
-    ``groups`` (node id -> xdist group) are a worker's own, the controller reads what its workers wrote.
+    """The share of each collected test: ``workers`` x ``xdist_shares`` contiguous runs of about equal cost,
+    each test's normal run plus its sanitizer seconds as the last runs left them in pytest's cache, else from
+    pytest-split's durations file (equal counts without either: costs.py); a single share without xdist,
+    and under ``--dist each``, where every worker runs every test. The tests that the ``--dist`` mode keeps
+    on one worker (an xdist group, a module, a class) are never cut apart; ``groups`` (node id -> xdist
+    group) are a worker's own, the controller reads what its workers wrote.
     Workers and the controller compute it from the same collection order, groups, cache and settings.
+
+    With several shares a worker, a share ends only where a module does, unless the module costs more than a
+    share's mean (:func:`.costs.assign_shares` ``modules``): xdist hands the shares out as workers free up, so
+    unequal shares still even out, and a module's tests share one set of sanitizer children. With one share a
+    worker the shares must be equal, and are cut wherever the cost says.
 
     Contiguous shares beat shares dealt round robin (docs/validation/2026-11-22-h200-0754.md,
     docs/validation/2026-11-22-h200-0453.md)."""
     dist = dist_mode(config)
-    shares = workers * config.stash[state.RUN_CONFIG].xdist_shares if workers > 1 and dist != "each" else 1
+    per_worker = config.stash[state.RUN_CONFIG].xdist_shares
+    shares = workers * per_worker if workers > 1 and dist != "each" else 1
     if dist == "loadgroup" and groups is None:
         groups = read_groups(config)
     keys = [together_key(nodeid, dist, groups) for nodeid in nodeids]
-    return assign_shares(nodeids, shares, share_costs(config), keys if any(k is not None for k in keys) else None)
+    return assign_shares(nodeids, shares, share_costs(config), keys if any(k is not None for k in keys) else None,
+                         modules=per_worker > 1)
 
 
 def _selected(item: pytest.Item) -> bool:
@@ -647,8 +662,8 @@ class SanitizerPlugin:
         run_config = self.config.stash[state.RUN_CONFIG]
         jobs = children_at_once(run_config.sanitizer_jobs)
         if self.worker_count > 1 and "sanitizer_jobs" not in run_config.sources:
-            # xdist workers sanitize their shares at the same time: the default is shared among them
-            jobs = max(1, jobs // self.worker_count)
+            # xdist workers sanitize their shares at the same time: the cores are shared among them
+            jobs = worker_children_at_once(self.worker_count)
         tools = sorted({k[0] for k in batches} - {CONSAN})
         if CONSAN in {k[0] for k in batches}:
             import triton

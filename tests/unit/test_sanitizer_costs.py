@@ -268,6 +268,16 @@ def test_children_at_once_auto_is_half_the_cores_from_one_to_eight_and_a_number_
     assert children_at_once(setting, cores=cores) == children
 
 
+@pytest.mark.parametrize(("workers", "cores", "children"),
+                         [(8, 16, 2), (4, 16, 4), (2, 32, 8), (12, 16, 1), (3, 2, 1), (1, 6, 6)])
+def test_an_xdist_workers_children_share_the_cores_among_the_workers(workers: int, cores: int, children: int) -> None:
+    """A worker waits while its children run: its part of the cores is theirs (not half of it, which left
+    one child a worker on 16 cores and 8 workers, running each share's two tools one after the other)."""
+    from pytest_pipecheck.sanitizer.costs import worker_children_at_once
+
+    assert worker_children_at_once(workers, cores=cores) == children
+
+
 def test_children_at_once_auto_reads_this_process_affinity() -> None:
     import os
 

@@ -316,3 +316,34 @@ def test_a_group_the_controller_cannot_learn_is_an_error_of_its_tests(tmp_path: 
     # where xdist appended the groups to the node ids, the controller reads them from there
     suffixed = [_item("a.py::t0@owner", "owner"), _item("b.py::t0@owner", "owner")]
     assert publish_groups(worker, suffixed)[1] is None  # type: ignore[arg-type]
+
+
+def _modules_of(ids: list[str], shares: list[int]) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for nodeid, share in zip(ids, shares):
+        out.setdefault(nodeid.split("::")[0], set()).add(share)
+    return out
+
+
+def test_with_several_shares_a_worker_a_share_ends_where_a_module_ends() -> None:
+    """Equal costs: modules of 3, 6 and 3 tests, 2 workers x 2 shares (a mean of 3). One share a worker cuts
+    the middle module wherever the cost says; several shares a worker cut only between modules, but for
+    one that costs more than a share's mean: b (twice the mean) is cut in two pieces of three."""
+    ids = [f"{m}.py::t{i}" for m, n in (("a", 3), ("b", 6), ("c", 3)) for i in range(n)]
+    assert _cut(ids, "load", shares=2) == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
+    many = [f"{m}.py::t{i}" for m, n in (("a", 2), ("b", 7), ("c", 2), ("d", 1)) for i in range(n)]
+    one = _cut(many, "load", shares=1)  # 2 shares of 6: b cut where the cost says
+    assert one == [0] * 6 + [1] * 6 and len(_modules_of(many, one)["b.py"]) == 2
+    several = _cut(many, "load", shares=2)  # a mean of 3: b (7, about two means) in two pieces; a, c, d whole
+    pieces = _modules_of(many, several)
+    assert all(len(pieces[m]) == 1 for m in ("a.py", "c.py", "d.py")) and len(pieces["b.py"]) == 2, several
+    assert several == sorted(several)  # still contiguous runs, in collection order
+
+
+def test_a_module_of_cheap_tests_is_not_cut_for_its_count() -> None:
+    """Costs, not counts, decide: 40 tests of 0.01 s are one piece; a module of two 10 s tests, about one and
+    a half shares' mean (12.6 s of 50.4 s over 4 shares), two."""
+    ids = [f"a.py::t{i}" for i in range(40)] + ["b.py::slow", "c.py::t0", "c.py::t1"]
+    cache = {CACHE_KEY: {**{n: 0.01 for n in ids}, "b.py::slow": 30.0, "c.py::t0": 10.0, "c.py::t1": 10.0}}
+    assert _cut(ids, "load", workers=2, shares=2, cache=cache) == [0] * 40 + [1, 2, 3]
+    assert _cut(ids, "load", workers=2, shares=1, cache=cache) == [0] * 40 + [0, 1, 1]  # cut where the cost says: 30.4 s and 20 s
