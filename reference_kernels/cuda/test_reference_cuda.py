@@ -108,16 +108,19 @@ def test_k3_stage_sweep_against_the_cost_model(pipecheck) -> None:
     pipecheck.skip_check("sanitizer", "timing test: a sanitizer would time itself; k3 is sanitized by "
                          "test_reference_kernel_passes_every_check", kernel="k3_cp_async")
     macros = ({}, {"PIPECHECK_LOAD_ONLY": 1}, {"PIPECHECK_COMPUTE_ONLY": 1})
-    # The sweep's 12 builds at once, before the test asks for the GPU alone: while the sanitizer children of
-    # the run still work beside the tests, this test stops at that question and runs again after the other
-    # tests, and the builds, kept by this process, are not compiled again.
+    # Everything untimed comes before the test asks for the GPU alone: while the sanitizer children of the run
+    # still work beside the tests, this test stops at that question and runs again after the other tests, and
+    # what it compiled is kept by this process (the sweep's 12 builds, at once; CuPy's kernels for the inputs
+    # and the comparison; the library's matrix product), so the run alone times and compiles nothing else.
     prebuild("k3_cp_async", [(s, m) for s in (1, 2, 3, 4) for m in macros])
-    pipecheck.require_gpu("perf:stage_sweep", kernel="k3_cp_async", alone=True)
     n = 4096
     rng = cupy.random.default_rng(0)
     a = rng.integers(-3, 4, size=(n, n)).astype(cupy.float16)
     b = rng.integers(-3, 4, size=(n, n)).astype(cupy.float16)
     c = cupy.empty((n, n), dtype=cupy.float32)
+    gemm("k3_cp_async", a, b, c, stages=3)
+    assert bool(cupy.all(c == a.astype(cupy.float32) @ b.astype(cupy.float32))), "k3 result differs"
+    pipecheck.require_gpu("perf:stage_sweep", kernel="k3_cp_async", alone=True)
 
     def variant(defines: dict[str, int]):  # type: ignore[no-untyped-def]
         return lambda s: gemm("k3_cp_async", a, b, c, stages=s, defines=defines)
@@ -125,10 +128,8 @@ def test_k3_stage_sweep_against_the_cost_model(pipecheck) -> None:
     result = pipecheck.check_stage_sweep(
         variant(macros[0]), (1, 2, 3, 4), kernel="k3_cp_async", flops=2.0 * n**3,
         load_only=variant(macros[1]), compute_only=variant(macros[2]),
-        tiles=n // 32, n_samples=30, settle_s=0.1)  # each count's 0.2 s warm-up keeps the GPU busy too
+        tiles=n // 32, n_samples=30, warmup_s=0.1, settle_s=0.1)  # each count's warm-up keeps the GPU busy too
     rows = {r["stages"]: r for r in result.details["stage_sweep"]}
     assert all(rows[s]["measured_us"] and rows[s]["predicted_us"] for s in (2, 3, 4)), rows
     # pipelining pays: the best depth beats the unpipelined single stage clearly
     assert rows[1]["measured_us"] > 1.15 * min(rows[s]["measured_us"] for s in (2, 3, 4)), rows
-    gemm("k3_cp_async", a, b, c, stages=3)
-    assert bool(cupy.all(c == a.astype(cupy.float32) @ b.astype(cupy.float32))), "k3 result differs"

@@ -7,7 +7,9 @@ worker per visible GPU), each writing its JSON report; measures the wall time of
 reports which GPU ran each test (every result carries its GPU's name, index and UUID) and whether the
 two runs reached the same verdicts. Both runs share a fresh pytest cache (OUTDIR-cache): the -n 0 run
 leaves each test's normal-run and sanitizer seconds there, and the xdist run balances its per-GPU shares
-by their sum, as a CI machine that keeps .pytest_cache between runs would. Writes OUTDIR.md and
+by their sum, as a CI machine that keeps .pytest_cache between runs would. Each run compiles from empty
+Triton, CuPy and pipecheck caches of its own (``--caches shared`` lets the first run warm them for the
+second, which then measures compiles saved rather than GPUs added). Writes OUTDIR.md and
 OUTDIR.json. Needs at least 2 GPUs for a speed-up to mean anything; with one GPU it still runs and says so.
 
 Each run also loads this file as a pytest plugin (``-p xdist_speedup``). Every process that runs tests
@@ -137,7 +139,23 @@ def _gpus() -> list[str]:
     return [ln.strip() for ln in out.splitlines() if ln.strip()]
 
 
-def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float) -> dict[str, Any]:
+#: the compile caches a run may find warm: Triton's, CuPy's and pipecheck's own
+COMPILE_CACHES = ("TRITON_CACHE_DIR", "CUPY_CACHE_DIR", "PIPECHECK_CACHE_DIR")
+
+
+def compile_cache_env(label: str, out: Path, caches: str) -> dict[str, str]:
+    """The compile-cache variables of one run: ``cold``, empty folders of its own (a run never finds the
+    kernels another run compiled); ``shared``, none set (whatever the environment has, which the first run
+    warms for the second)."""
+    if caches == "shared":
+        return {}
+    root = out.parent / f"{out.name}-{label}-caches"
+    shutil.rmtree(root, ignore_errors=True)
+    return {name: str(root / name.split("_")[0].lower()) for name in COMPILE_CACHES}
+
+
+def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float,
+         caches: str = "cold") -> dict[str, Any]:
     report = out.parent / f"{out.name}-{label}.json"
     log = out.parent / f"{out.name}-{label}.log"
     workers = out.parent / f"{out.name}-{label}-workers"
@@ -148,7 +166,7 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
     if xdist != "0":  # the report a reviewer opens: the run on every GPU
         cmd[-len(paths) - 2:-len(paths) - 2] = [f"--pipecheck-html={report.with_suffix('.html')}",
                                                 f"--junitxml={report.with_suffix('.xml')}"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{WORKERS_ENV: str(workers)})
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{WORKERS_ENV: str(workers)}, **compile_cache_env(label, out, caches))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), env.get("PYTHONPATH")) if p)
     t0 = time.monotonic()
     try:
@@ -191,14 +209,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tools", default="racecheck,synccheck")
     ap.add_argument("--paths", default="reference_kernels")
     ap.add_argument("--timeout", type=float, default=400.0)
+    ap.add_argument("--caches", choices=("cold", "shared"), default="cold",
+                    help="cold: each run starts from empty compile caches of its own (default); shared: the "
+                         "environment's, which the -n 0 run warms for the -n auto run")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out.parent / (out.name + "-cache"), ignore_errors=True)  # fresh: the -n 0 run fills it
     gpus = _gpus()
     paths = args.paths.split(",")
-    runs = [_run("n0", "0", out, args.tools, paths, args.timeout),
-            _run("nauto", "auto", out, args.tools, paths, args.timeout)]
+    runs = [_run("n0", "0", out, args.tools, paths, args.timeout, args.caches),
+            _run("nauto", "auto", out, args.tools, paths, args.timeout, args.caches)]
     a, b = runs
     same = a["verdicts"] == b["verdicts"]
     diff = sorted(k for k in set(a["verdicts"]) | set(b["verdicts"])
@@ -208,7 +229,8 @@ def main(argv: list[str]) -> int:
         "# pytest --pipecheck: -n 0 against one xdist worker per GPU",
         "",
         f"date {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; GPUs: {'; '.join(gpus)}",
-        f"command: `python3 scripts/gpu/xdist_speedup.py {args.out} --tools {args.tools} --paths {args.paths}`",
+        f"command: `python3 scripts/gpu/xdist_speedup.py {args.out} --tools {args.tools} --paths {args.paths} "
+        f"--caches {args.caches}`" + (" (each run from empty compile caches)" if args.caches == "cold" else ""),
         "",
         "| run | wall s | exit | outcome | results per GPU (tests) |",
         "|---|---|---|---|---|",

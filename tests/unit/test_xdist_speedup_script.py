@@ -70,3 +70,18 @@ def test_each_worker_writes_its_tests_and_gpu(pytester: pytest.Pytester, monkeyp
     assert sum(r["tests"] for r in records) == 6
     assert len({r["gpu"] for r in records}) == 2  # one GPU each, as pipecheck pinned them
     assert all(r["busy_s"] >= 0 and r["after_collection_s"] >= 0 for r in records)
+
+
+def test_each_run_compiles_from_empty_caches_of_its_own(script: ModuleType, tmp_path: Path) -> None:
+    """A run after another must not find the kernels the first compiled (it would measure the compiles it
+    skipped, not the GPU it added): each run's Triton, CuPy and pipecheck caches are folders of its own, emptied
+    before it starts; ``shared`` leaves the environment's."""
+    out = tmp_path / "speedup"
+    stale = tmp_path / "speedup-nauto-caches" / "triton" / "kernel.cubin"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("compiled by an earlier run")
+    first, second = script.compile_cache_env("n0", out, "cold"), script.compile_cache_env("nauto", out, "cold")
+    assert set(first) == set(second) == {"TRITON_CACHE_DIR", "CUPY_CACHE_DIR", "PIPECHECK_CACHE_DIR"}
+    assert not set(first.values()) & set(second.values())
+    assert not stale.exists()
+    assert script.compile_cache_env("nauto", out, "shared") == {}
