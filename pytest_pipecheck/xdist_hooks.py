@@ -14,12 +14,13 @@ entry module (:mod:`.plugin`), because ``-n auto`` is resolved before any plugin
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -29,7 +30,8 @@ from .state import RUN_CONFIG, RUN_SEED
 
 __all__ = ["KEEPS_TOGETHER", "SHARE_SCHEDULED", "base_nodeid", "dist_mode", "groups_path", "is_controller",
            "item_group", "pin_worker_gpu", "publish_groups", "pytest_configure_node", "pytest_xdist_auto_num_workers",
-           "read_groups", "together_key", "worker_seed", "workers_on_my_gpu", "xdist_group"]
+           "read_groups", "reporting_as", "together_key", "worker_interactor", "worker_seed", "workers_on_my_gpu",
+           "xdist_group"]
 
 #: ``--dist`` modes that send each test to one worker and promise nothing about which: pipecheck's share
 #: scheduler (sanitizer/xdist_shares.py) may replace them without changing what they mean
@@ -204,3 +206,28 @@ def together_key(nodeid: str, dist: str, groups: Mapping[str, str] | None = None
     if dist == "loadscope":
         return nodeid.rsplit("::", 1)[0]
     return None
+
+
+def worker_interactor(config: pytest.Config) -> Any | None:
+    """In a pytest-xdist worker, the plugin that sends the worker's reports to its controller, where it is the
+    one pipecheck knows: it names the test it runs now (``item_index``, an index into the session's items) and
+    sends each report as that test's, after checking that the report is. None elsewhere, or for another."""
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and isinstance(getattr(plugin, "item_index", None), int):
+            return plugin
+    return None
+
+
+@contextlib.contextmanager
+def reporting_as(interactor: Any | None, index: int) -> Iterator[None]:
+    """Reports logged inside go to the controller as those of the session's test number ``index``, not of the
+    test the worker runs now: how a worker logs a test whose reports it held while it ran later tests."""
+    if interactor is None:
+        yield
+        return
+    running = interactor.item_index
+    interactor.item_index = index
+    try:
+        yield
+    finally:
+        interactor.item_index = running

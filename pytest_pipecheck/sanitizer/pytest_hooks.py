@@ -39,7 +39,9 @@ from ..xdist_hooks import (
     dist_mode,
     publish_groups,
     read_groups,
+    reporting_as,
     together_key,
+    worker_interactor,
 )
 from .beside import Pending, Postponed, beside_children
 from .consan import KNOB_ENV as CONSAN_KNOB
@@ -217,19 +219,18 @@ class SanitizerPlugin:
         # docs/validation/2026-11-27-h100-0615.md); =trail makes each test wait until a child has ended it
         # (neither faster nor slower there: 72.2 and 73.9 s against 62.1 and 70.9 s for the bundled suite,
         # 93.3 s against 99.9 s for examples/, on H100s of one morning).
-        # An xdist worker, which cannot hold reports (below), runs its children first unless told otherwise:
-        # waiting before each test for its own verdicts was the slower (126.7 s against 114.6 s for the
-        # bundled suite on one H100, docs/validation/2026-11-27-h100-0144.md).
-        worker = getattr(config, "workerinput", None) is not None
-        mode = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "0" if worker else "1")
+        # An xdist worker does the same with each share it is sent.
+        mode = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "1")
         self.overlap = mode != "0"
         self.trails = mode == "trail"
         self.pending = Pending()
-        # Without xdist, the overlap also holds the reports (:meth:`_run_held`): a test runs while the children
-        # that judge it still run, and is logged once its verdicts are in. An xdist worker waits before each
-        # test instead: its controller takes a test whose run ended as reported, and would lose a held report
-        # to a crash of the worker.
-        self.holds = self.overlap and not worker
+        # The overlap holds the reports (:meth:`_run_held`): a test runs while the children that judge it still
+        # run, and is logged once its verdicts are in. In an xdist worker too: its controller counts a test as
+        # run when its run ends (and sends the next), and takes its reports when they come. A worker that dies
+        # with reports held loses them: those tests are errors, never passes (xdist_shares.LostTests). (Waiting
+        # before each test for its own verdicts instead was the slower: 126.7 s against 114.6 s for the
+        # bundled suite on one H100, docs/validation/2026-11-27-h100-0144.md.)
+        self.holds = self.overlap
         # ... and with =trail a held test runs once a child has ended it: the kernels it compiled are then in
         # the caches, and the children (several at once) compile them rather than this process
         self.held: list[tuple[pytest.Item, list[pytest.TestReport]]] = []  # ran, not logged yet, in order
@@ -242,6 +243,7 @@ class SanitizerPlugin:
         self.consan_cache: str | None = None  # the one Triton cache of this session's ConSan children
         self.lock = threading.Lock()
         self.worker_count = 0
+        self._indices: dict[int, int] | None = None  # id(item) -> its place in the session's items
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
             self.worker_count = int(workerinput.get("workercount", 1))
@@ -420,6 +422,8 @@ class SanitizerPlugin:
         no child runs any more, or it times with pytest-benchmark (the GPU to itself: it waits first)."""
         from _pytest.runner import runtestprotocol
 
+        if self.worker_count and worker_interactor(item.config) is None:
+            return False  # an xdist whose worker cannot send a report late: each test waits for its verdicts
         try:
             self.start_share(item)
         except Exception:
@@ -491,14 +495,22 @@ class SanitizerPlugin:
                     state.item_nodeid(item), tool, Verdict.ERROR, "inconclusive: the sanitizer run ended early",
                     reason=f"{type(exc).__name__}: {exc}"))
         ihook = item.ihook
-        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        for report in reports:
-            if report.when == "call":
-                self.record_for(item)
-            finish(item, report, raised.get(report.when))
-            self._charge_sanitizer_seconds(item, report)
-            ihook.pytest_runtest_logreport(report=report)
-        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        interactor = worker_interactor(item.config) if self.worker_count else None
+        with reporting_as(interactor, self._index_of(item) if interactor is not None else 0):
+            ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+            for report in reports:
+                if report.when == "call":
+                    self.record_for(item)
+                finish(item, report, raised.get(report.when))
+                self._charge_sanitizer_seconds(item, report)
+                ihook.pytest_runtest_logreport(report=report)
+            ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+    def _index_of(self, item: pytest.Item) -> int:
+        """``item``'s place in the session's items (what an xdist worker's reports are sent under)."""
+        if self._indices is None:
+            self._indices = {id(i): n for n, i in enumerate(item.session.items)}
+        return self._indices[id(item)]
 
     def _reached(self, items: dict[str, pytest.Item], nodeid: str) -> None:
         if nodeid in items:

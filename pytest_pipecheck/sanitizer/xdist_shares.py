@@ -85,15 +85,20 @@ class ShareScheduling(LoadScopeScheduling):
         live worker or to the one that replaces the dead one.
         """
         workload = self.assigned_work.pop(node)
-        if not self._pending_of(workload):
+        # tests the worker ran but whose reports it still held (until their sanitizer verdicts came) when it
+        # died: sent again with the rest, the crash is not theirs
+        unreported = self._unreported(workload)
+        if not self._pending_of(workload) and not unreported:
             return None
         # a worker runs the tests it was sent in order: the first one not completed is where it died
         crashitem = next((nodeid for unit in workload.values() for nodeid, done in unit.items() if not done), None)
-        if crashitem is None:
+        if crashitem is None and not unreported:
             raise RuntimeError("Unable to identify crashitem on a workload with pending items")
         for unit in workload.values():
             if crashitem in unit:
                 unit[crashitem] = True
+            for nodeid in unreported & unit.keys():
+                unit[nodeid] = False
         rest = {scope: unit for scope, unit in workload.items() if not all(unit.values())}
         # before every share not started yet: its share's child may already have run on no worker
         for scope in reversed(list(rest)):
@@ -104,11 +109,21 @@ class ShareScheduling(LoadScopeScheduling):
             self._reschedule(other)
         return crashitem
 
+    def _unreported(self, workload: Mapping[str, Mapping[str, bool]]) -> set[str]:
+        """The tests of ``workload`` that ran to their end on the worker and were never reported to this
+        controller (LostTests keeps what was)."""
+        lost = self.config.pluginmanager.get_plugin("pipecheck-lost-tests")
+        if lost is None:
+            return set()
+        return {nodeid for unit in workload.values() for nodeid, done in unit.items()
+                if done and nodeid not in lost.reported}
+
 
 class LostTests:
-    """On the xdist controller: every collected test ends with a report. A test that no worker ran
-    (its workers crashed and xdist stopped replacing them) gets an error report that says so, where
-    it would otherwise be missing from the counts while the run looked finished."""
+    """On the xdist controller: every collected test ends with a report. A test that no worker reported (its
+    workers crashed and xdist stopped replacing them, or its worker died while it held the test's reports
+    until its sanitizer verdicts came) gets an error report that says so, where it would otherwise be
+    missing from the counts while the run looked finished."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -151,6 +166,7 @@ class LostTests:
         for nodeid in lost:
             fspath = nodeid.split("::")[0]
             rep = pytest.TestReport(nodeid=nodeid, location=(fspath, None, nodeid), keywords={}, outcome="failed",
-                                    longrepr=f"{NEVER_RAN}: no worker ran {nodeid} ({why}); its result is unknown",
+                                    longrepr=f"{NEVER_RAN}: no worker ran {nodeid} to its report ({why}); its "
+                                             "result is unknown",
                                     when="setup")
             self.config.hook.pytest_runtest_logreport(report=rep)

@@ -2,8 +2,8 @@
 the fake compute-sanitizer: a test runs while the children that judge it still run, its reports held until its
 verdicts are in and logged in collection order; a test that asks for the GPU alone runs again after the
 others; each test is reported with its own verdicts, the verdicts and outcomes of a run whose children all
-end before the first test (``PIPECHECK_SANITIZER_OVERLAP=0``). Under xdist a worker waits before each test
-for its verdicts (``=1`` asks for that there).
+end before the first test (``PIPECHECK_SANITIZER_OVERLAP=0``). An xdist worker holds its reports in the same way,
+and one that dies with reports held leaves those tests errors.
 
 Where a test needs one thing to happen before another, one process waits for a file the other writes; no
 assertion depends on how fast the machine is (but one: without the behaviour it tests, it fails only as
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the
 
 @pytest.fixture(autouse=True)
 def _overlap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")  # the default without xdist; asked for under it
+    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")  # the default (with xdist too)
 
 WAIT_FOR = '''
 import os
@@ -208,6 +208,77 @@ def test_no_deadlock_under_xdist(pytester: pytest.Pytester, tmp_path: Path, monk
                 if r["check"] == "sanitizer:racecheck"}
     assert verdicts == {"test_a": "pass", "test_racy": "fail", "test_b": "pass", "test_c": "pass",
                         "test_d": "pass", "test_crash": "error", "test_e": "pass", "test_f": "pass"}, verdicts
+
+
+def _xdist_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKEBIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H200,9.0;NVIDIA H200,9.0")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def test_an_xdist_worker_runs_a_test_while_the_child_that_judges_it_still_runs(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's one child judges every test of its share and holds ``test_later`` until the worker has run
+    ``test_first``: a worker that ran its children first, or waited before each test for its verdicts, never
+    could. The reports still reach the controller, each with its own verdict."""
+    _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
+    _xdist_gpus(monkeypatch)
+    first_ran = tmp_path / "first-ran"
+    pytester.makepyfile(test_w=WAIT_FOR + _first_ran(first_ran) + f'''
+
+def test_racy(pipecheck):
+    pass
+
+def test_later(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        assert wait_for({str(first_ran)!r}, 60), "the worker ran no test while the child that judges it ran"
+''')
+    result = pytester.runpytest_subprocess("-n", "1", "-p", "xdist", "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "--pipecheck-json=r.json", "-p", "no:cacheprovider", timeout=600)
+    result.assert_outcomes(passed=2, failed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    verdicts = {r["nodeid"].rsplit("::", 1)[-1]: r["verdict"] for r in doc["results"]
+                if r["check"] == "sanitizer:racecheck"}
+    assert verdicts == {"test_first": "pass", "test_racy": "fail", "test_later": "pass"}, verdicts
+
+
+@pytest.mark.parametrize("restarts", [True, False], ids=["next-worker", "no-worker-left"])
+def test_a_test_whose_reports_died_with_its_worker_runs_again_or_is_an_error_never_a_pass(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restarts: bool) -> None:
+    """``test_a`` has run and its reports are held (its child holds it until ``test_dies`` began) when
+    ``test_dies`` takes the worker down. xdist's controller counted ``test_a`` as run, but its reports died with
+    the worker: it is sent again with the rest of the share, and passes on the next worker; with no worker
+    left, it is an error that says no worker ran it to its report. The crash is charged to ``test_dies``
+    alone."""
+    _fake(tmp_path, monkeypatch, {})
+    _xdist_gpus(monkeypatch)
+    began = tmp_path / "dies-began"
+    pytester.makepyfile(test_m=WAIT_FOR + f'''
+
+def test_a(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        wait_for({str(began)!r}, 60)
+
+def test_dies(pipecheck):
+    if not os.environ.get("PIPECHECK_CHILD") and not os.path.exists({str(began)!r}):
+        open({str(began)!r}, "w").close()
+        os._exit(3)  # a GPU fault or a killed process takes the whole worker down
+
+def test_after(pipecheck):
+    pass
+''')
+    result = pytester.runpytest_subprocess("-n", "1", "-p", "xdist", "--pipecheck", "--pipecheck-sanitizer=racecheck",
+                                           "-rA", "-p", "no:cacheprovider",
+                                           *([] if restarts else ["--max-worker-restart=0"]), timeout=600)
+    result.stdout.fnmatch_lines(["*worker*crashed while running*test_dies*"])
+    assert result.stdout.str().count("FAILED test_m.py::test_dies") == 1
+    if restarts:
+        result.assert_outcomes(passed=2, failed=1)
+        result.stdout.fnmatch_lines(["*PASSED test_m.py::test_a*"])
+    else:
+        result.assert_outcomes(failed=1, errors=2)
+        result.stdout.fnmatch_lines(["*ERROR at setup of test_m.py::test_a*",
+                                     "pipecheck: never ran: no worker ran test_m.py::test_a to its report*"])
 
 
 # ----------------------------------------------------------------------------- held reports (no xdist)

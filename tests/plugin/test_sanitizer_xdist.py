@@ -210,8 +210,11 @@ def test_a_test_that_kills_its_worker_fails_once_and_the_rest_of_its_share_still
 def test_tests_that_never_ran_after_workers_crashed_are_reported_as_errors(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With no worker left to run them (restarts disabled), the tests after the crash are errors that
-    say they never ran, not silently missing from the counts."""
+    say they never ran, not silently missing from the counts. (Each child to its end before the first test:
+    ``test_a`` is reported before ``test_dies`` runs; a worker that dies holding a test's reports is
+    test_sanitizer_beside.py's.)"""
     _fake_gpu_run(tmp_path, monkeypatch, {})
+    monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "0")
     pytester.makepyfile(test_m=CRASHING_SHARE)
     result = pytester.runpytest_subprocess("-n", "1", "--max-worker-restart=0", "--pipecheck",
                                            "--pipecheck-sanitizer=racecheck", "-p", "xdist")
