@@ -112,7 +112,8 @@ class ShareScheduling(LoadScopeScheduling):
     def _unreported(self, workload: Mapping[str, Mapping[str, bool]]) -> set[str]:
         """The tests of ``workload`` that ran to their end on the worker and were never reported to this
         controller (LostTests keeps what was)."""
-        lost = self.config.pluginmanager.get_plugin("pipecheck-lost-tests")
+        manager = getattr(self.config, "pluginmanager", None)  # a stand-in config may have none
+        lost = manager.get_plugin("pipecheck-lost-tests") if manager is not None else None
         if lost is None:
             return set()
         return {nodeid for unit in workload.values() for nodeid, done in unit.items()
