@@ -524,12 +524,15 @@ class SanitizerPlugin:
         postponed, self.postponed = self.postponed, []
         if postponed and not (session.shouldfail or session.shouldstop):
             self._write(f"{len(postponed)} test(s) that time kernels run now, the sanitizer children done")
+        interactor = worker_interactor(session.config) if self.worker_count else None
         for n, item in enumerate(postponed):
             if session.shouldfail or session.shouldstop:
                 self.postponed = postponed[n:]
                 break
             nextitem = postponed[n + 1] if n + 1 < len(postponed) else None
-            item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            # an xdist worker sends its reports as this test's, though it ran (and counted) it long ago
+            with reporting_as(interactor, self._index_of(item) if interactor is not None else 0):
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
 
     # ------------------------------------------------------------------ beside the tests
     def _tell(self, lines: list[str]) -> None:

@@ -410,12 +410,15 @@ def test_held_reports_give_the_outcomes_and_verdicts_of_a_run_that_waits(
     assert seen["1"][1][:3] == ["test_passes", "test_raises", "test_skips"]
 
 
+@pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist-worker"])
 def test_a_held_test_that_asks_for_the_gpu_alone_runs_again_after_the_others(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, xdist: bool) -> None:
     """``test_timing`` asks for the GPU alone while the child that judges the tests still runs (the child waits
     for the tests after it): it stops there, the tests after it run, and it runs again from its start once
     the child has ended; its report is logged once, last, and holds only what its second run recorded. Its
-    second run is still inside what other plugins wrap around the test loop (coverage, live logging)."""
+    second run is still inside what other plugins wrap around the test loop (coverage, live logging). The
+    same in an xdist worker that has its GPU to itself (one worker), whose second run's reports must reach
+    the controller as that test's."""
     log = _fake(tmp_path, monkeypatch, {})
     pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=True) + """
 
@@ -461,12 +464,17 @@ def test_c(pipecheck):
     if os.environ.get("PIPECHECK_CHILD"):
         assert wait_for({str(last_ran)!r}, 60), "the parent ran no test after test_timing while this child ran"
 ''')
-    result = _run(pytester, "-v", "--pipecheck-json=r.json", jobs=1)
+    result = _run(pytester, "-v", "--pipecheck-json=r.json", *(["-n", "1", "-p", "xdist"] if xdist else []), jobs=1)
     result.assert_outcomes(passed=4)
-    order = _order(result, "test_t")
+    if xdist:
+        logged = re.compile(r"^\[gw0\] .*(PASSED|FAILED|ERROR|SKIPPED) test_t\.py::(\w+)")
+        order = [m.group(2) for m in map(logged.match, result.stdout.lines) if m]
+    else:
+        order = _order(result, "test_t")
     assert order == ["test_a", "test_b", "test_c", "test_timing"], result.stdout.str()
     assert starts.read_text() == "start\nstart\n"
-    result.stdout.fnmatch_lines(["*1 test(s) that time kernels run now, the sanitizer children done*"])
+    if not xdist:  # a worker's own lines stay on the worker
+        result.stdout.fnmatch_lines(["*1 test(s) that time kernels run now, the sanitizer children done*"])
     doc = json.loads((pytester.path / "r.json").read_text())
     perf = [r["summary"] for r in doc["results"] if r["check"] == "perf"]
     assert perf == ["recorded with 1 child(ren) ended"], perf
