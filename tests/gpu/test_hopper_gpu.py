@@ -84,13 +84,26 @@ VARIANTS = {
 }
 
 
+def _reference_run(variant: str) -> dict[str, Any]:
+    run = _run_child(["--shapes", REFERENCE_SHAPES, *VARIANTS[variant]], timeout=120)
+    _REFERENCE_OK[variant] = not run["timed_out"] and run["returncode"] == 0
+    return run
+
+
+def _reference_passed(variant: str) -> bool:
+    """Whether ``variant``'s reference passed in a child process of this run; where this process has not run
+    it (pytest-xdist sent the reference test to another worker, or it was not selected), it runs here first,
+    rather than leave the tests that need it skipped."""
+    if variant not in _REFERENCE_OK:
+        _reference_run(variant)
+    return _REFERENCE_OK[variant]
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_reference_matches_float64_matmul_at_ragged_shapes(variant: str) -> None:
     _hopper_or_skip()
-    run = _run_child(["--shapes", REFERENCE_SHAPES, *VARIANTS[variant]], timeout=120)
-    ok = not run["timed_out"] and run["returncode"] == 0
-    _REFERENCE_OK[variant] = ok
-    assert ok, f"reference {variant} failed: {_describe(run)}"
+    run = _reference_run(variant)
+    assert _REFERENCE_OK[variant], f"reference {variant} failed: {_describe(run)}"
     assert [r["shape"] for r in run["result"]["results"]] == REFERENCE_SHAPES.split(",")
 
 
@@ -121,7 +134,7 @@ def test_mutant_is_caught_by_its_check(name: str) -> None:
     matched at every config), an undeclared outcome, or a mutant that never ran fail the test.
     """
     _hopper_or_skip()
-    if not _REFERENCE_OK.get("s4_c2_n128", False):
+    if not _reference_passed("s4_c2_n128"):
         pytest.skip("the reference (s4_c2_n128) did not pass in this run; a mutant verdict would mean nothing")
     mutant = MUTANTS[name]
     allowed = {mutant.expected_check, *mutant.may_also}
@@ -152,7 +165,7 @@ def test_mutant_is_caught_by_its_check(name: str) -> None:
 def test_swapped_coordinates_mutant_passes_at_one_tile() -> None:
     """The reason ragged multi-tile shapes matter: at a single 64x64x64 tile the swap is invisible."""
     _hopper_or_skip()
-    if not _REFERENCE_OK.get("s4_c2_n128", False):
+    if not _reference_passed("s4_c2_n128"):
         pytest.skip("the reference (s4_c2_n128) did not pass in this run")
     run = _run_child(["--shapes", "64x64x64", "--mutant", "hopper_tma_coordinates_swapped"])
     assert not run["timed_out"] and run["returncode"] == 0, _describe(run)
@@ -184,7 +197,7 @@ def test_racecheck_on_the_early_release_mutant(tmp_path: Path) -> None:
     positives on raw TMA + mbarrier loops); an inconclusive run (no summary line) fails.
     """
     _hopper_or_skip()
-    if not _REFERENCE_OK.get("s4_c2_n128", False):
+    if not _reference_passed("s4_c2_n128"):
         pytest.skip("the reference (s4_c2_n128) did not pass in this run")
     name = "hopper_stage_released_before_wgmma_done"
     mutant = MUTANTS[name]
@@ -213,7 +226,7 @@ def test_racecheck_on_the_early_release_mutant(tmp_path: Path) -> None:
 @pytest.mark.parametrize("variant", ["s4_c2_n128", "s2_c1_n128"])
 def test_pipecheck_coverage_tile_probe_and_determinism_at_generated_shapes(pipecheck: Any, variant: str) -> None:
     _hopper_or_skip()
-    if not _REFERENCE_OK.get(variant, False):
+    if not _reference_passed(variant):
         pytest.skip(f"the reference ({variant}) did not pass in a child process in this run; running it "
                     "in-process could hang pytest")
     from reference_kernels.hopper.launch import Variant
