@@ -93,10 +93,12 @@ def _reference_run(variant: str) -> dict[str, Any]:
 def _reference_passed(variant: str) -> bool:
     """Whether ``variant``'s reference passed in a child process of this run; where this process has not run
     it (pytest-xdist sent the reference test to another worker, or it was not selected), it runs here first,
-    rather than leave the tests that need it skipped."""
-    if variant not in _REFERENCE_OK:
+    rather than leave the tests that need it skipped. Not in a sanitizer child, where the tool would follow
+    the reference's own child process (4096^3 under racecheck: past the 120 s watchdog, H100): there the
+    tests that need it skip, and their verdict under the tool says so."""
+    if variant not in _REFERENCE_OK and not os.environ.get("PIPECHECK_CHILD"):
         _reference_run(variant)
-    return _REFERENCE_OK[variant]
+    return _REFERENCE_OK.get(variant, False)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
