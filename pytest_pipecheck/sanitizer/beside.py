@@ -1,7 +1,7 @@
 """The sanitizer children running beside the tests: which tests still wait for them, and the GPU for timings.
 
 A test's sanitizer verdict is needed only when that test is reported. So the parent starts a share's
-children on a thread of their own and goes on running tests. Without pytest-xdist (the default):
+children on a thread of their own and goes on running tests (an xdist worker each share it is sent):
 
 * a test runs at once (with ``PIPECHECK_SANITIZER_OVERLAP=trail``, once a child has ended it:
   :meth:`Pending.wait_reached`; the kernels it compiles are then in the Triton and CuPy caches, compiled by
@@ -11,8 +11,10 @@ children on a thread of their own and goes on running tests. Without pytest-xdis
   (``SanitizerPlugin._flush_held``). The verdicts are the same children's, decided the same way: only when
   the parent's tests run, and when their reports go out, changes.
 
-An xdist worker (whose controller takes a test whose run ended as reported) instead waits, before each
-test's setup, for the children that hold its verdicts (:class:`Pending`).
+An xdist worker's controller counts a test as run when its run ends and takes its reports when they come;
+the worker sends a held test's reports as that test's (``xdist_hooks.reporting_as``). Where reports cannot
+be held (another plugin runs tests its own way, or an xdist whose worker cannot send a report late), each
+test waits before its setup for the children that hold its verdicts (:class:`Pending`).
 
 Two things must not run beside the children:
 
