@@ -54,6 +54,20 @@ def test_first(pipecheck):
 '''
 
 
+def _judged_while_running(first_ran: Path, who: str) -> str:
+    """A module whose one child holds ``test_later`` until ``who`` (the process that runs the tests) has run
+    ``test_first``; ``test_racy`` carries an injected race."""
+    return WAIT_FOR + _first_ran(first_ran) + f'''
+
+def test_racy(pipecheck):
+    pass
+
+def test_later(pipecheck):
+    if os.environ.get("PIPECHECK_CHILD"):
+        assert wait_for({str(first_ran)!r}, 60), "the {who} ran no test while the child that judges it ran"
+'''
+
+
 def _with_and_without_overlap(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                               plan: dict[str, object], source: str, *args: str
                               ) -> Iterator[tuple[str, pytest.RunResult]]:
@@ -224,15 +238,7 @@ def test_an_xdist_worker_runs_a_test_while_the_child_that_judges_it_still_runs(
     _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
     _xdist_gpus(monkeypatch)
     first_ran = tmp_path / "first-ran"
-    pytester.makepyfile(test_w=WAIT_FOR + _first_ran(first_ran) + f'''
-
-def test_racy(pipecheck):
-    pass
-
-def test_later(pipecheck):
-    if os.environ.get("PIPECHECK_CHILD"):
-        assert wait_for({str(first_ran)!r}, 60), "the worker ran no test while the child that judges it ran"
-''')
+    pytester.makepyfile(test_w=_judged_while_running(first_ran, "worker"))
     result = pytester.runpytest_subprocess("-n", "1", "-p", "xdist", "--pipecheck", "--pipecheck-sanitizer=racecheck",
                                            "--pipecheck-json=r.json", "-p", "no:cacheprovider", timeout=600)
     result.assert_outcomes(passed=2, failed=1)
@@ -298,15 +304,7 @@ def test_a_test_runs_while_the_child_that_judges_it_still_runs(pytester: pytest.
     log = _fake(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
     _setup(pytester)
     first_ran = tmp_path / "first-ran"
-    pytester.makepyfile(test_h=WAIT_FOR + _first_ran(first_ran) + f'''
-
-def test_racy(pipecheck):
-    pass
-
-def test_later(pipecheck):
-    if os.environ.get("PIPECHECK_CHILD"):
-        assert wait_for({str(first_ran)!r}, 60), "the parent ran no test while the child that judges it ran"
-''')
+    pytester.makepyfile(test_h=_judged_while_running(first_ran, "parent"))
     result = _run(pytester, "-v", jobs=1)
     res = _results(result.stdout.str())
     assert res[("test_first", "sanitizer:racecheck")] == ("pass", "0 hazards"), res
