@@ -410,8 +410,8 @@ SETTINGS: tuple[Setting, ...] = (
             "sanitizer children at once on one GPU (auto: half the CPU cores this process may use, from 1 to 8): "
             "the tools' tests are cut into this many parts in all (each tool's into N / tools, at least one), of "
             "about equal cost (the last run's sanitizer seconds, else pytest-split's durations), which run side "
-            "by side (under xdist the default is the cores shared among the workers, which wait while their "
-            "children run)", metavar="N|auto",
+            "by side (under xdist the default is the cores shared among the workers, from 1 to 8 each)",
+            metavar="N|auto",
             marker=False),
     Setting("xdist_shares", _int_parser(1, 16), 1,
             "sanitizer shares per pytest-xdist worker: the collection is cut into workers x N contiguous shares of "

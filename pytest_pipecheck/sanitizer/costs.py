@@ -68,10 +68,10 @@ def worker_children_at_once(workers: int, cores: int | None = None) -> int:
     """``sanitizer_jobs = auto`` in each of ``workers`` pytest-xdist workers that share this machine: the cores
     (``cores`` stands in for this process's) shared among the workers, from 1 to :data:`MAX_AUTO_CHILDREN`.
 
-    Not half of them, as in one process (:func:`children_at_once`): a worker's children run to their end
-    before its share's tests, so while they run the worker itself waits, and its part of the cores is
-    theirs. Half would leave a core of each worker idle: on one H100 with 8 workers, one child a worker ran
-    the racecheck and synccheck children of each share one after the other."""
+    Not half of that part, as :func:`children_at_once` gives one process: the workers' own tests already
+    run one process a worker, and halving each worker's part again left one child a worker on 16 cores and 8
+    workers, so each share's racecheck and synccheck children ran one after the other (H100, 2026-11-27:
+    649 s of the workers' time was their children)."""
     if cores is None:
         from ..device import usable_cores
 

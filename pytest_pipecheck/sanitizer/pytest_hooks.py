@@ -227,7 +227,8 @@ class SanitizerPlugin:
         # The overlap holds the reports (:meth:`_run_held`): a test runs while the children that judge it still
         # run, and is logged once its verdicts are in. In an xdist worker too: its controller counts a test as
         # run when its run ends (and sends the next), and takes its reports when they come. A worker that dies
-        # with reports held loses them: those tests are errors, never passes (xdist_shares.LostTests). (Waiting
+        # with reports held loses them: those tests are sent again with the rest of its share, or are errors
+        # with no worker left, never passes (xdist_shares.ShareScheduling.remove_node, LostTests). (Waiting
         # before each test for its own verdicts instead was the slower: 126.7 s against 114.6 s for the
         # bundled suite on one H100, docs/validation/2026-11-27-h100-0144.md.)
         self.holds = self.overlap
