@@ -123,9 +123,13 @@ class Pending:
     def take_messages(self, details: bool = True) -> list[str]:
         """The lines said so far (without ``details``: the others, which stay for a later call)."""
         with self._cond:
-            out = [m for m, d in self._messages if details or not d]
-            self._messages = [] if details else [(m, d) for m, d in self._messages if d]
-            return out
+            return self._take(details)
+
+    def _take(self, details: bool) -> list[str]:
+        """:meth:`take_messages` with the lock held."""
+        out = [m for m, d in self._messages if details or not d]
+        self._messages = [] if details else [(m, d) for m, d in self._messages if d]
+        return out
 
     def wait(self, item: Any | None, tell: Callable[[list[str]], None] | None = None, poll: float = 0.2) -> None:
         """Until every part holding a verdict of ``item`` ended (``item`` None: every run ended). Where that
@@ -145,9 +149,8 @@ class Pending:
         with self._cond:
             while busy():
                 waited = True
-                said = [m for m, d in self._messages if details or not d]
+                said = self._take(details) if tell is not None else []
                 if tell is not None and said:
-                    self._messages = [] if details else [(m, d) for m, d in self._messages if d]
                     self._cond.release()
                     try:
                         tell(said)

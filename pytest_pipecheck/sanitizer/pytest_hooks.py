@@ -12,6 +12,7 @@ memcheck, allocates every array at its exact size and prints its address range (
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import json
 import os
@@ -245,6 +246,7 @@ class SanitizerPlugin:
         self.lock = threading.Lock()
         self.worker_count = 0
         self._indices: dict[int, int] | None = None  # id(item) -> its place in the session's items
+        self._interactor: Any | None = None  # an xdist worker's reporting plugin, once found
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
             self.worker_count = int(workerinput.get("workercount", 1))
@@ -423,7 +425,7 @@ class SanitizerPlugin:
         no child runs any more, or it times with pytest-benchmark (the GPU to itself: it waits first)."""
         from _pytest.runner import runtestprotocol
 
-        if self.worker_count and worker_interactor(item.config) is None:
+        if self.worker_count and self._worker_interactor() is None:
             return False  # an xdist whose worker cannot send a report late: each test waits for its verdicts
         try:
             self.start_share(item)
@@ -496,8 +498,7 @@ class SanitizerPlugin:
                     state.item_nodeid(item), tool, Verdict.ERROR, "inconclusive: the sanitizer run ended early",
                     reason=f"{type(exc).__name__}: {exc}"))
         ihook = item.ihook
-        interactor = worker_interactor(item.config) if self.worker_count else None
-        with reporting_as(interactor, self._index_of(item) if interactor is not None else 0):
+        with self._reporting_as(item):
             ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
             for report in reports:
                 if report.when == "call":
@@ -507,11 +508,21 @@ class SanitizerPlugin:
                 ihook.pytest_runtest_logreport(report=report)
             ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
 
-    def _index_of(self, item: pytest.Item) -> int:
-        """``item``'s place in the session's items (what an xdist worker's reports are sent under)."""
+    def _worker_interactor(self) -> Any | None:
+        """This xdist worker's reporting plugin (:func:`.xdist_hooks.worker_interactor`), found once."""
+        if self._interactor is None:
+            self._interactor = worker_interactor(self.config)
+        return self._interactor
+
+    def _reporting_as(self, item: pytest.Item) -> contextlib.AbstractContextManager[None]:
+        """Reports logged inside go out as ``item``'s: in an xdist worker, whose reporting plugin names the
+        test it runs now, under ``item``'s place in the session's items; elsewhere as they are."""
+        interactor = self._worker_interactor() if self.worker_count else None
+        if interactor is None:
+            return contextlib.nullcontext()
         if self._indices is None:
             self._indices = {id(i): n for n, i in enumerate(item.session.items)}
-        return self._indices[id(item)]
+        return reporting_as(interactor, self._indices[id(item)])
 
     def _reached(self, items: dict[str, pytest.Item], nodeid: str) -> None:
         if nodeid in items:
@@ -525,14 +536,13 @@ class SanitizerPlugin:
         postponed, self.postponed = self.postponed, []
         if postponed and not (session.shouldfail or session.shouldstop):
             self._write(f"{len(postponed)} test(s) that time kernels run now, the sanitizer children done")
-        interactor = worker_interactor(session.config) if self.worker_count else None
         for n, item in enumerate(postponed):
             if session.shouldfail or session.shouldstop:
                 self.postponed = postponed[n:]
                 break
             nextitem = postponed[n + 1] if n + 1 < len(postponed) else None
             # an xdist worker sends its reports as this test's, though it ran (and counted) it long ago
-            with reporting_as(interactor, self._index_of(item) if interactor is not None else 0):
+            with self._reporting_as(item):
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
 
     # ------------------------------------------------------------------ beside the tests
