@@ -107,6 +107,10 @@ def pytest_configure(config: pytest.Config) -> None:
                           needs_tree=tier.has_gpu or compare.fake_timer())
         if role.compare:
             return
+    if worker is not None and run_config.enabled and not role.child:
+        from .gpu_lease import worker_lease
+
+        worker_lease(config)  # other workers on this GPU: a timing waits for the GPU alone, not skipped
     if sanitizer_on and not role.relay:  # a relay child runs tests whose verdicts its parent has
         from .sanitizer.pytest_hooks import SanitizerPlugin
 

@@ -52,6 +52,9 @@ SHARE = pytest.StashKey[int]()  # the sanitizer share a test belongs to (sanitiz
 # The test ran while its sanitizer children still ran, and its reports are held until their verdicts are in
 # (sanitizer.pytest_hooks): what ended each phase of its run, by ``report.when`` (None: nothing raised).
 HELD = pytest.StashKey[dict[str, BaseException | None]]()
+# Per phase (``report.when``), the seconds a test waited for the GPU to be left to its timing (this process's
+# sanitizer children, other xdist workers on its GPU): not the test's own, left out of its reports' durations
+WAITED = pytest.StashKey[dict[str, float]]()
 
 
 def item_nodeid(item: pytest.Item) -> str:
@@ -64,6 +67,12 @@ def role(config: pytest.Config) -> Role:
     from .children import NONE
 
     return config.stash.get(ROLE, NONE)
+
+
+def note_wait(item: pytest.Item, when: str, seconds: float) -> None:
+    """``item`` waited ``seconds`` in its ``when`` phase for the GPU (:data:`WAITED`)."""
+    waited = item.stash.setdefault(WAITED, {})
+    waited[when] = waited.get(when, 0.0) + max(0.0, seconds)
 
 
 def item_config(item: pytest.Item) -> PipecheckConfig:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from .results import CheckResult, PipecheckFailure, Verdict
-from .state import ATTACHED, HELD, RUN_SEED, item_config, item_nodeid, item_results, role
+from .state import ATTACHED, HELD, RUN_SEED, WAITED, item_config, item_nodeid, item_results, role
 
 __all__ = ["apply", "caught_ending", "finish", "pytest_runtest_makereport", "uses_pipecheck"]
 
@@ -191,6 +191,9 @@ def finish(item: pytest.Item, report: pytest.TestReport, raised: BaseException |
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
+    waited = item.stash.get(WAITED, {}).get(report.when, 0.0)
+    if waited > 0:  # the test waited for the GPU to be left to its timing: not the test's time
+        report.duration = max(0.0, report.duration - waited)
     raised = call.excinfo.value if call.excinfo is not None else None
     held = item.stash.get(HELD, None)
     if held is not None:  # decided when its sanitizer verdicts are in (sanitizer.pytest_hooks)

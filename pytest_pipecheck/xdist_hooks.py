@@ -53,6 +53,9 @@ def pytest_configure_node(node: Any) -> None:
         chosen = devices[index % len(devices)]
         node.workerinput["pipecheck_gpu"] = chosen.uuid or str(chosen.index)
         node.workerinput["pipecheck_gpu_count"] = len(devices)  # the worker works out who shares its GPU
+        from .gpu_lease import LEASE_KEY, lease_dir
+
+        node.workerinput[LEASE_KEY] = lease_dir(node.config)  # where workers sharing a GPU take it alone to time
     # xdist sets a worker's --dist to "no"; a worker cuts the sanitizer shares as the controller does
     dist = str(node.config.getvalue("dist"))
     node.workerinput["pipecheck_dist"] = dist

@@ -169,14 +169,14 @@ class TierBesideChildren(TierInfo):
     @property
     def timing_blocked(self) -> str | None:
         wait = getattr(self, "_pipecheck_wait", None)
-        if wait is not None:
-            wait()
+        if wait is not None and wait():
+            return None  # the GPU is this process's alone now (gpu_lease.py: the other workers on it are done)
         return super().timing_blocked
 
 
-def beside_children(tier: TierInfo, wait: Callable[[], None]) -> TierBesideChildren:
+def beside_children(tier: TierInfo, wait: Callable[[], bool | None]) -> TierBesideChildren:
     """``tier``, whose ``timing_blocked`` first calls ``wait`` (which returns once this process's children
-    have ended)."""
+    have ended, or once it has the GPU alone: then True, and nothing blocks a timing)."""
     import dataclasses
 
     out = TierBesideChildren(**{f.name: getattr(tier, f.name) for f in dataclasses.fields(tier)})

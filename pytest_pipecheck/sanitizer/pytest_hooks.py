@@ -33,6 +33,7 @@ from ..children import CHILD_ENV, Role
 from ..config import CONSAN
 from ..cuda_probe import cupy_context
 from ..device import TierInfo
+from ..gpu_lease import GpuLease, LeasePlugin
 from ..results import CheckResult, Verdict
 from ..xdist_hooks import (
     KEEPS_TOGETHER,
@@ -73,7 +74,6 @@ from .suppressions import SuppressionError, load_suppressions
 __all__ = ["POISONED", "ChildPlugin", "SanitizerPlugin"]
 
 OUTCOMES = pytest.StashKey[dict[str, TestOutcome]]()
-WAITED = pytest.StashKey[dict[str, float]]()  # per phase, seconds a test waited for this process's children
 RECORDED = pytest.StashKey[bool]()  # the test's sanitizer verdicts are among its results
 POSTPONED = pytest.StashKey[bool]()  # the held run of the test asked for the GPU alone: it runs again at the end
 SHARE = state.SHARE
@@ -250,6 +250,11 @@ class SanitizerPlugin:
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
             self.worker_count = int(workerinput.get("workercount", 1))
+        # an xdist worker whose GPU other workers share: a timing takes the GPU alone (gpu_lease.py), and a held
+        # test that asks for it stops and runs again at the end of this worker's tests, as beside its children
+        self.lease: LeasePlugin | None = config.pluginmanager.get_plugin(LeasePlugin.name)
+        if self.lease is not None:
+            self.lease.before.append(self._wait_for_the_gpu)
 
     # ------------------------------------------------------------------ helpers
     def _write(self, msg: str) -> None:
@@ -432,7 +437,7 @@ class SanitizerPlugin:
         except Exception:
             pass  # its setup tries again and errs with it; it holds nothing back
         self._tell(self.pending.take_messages(details=False))
-        if not self.pending.running or _times_with_benchmark(item):
+        if (not self.pending.running and not self._lease_shared()) or _times_with_benchmark(item):
             self.flush_held()  # the tests before it are logged before it
             return False
         if self.trails:
@@ -456,7 +461,7 @@ class SanitizerPlugin:
         """What the postponed first run of ``item`` left on it: its second run starts from nothing."""
         from ..verdicts import CALL_FAILED
 
-        keys: tuple[pytest.StashKey[Any], ...] = (state.HELD, POSTPONED, WAITED, RECORDED, CALL_FAILED,
+        keys: tuple[pytest.StashKey[Any], ...] = (state.HELD, POSTPONED, state.WAITED, RECORDED, CALL_FAILED,
                                                    state.ATTACHED)
         for key in keys:
             if key in item.stash:
@@ -534,16 +539,25 @@ class SanitizerPlugin:
         self.pending.wait(None, self._tell)
         self._flush_held(wait=True)
         postponed, self.postponed = self.postponed, []
-        if postponed and not (session.shouldfail or session.shouldstop):
+        if not postponed or session.shouldfail or session.shouldstop:
+            self.postponed = postponed
+            return
+        alone: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self._lease_shared():
+            assert self.lease is not None
+            alone = self.lease.alone_for_the_rest()
+            self._write(f"{len(postponed)} test(s) that time kernels wait for the GPU alone (the other pytest-xdist "
+                        "workers on it to end their tests)")
+        with alone:
             self._write(f"{len(postponed)} test(s) that time kernels run now, the sanitizer children done")
-        for n, item in enumerate(postponed):
-            if session.shouldfail or session.shouldstop:
-                self.postponed = postponed[n:]
-                break
-            nextitem = postponed[n + 1] if n + 1 < len(postponed) else None
-            # an xdist worker sends its reports as this test's, though it ran (and counted) it long ago
-            with self._reporting_as(item):
-                item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            for n, item in enumerate(postponed):
+                if session.shouldfail or session.shouldstop:
+                    self.postponed = postponed[n:]
+                    break
+                nextitem = postponed[n + 1] if n + 1 < len(postponed) else None
+                # an xdist worker sends its reports as this test's, though it ran (and counted) it long ago
+                with self._reporting_as(item):
+                    item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
 
     # ------------------------------------------------------------------ beside the tests
     def _tell(self, lines: list[str]) -> None:
@@ -553,7 +567,7 @@ class SanitizerPlugin:
     def _start_beside(self, plan: _Plan) -> None:
         """Run ``plan`` on a thread of its own; each test waits for its own verdicts (:meth:`ensure_share`)."""
         tier = self.config.stash[state.TIER]
-        if self.tier_alone is None and tier.has_gpu and tier.timing_blocked is None:
+        if self.tier_alone is None and self.lease is None and tier.has_gpu and tier.timing_blocked is None:
             # from now on until the children end, a timing first waits for them (beside.py)
             self.tier_alone = tier
             self.config.stash[state.TIER] = beside_children(tier, self._wait_for_the_gpu)
@@ -574,19 +588,30 @@ class SanitizerPlugin:
         self.threads.append(thread)
         thread.start()
 
-    def _wait_for_the_gpu(self) -> None:
+    def _lease_shared(self) -> bool:
+        """Other xdist workers may still run on this worker's GPU (its lease is not held alone)."""
+        return self.lease is not None and not self.lease.ended and self.lease.lease.state != "alone"
+
+    def _wait_for_the_gpu(self, lease: GpuLease | None = None) -> bool:
         """Inside a test that is about to time a kernel: wait until this process's children have ended. The
         wait is not the test's: the watchdog does not count it, and its report's duration leaves it out. A
         held test stops instead (:class:`Postponed`), and runs again from its start after the other tests, so
-        that the tests after it run beside the children meanwhile."""
-        if not self.pending.running:
-            return
+        that the tests after it run beside the children meanwhile; in an xdist worker whose GPU other workers
+        share, also where no child of its own runs (it is called by the lease first, with ``lease``: the
+        lease is taken alone for the postponed tests). Returns False: the tier answers as it would."""
+        shared = lease is not None and lease.state != "alone"
+        if not self.pending.running and not shared:
+            return False
         # only in the test's call: a fixture of a wider scope that raised would keep the exception for the
         # tests after it (pytest caches a fixture's failure), so a fixture waits instead
         if self.holding is not None and self.phase is not None and self.phase == (self.holding, "call"):
             self.holding.stash[POSTPONED] = True
-            raise Postponed("pipecheck: this test times a kernel while sanitizer children run on its GPU: it "
-                            "runs again, from its start, once they have ended")
+            why = ("sanitizer children run on its GPU: it runs again, from its start, once they have ended"
+                   if self.pending.running else "other pytest-xdist workers share its GPU: it runs again, from its "
+                   "start, after this worker's other tests, with the GPU alone")
+            raise Postponed(f"pipecheck: this test times a kernel while {why}")
+        if not self.pending.running:
+            return False  # the lease waits for the other workers where the test asked
         from contextlib import nullcontext
 
         timeout = self.config.pluginmanager.get_plugin("pipecheck-timeout")
@@ -595,9 +620,8 @@ class SanitizerPlugin:
         with pause:
             self.pending.wait(None)
         if self.phase is not None:
-            item, when = self.phase
-            waited = item.stash.setdefault(WAITED, {})
-            waited[when] = waited.get(when, 0.0) + time.monotonic() - started
+            state.note_wait(self.phase[0], self.phase[1], time.monotonic() - started)
+        return False
 
     def _stop_beside(self) -> None:
         """The test loop is over: children still running (the run stopped early) are stopped, the tier is
@@ -831,10 +855,7 @@ class SanitizerPlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        waited = item.stash.get(WAITED, {}).get(report.when, 0.0)
-        if waited > 0:  # this process's children leaving the GPU to a timing: not the test's time
-            report.duration = max(0.0, report.duration - waited)
+        report = yield  # the test's waits for the GPU are left out of its durations by verdicts.py
         if state.HELD not in item.stash:  # else when it is logged, its verdicts in (_log_held)
             self._charge_sanitizer_seconds(item, report)
         return report

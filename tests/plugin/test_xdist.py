@@ -116,33 +116,47 @@ def test_no_timing(pipecheck):
 """
 
 
-@pytest.mark.parametrize(("gpus", "shared"), [(1, True), (2, False)])
-def test_timing_is_skipped_where_workers_share_a_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                                     gpus: int, shared: bool) -> None:
-    """Two workers on one GPU time each other's kernels: every timing check and every test that times
-    kernels itself skips with the reason, and the summary says how to time them alone; with a GPU each,
-    the same tests time (here: reach the timer, which a fake GPU cannot run)."""
+NO_LEASE = """
+import pytest
+
+@pytest.hookimpl(trylast=True, optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput.pop("pipecheck_gpu_lease", None)  # a controller that names no folder for the GPU's lease
+"""
+
+
+@pytest.mark.parametrize(("gpus", "lease"), [(1, True), (1, False), (2, True)], ids=["shared", "shared-no-lease", "own"])
+def test_timing_where_workers_share_a_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                          gpus: int, lease: bool) -> None:
+    """Two workers on one GPU would time each other's kernels: each timing takes the GPU alone first
+    (gpu_lease.py; tests/plugin/test_gpu_lease.py has the order it takes), and the tests that time reach the
+    timer as with a GPU each (which the fake GPU cannot run: they fail there). Where no lease can be had, every
+    timing check and every test that times kernels itself skips with the reason, and the summary says how to time
+    them alone."""
     monkeypatch.setenv("PATH", f"{FAKEBIN}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", ";".join(["NVIDIA H100 80GB HBM3,9.0"] * gpus))
     pytester.makepyfile(TIMED)
+    if not lease:
+        pytester.makeconftest(NO_LEASE)
     result = pytester.runpytest_subprocess("-n", "2", "--pipecheck", "--pipecheck-sanitizer=none",
                                            "--pipecheck-json=r.json", "-p", "xdist", "-rs")
     out = result.stdout.str()
-    if shared:
+    if not lease:
         result.assert_outcomes(passed=3, skipped=1)
         reason = "timing needs the GPU alone, and 2 pytest-xdist workers share GPU 0 (gw0, gw1)"
         assert f"perf not timed: {reason}" in out and f"stage_sweep x1: stage sweep not timed: {reason}" in out, out
         result.stdout.fnmatch_lines(["*3 test(s) ran without their timings (xdist workers shared a GPU); time them "
-                                     "alone with: pytest --pipecheck -n 0 test_timing_is_skipped_where*::test_gate "
+                                     "alone with: pytest --pipecheck -n 0 test_timing_where_workers_share_a_gpu*::test_gate "
                                      "*::test_sweep *::test_times_itself"])
         doc = json.loads((pytester.path / "r.json").read_text())
         skipped = {r["nodeid"].split("::")[1]: r["summary"] for r in doc["results"] if r["verdict"] == "skip"}
         assert set(skipped) == {"test_gate", "test_sweep", "test_times_itself"} and all(
             reason in s for s in skipped.values()), skipped
     else:
-        # alone on its GPU each worker goes on to time: the fake GPU has no CUDA, so the timer fails
+        # each worker goes on to time, alone on its GPU or once it has it alone: the fake GPU has no CUDA, so the
+        # timer fails
         outcomes = result.parseoutcomes()
         assert outcomes.get("failed") == 3 and outcomes.get("passed") == 1, out
         assert "timing needs the GPU alone" not in out and "ran without their timings" not in out, out
