@@ -121,20 +121,21 @@ class LeasePlugin:
         self.shared_tier: TierInfo = config.stash[state.TIER]
         #: asked first, in order, each time a timing is about to be taken: the sanitizer's wait for this
         #: process's own children (which may stop a held test instead: beside.Postponed)
-        self.before: list[Callable[[GpuLease], None]] = []
+        self.before: list[Callable[..., object]] = []
         self.phase: tuple[pytest.Item, str] | None = None
         self.taken_for: pytest.Item | None = None  # the test that took the lease alone where it asked
         self.ended = False
         lease.share()
         config.stash[state.TIER] = beside_children(self.shared_tier, self.wait)
 
-    def wait(self) -> bool:
+    def wait(self, in_test: bool = False) -> bool:
         """Before a timing in a test: what :attr:`before` asks, then the lease alone (unless held already). True:
-        this process has the GPU to itself now; False outside a test, where the tier answers as it would."""
+        this process has the GPU to itself now; False outside a test, where the tier answers as it would.
+        ``in_test``: asked through the test's function-scoped ``pipecheck`` fixture (beside.TierBesideChildren)."""
         if self.ended or self.phase is None:
             return False  # outside a test (or after this worker's tests): nothing is taken, the tier answers
         for before in self.before:
-            before(self.lease)
+            before(self.lease, in_test=in_test)
         if self.lease.state != "alone":
             with self.not_counted():
                 self.lease.alone()

@@ -205,7 +205,11 @@ def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
     """pipecheck's per-test handle: tier, seed, configuration and the check methods."""
     item = request.node
     config = request.config
-    pc = Pipecheck(item_nodeid(item), item_config(item), config.stash[TIER], config.stash[RUN_SEED],
+    tier = config.stash[TIER]
+    in_test = getattr(tier, "in_test", None)  # the tier beside the sanitizer children, or a GPU lease's
+    if in_test is not None:
+        tier = in_test()
+    pc = Pipecheck(item_nodeid(item), item_config(item), tier, config.stash[RUN_SEED],
                    role=config.stash[ROLE], results=item_results(item), rootdir=str(config.rootpath))
     return pc
 

@@ -112,7 +112,8 @@ seen = []
 for r in doc.get("results", []):
     if r.get("verdict") == "skip" and TIMING_ALONE in r.get("summary", "") and r["nodeid"] not in seen:
         seen.append(r["nodeid"])
-print("\n".join(seen))
+if seen:  # nothing at all when every timing ran (an empty line would be read as one node id: the whole tier)
+    print("\n".join(seen))
 PY
 }
 

@@ -169,16 +169,28 @@ class TierBesideChildren(TierInfo):
     @property
     def timing_blocked(self) -> str | None:
         wait = getattr(self, "_pipecheck_wait", None)
-        if wait is not None and wait():
+        if wait is not None and wait(in_test=getattr(self, "_pipecheck_in_test", False)):
             return None  # the GPU is this process's alone now (gpu_lease.py: the other workers on it are done)
         return super().timing_blocked
 
+    def in_test(self) -> TierBesideChildren:
+        """This tier for one test's ``pipecheck`` fixture, which is function-scoped: a wait asked through it may
+        stop a held test in its setup too (a fixture that asks for the GPU alone), since what a function-scoped
+        fixture raises is not kept for the tests after it."""
+        wait: Callable[..., bool | None] = getattr(self, "_pipecheck_wait", _no_wait)
+        return beside_children(self, wait, in_test=True)
 
-def beside_children(tier: TierInfo, wait: Callable[[], bool | None]) -> TierBesideChildren:
-    """``tier``, whose ``timing_blocked`` first calls ``wait`` (which returns once this process's children
-    have ended, or once it has the GPU alone: then True, and nothing blocks a timing)."""
+
+def _no_wait(in_test: bool = False) -> bool:
+    return False
+
+
+def beside_children(tier: TierInfo, wait: Callable[..., bool | None], in_test: bool = False) -> TierBesideChildren:
+    """``tier``, whose ``timing_blocked`` first calls ``wait(in_test=...)`` (which returns once this process's
+    children have ended, or once it has the GPU alone: then True, and nothing blocks a timing)."""
     import dataclasses
 
     out = TierBesideChildren(**{f.name: getattr(tier, f.name) for f in dataclasses.fields(tier)})
     object.__setattr__(out, "_pipecheck_wait", wait)
+    object.__setattr__(out, "_pipecheck_in_test", in_test)
     return out

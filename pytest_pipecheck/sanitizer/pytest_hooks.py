@@ -592,19 +592,22 @@ class SanitizerPlugin:
         """Other xdist workers may still run on this worker's GPU (its lease is not held alone)."""
         return self.lease is not None and not self.lease.ended and self.lease.lease.state != "alone"
 
-    def _wait_for_the_gpu(self, lease: GpuLease | None = None) -> bool:
+    def _wait_for_the_gpu(self, lease: GpuLease | None = None, in_test: bool = False) -> bool:
         """Inside a test that is about to time a kernel: wait until this process's children have ended. The
         wait is not the test's: the watchdog does not count it, and its report's duration leaves it out. A
         held test stops instead (:class:`Postponed`), and runs again from its start after the other tests, so
         that the tests after it run beside the children meanwhile; in an xdist worker whose GPU other workers
         share, also where no child of its own runs (it is called by the lease first, with ``lease``: the
-        lease is taken alone for the postponed tests). Returns False: the tier answers as it would."""
+        lease is taken alone for the postponed tests). In the test's call, or in its setup where the test's
+        function-scoped ``pipecheck`` fixture asks (``in_test``). Returns False: the tier answers as it would."""
         shared = lease is not None and lease.state != "alone"
         if not self.pending.running and not shared:
             return False
-        # only in the test's call: a fixture of a wider scope that raised would keep the exception for the
-        # tests after it (pytest caches a fixture's failure), so a fixture waits instead
-        if self.holding is not None and self.phase is not None and self.phase == (self.holding, "call"):
+        # only in the test's call, or its setup asked through its own pipecheck fixture: a fixture of a wider
+        # scope that raised would keep the exception for the tests after it (pytest caches a fixture's
+        # failure), so such a fixture waits instead
+        if self.holding is not None and self.phase is not None and (
+                self.phase == (self.holding, "call") or (in_test and self.phase == (self.holding, "setup"))):
             self.holding.stash[POSTPONED] = True
             why = ("sanitizer children run on its GPU: it runs again, from its start, once they have ended"
                    if self.pending.running else "other pytest-xdist workers share its GPU: it runs again, from its "

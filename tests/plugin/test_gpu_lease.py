@@ -112,14 +112,16 @@ def test_a_timing_waits_for_the_other_worker_on_its_gpu_with_the_sanitizer_off(
     assert len((tmp_path / "starts").read_text().split()) == 1  # asked once: it waited, it did not run again
 
 
+@pytest.mark.parametrize("where", ["fixture", "body"])
 def test_a_held_timing_runs_again_after_its_workers_other_tests_with_the_gpu_alone(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the sanitizer on, a worker holds its reports: the timing test stops where it asks, the worker's
-    other tests run, and it runs again from its start at the end of the worker's tests, once the other worker
-    on the GPU has ended its tests; every test has its own verdicts."""
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """With the sanitizer on, a worker holds its reports: the timing test stops where it asks (its body, or a
+    function-scoped fixture through the test's ``pipecheck``), the worker's other tests run, and it runs again
+    from its start at the end of the worker's tests, once the other worker on the GPU has ended its tests;
+    every test has its own verdicts."""
     _fake(tmp_path, monkeypatch, {})
     _one_gpu(monkeypatch)
-    pytester.makepyfile(**_modules(tmp_path, timed_in_fixture=False))
+    pytester.makepyfile(**_modules(tmp_path, timed_in_fixture=where == "fixture"))
     result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p", "xdist", "-v", "-rs", "--pipecheck",
                                            "--pipecheck-sanitizer=racecheck", "--pipecheck-json=r.json",
                                            "-p", "no:cacheprovider", timeout=300)

@@ -85,23 +85,23 @@ def test_ladder_profile_without_ncu_is_a_recorded_skip(tmp_path: Path) -> None:
 # is the real interpreter, with pipecheck importable; `-m pytest` records its arguments and writes the JSON
 # report the real first session would: one test passed, two whose timings the shared GPU skipped.
 _PYTEST_STANDIN = '''
-import json, sys
+import json, os, sys
 from pytest_pipecheck.device import TIMING_ALONE
 args = sys.argv[1:]
 if args[:2] == ["-m", "pip"]:
     sys.exit(0)
 if args[:2] != ["-m", "pytest"]:  # the script's own Python (python3 -, -c, --version): the real one
-    import os
     os.execv(sys.executable, [sys.executable, *args])
 with open(sys.argv[0] + ".calls", "a") as log:
     log.write(json.dumps(args) + "\\n")
 report = next((a.split("=", 1)[1] for a in args if a.startswith("--pipecheck-json=")), None)
 skip = f"perf not timed: {TIMING_ALONE}, and 12 pytest-xdist workers share GPU 0 (gw0, gw1)"
+untimed = os.environ.get("STANDIN_UNTIMED") != "0"
 results = [] if "no:xdist" in args else [
-    {"nodeid": "t.py::test_ok", "check": "coverage", "verdict": "pass", "summary": "ok"},
+    {"nodeid": "t.py::test_ok", "check": "coverage", "verdict": "pass", "summary": "ok"}] + ([] if not untimed else [
     {"nodeid": "t.py::test_sweep[a b]", "check": "perf:stage_sweep", "verdict": "skip", "summary": skip},
     {"nodeid": "t.py::test_gate", "check": "perf", "verdict": "skip", "summary": skip},
-    {"nodeid": "t.py::test_gate", "check": "perf", "verdict": "skip", "summary": skip}]
+    {"nodeid": "t.py::test_gate", "check": "perf", "verdict": "skip", "summary": skip}])
 if report:
     with open(report, "w") as f:
         json.dump({"results": results}, f)
@@ -135,6 +135,27 @@ def test_tier_profile_times_alone_the_tests_the_shared_gpu_left_untimed(tmp_path
         assert second[-2:] == ["t.py::test_sweep[a b]", "t.py::test_gate"], second
     else:
         assert len(calls) == 1 and "tier-profile-timing not run (TIMING_RERUN=0): 2 tests untimed" in steps, steps
+
+
+def test_tier_profile_runs_no_second_session_when_every_timing_ran(tmp_path: Path) -> None:
+    """The workers took the GPU alone for their timings (gpu_lease.py): nothing to time again, and no second
+    session (an empty list once ran the whole tier a second time: pytest with no paths)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    standin = tmp_path / "standin.py"
+    standin.write_text(_PYTEST_STANDIN)
+    _stub(bindir, "python3", f'exec {sys.executable} {standin} "$@"')
+    _stub(bindir, "nvidia-smi", "echo stub GPU")
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "STEP_TIMEOUT": "60", "STANDIN_UNTIMED": "0",
+           "PYTEST_ARGS": "-n 8 --pipecheck-xdist-order=cost"}
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(SCRIPT), str(out), "tier-profile"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = Path(f"{standin}.calls").read_text().splitlines()
+    assert len(calls) == 1, calls
+    assert (out / "untimed.txt").read_text() == ""
+    assert "tier-profile-timing" not in (out / "steps.txt").read_text()
 
 
 def test_compare_gate_part_runs_its_script_with_its_budget(tmp_path: Path) -> None:
