@@ -437,7 +437,11 @@ class SanitizerPlugin:
         except Exception:
             pass  # its setup tries again and errs with it; it holds nothing back
         self._tell(self.pending.take_messages(details=False))
-        if (not self.pending.running and not self._lease_shared()) or _times_with_benchmark(item):
+        shared = self._lease_shared()
+        # a test that times with pytest-benchmark waits for the GPU alone before it runs, unless other xdist workers
+        # share it: then it would wait for all of them, its worker with it (and the tests sent to it meanwhile); held,
+        # its timing stops it and it runs again at the end of its worker's tests, as any held test's
+        if (not self.pending.running and not shared) or (_times_with_benchmark(item) and not shared):
             self.flush_held()  # the tests before it are logged before it
             return False
         if self.trails:

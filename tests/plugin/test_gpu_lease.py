@@ -45,7 +45,7 @@ def _one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
-def _modules(tmp_path: Path, timed_in_fixture: bool) -> dict[str, str]:
+def _modules(tmp_path: Path, timed_in_fixture: bool, benchmark: bool = False) -> dict[str, str]:
     asked, slow_ended, starts = (str(tmp_path / n) for n in ("asked", "slow-ended", "starts"))
     ask = f'''
     if os.environ.get("PIPECHECK_CHILD"):
@@ -56,14 +56,14 @@ def _modules(tmp_path: Path, timed_in_fixture: bool) -> dict[str, str]:
     pipecheck.require_gpu("perf", alone=True)
     assert os.path.exists({slow_ended!r}), "timed while the other worker still ran a test on the GPU"
 '''
-    if timed_in_fixture:  # where a test cannot stop and run again later: it waits where it asks
+    if timed_in_fixture:
         timed = WAIT_FOR + f'''
 import pytest
 
 @pytest.fixture
 def alone(pipecheck):{ask}
 
-def test_times(pipecheck, alone):
+def test_times(pipecheck, alone{", benchmark" if benchmark else ""}):
     pass
 
 def test_after(pipecheck):
@@ -112,16 +112,17 @@ def test_a_timing_waits_for_the_other_worker_on_its_gpu_with_the_sanitizer_off(
     assert len((tmp_path / "starts").read_text().split()) == 1  # asked once: it waited, it did not run again
 
 
-@pytest.mark.parametrize("where", ["fixture", "body"])
+@pytest.mark.parametrize("where", ["fixture", "body", "benchmark"])
 def test_a_held_timing_runs_again_after_its_workers_other_tests_with_the_gpu_alone(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     """With the sanitizer on, a worker holds its reports: the timing test stops where it asks (its body, or a
-    function-scoped fixture through the test's ``pipecheck``), the worker's other tests run, and it runs again
-    from its start at the end of the worker's tests, once the other worker on the GPU has ended its tests;
-    every test has its own verdicts."""
+    function-scoped fixture through the test's ``pipecheck``, in a test that takes pytest-benchmark's
+    ``benchmark`` too), the worker's other tests run, and it runs again from its start at the end of the worker's
+    tests, once the other worker on the GPU has ended its tests; every test has its own verdicts. (Waiting where
+    it asked instead, its worker would wait for every other one, and the tests sent to it meanwhile with it.)"""
     _fake(tmp_path, monkeypatch, {})
     _one_gpu(monkeypatch)
-    pytester.makepyfile(**_modules(tmp_path, timed_in_fixture=where == "fixture"))
+    pytester.makepyfile(**_modules(tmp_path, timed_in_fixture=where != "body", benchmark=where == "benchmark"))
     result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p", "xdist", "-v", "-rs", "--pipecheck",
                                            "--pipecheck-sanitizer=racecheck", "--pipecheck-json=r.json",
                                            "-p", "no:cacheprovider", timeout=300)
