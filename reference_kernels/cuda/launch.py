@@ -11,6 +11,7 @@ collecting the tests next to it) works on a machine without a GPU.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import re
@@ -277,15 +278,31 @@ def _module_key(source: str, entry: str, defines: Mapping[str, Any], dev_id: int
     return hashlib.sha256(source.encode()).hexdigest(), (*compile_options(defines), entry), dev_id
 
 
-def _function(source: str, entry: str, defines: Mapping[str, Any], label: str) -> Any:
-    import cupy
+#: builds compiling on threads of :func:`prebuild_in_background`, by their key in :data:`_MODULES`
+_BUILDING: dict[tuple[str, tuple[str, ...], int], concurrent.futures.Future[Any]] = {}
 
-    options = compile_options(defines)
-    dev_id, arch = _device_arch()
+
+def _function(source: str, entry: str, defines: Mapping[str, Any], label: str) -> Any:
+    dev_id, _ = _device_arch()
     key = _module_key(source, entry, defines, dev_id)
     fn = _MODULES.get(key)
     if fn is not None:
         return fn
+    building = _BUILDING.get(key)
+    if building is not None:
+        try:
+            return building.result()  # compiling in the background: wait for it rather than compile it again
+        except Exception:
+            pass  # it did not compile there: compile here, so that this launch raises the compiler's message
+    return _build(source, entry, defines, label, dev_id, key)
+
+
+def _build(source: str, entry: str, defines: Mapping[str, Any], label: str, dev_id: int,
+           key: tuple[str, tuple[str, ...], int]) -> Any:
+    import cupy
+
+    options = compile_options(defines)
+    arch = f"sm_{cupy.cuda.Device(dev_id).compute_capability}"
     try:
         module = cupy.RawModule(code=source, options=options, backend="nvrtc")
         fn = module.get_function(entry)
@@ -404,23 +421,29 @@ def prebuild(kernel: CudaKernel | str, builds: Iterable[tuple[int | None, Mappin
     return prebuild_many([(kernel, stages, defines) for stages, defines in builds], threads)
 
 
+def _wanted(builds: Iterable[tuple[CudaKernel | str, int | None, Mapping[str, Any] | None]], dev_id: int
+            ) -> dict[tuple[str, tuple[str, ...], int], tuple[CudaKernel, str, dict[str, Any]]]:
+    """The builds of ``builds`` that this process has not compiled yet, by their key, each once."""
+    wanted: dict[tuple[str, tuple[str, ...], int], tuple[CudaKernel, str, dict[str, Any]]] = {}
+    for kernel, stages, defines in builds:
+        k = _kernel(kernel)
+        src = kernel_source(k)
+        defs, _ = _launch_defines(k, src, stages, defines, k.name)
+        key = _module_key(src, k.entry, defs, dev_id)
+        if key not in _MODULES:
+            wanted[key] = (k, src, defs)
+    return wanted
+
+
 def prebuild_many(builds: Iterable[tuple[CudaKernel | str, int | None, Mapping[str, Any] | None]],
                   threads: int = 8, *, raise_errors: bool = True) -> int:
     """:func:`prebuild` for builds of several kernels: ``(kernel, stages, defines)`` each, side by side on up
     to ``threads`` threads. Returns how many compiled here. With ``raise_errors=False`` a build that does not
     compile is left out (its launch compiles it again and raises the compiler's message in its own test)."""
-    import concurrent.futures
-
     import cupy
 
     dev_id, _ = _device_arch()
-    wanted: dict[tuple[str, str, tuple[tuple[str, Any], ...]], tuple[CudaKernel, str, dict[str, Any]]] = {}
-    for kernel, stages, defines in builds:
-        k = _kernel(kernel)
-        src = kernel_source(k)
-        defs, _ = _launch_defines(k, src, stages, defines, k.name)
-        if _module_key(src, k.entry, defs, dev_id) not in _MODULES:
-            wanted[(src, k.entry, tuple(sorted(defs.items())))] = (k, src, defs)
+    wanted = _wanted(builds, dev_id)
 
     def build(k: CudaKernel, src: str, defs: dict[str, Any]) -> None:
         with cupy.cuda.Device(dev_id):
@@ -436,6 +459,33 @@ def prebuild_many(builds: Iterable[tuple[CudaKernel | str, int | None, Mapping[s
                 if raise_errors:
                     raise
     return compiled
+
+
+def prebuild_in_background(builds: Iterable[tuple[CudaKernel | str, int | None, Mapping[str, Any] | None]],
+                           threads: int = 8) -> list[concurrent.futures.Future[Any]]:
+    """Start compiling ``builds`` (as :func:`prebuild_many` takes them) on up to ``threads`` threads and return at
+    once: the tests launch the builds ready while the others compile. A launch whose build is still compiling
+    waits for it, rather than compiling it again; one whose build failed here compiles it again itself and
+    raises the compiler's message in its own test. Returns the builds' futures (each ends with the compiled
+    function, or the compile error)."""
+    import cupy
+
+    dev_id, _ = _device_arch()
+    wanted = {key: job for key, job in _wanted(builds, dev_id).items() if key not in _BUILDING}
+    if not wanted:
+        return []
+
+    def build(key: tuple[str, tuple[str, ...], int], k: CudaKernel, src: str, defs: dict[str, Any]) -> Any:
+        with cupy.cuda.Device(dev_id):
+            return _build(src, k.entry, defs, k.name, dev_id, key)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(wanted))), thread_name_prefix="cuda-build")
+    futures = []
+    for key, job in wanted.items():
+        _BUILDING[key] = future = pool.submit(build, key, *job)
+        futures.append(future)
+    pool.shutdown(wait=False)  # its threads end with the last build
+    return futures
 
 
 def gemm(kernel: CudaKernel | str, a: Any, b: Any, c: Any, *, stages: int | None = None,

@@ -34,9 +34,10 @@ CASES = [pytest.param(name, shape, id=f"{name}-{shape}", marks=_marks(name))
 
 @pytest.fixture(scope="module", autouse=True)
 def _default_builds_compiled() -> None:
-    """Every rung's default build compiled side by side before the first test launches one: each test would
+    """Every rung's default build compiling side by side from the module's start, on threads: each test would
     otherwise compile its rung at its first launch, one after another (about 2 s each on an H100 machine, more
-    while sanitizer children run beside the tests). A build that does not compile is left to the tests that
+    while sanitizer children run beside the tests). The first tests run while the later rungs compile; a launch
+    whose build is still compiling waits for it. A build that does not compile is left to the tests that
     launch it, which fail with the compiler's message. Not in a sanitizer child, which compiles only what its
     own tests launch (from CuPy's cache when this process compiled it first)."""
     if os.environ.get("PIPECHECK_CHILD"):
@@ -48,9 +49,9 @@ def _default_builds_compiled() -> None:
             return
     except Exception:  # no CuPy or no CUDA device: every test here skips with the reason
         return
-    from reference_kernels.cuda.launch import prebuild_many
+    from reference_kernels.cuda.launch import prebuild_in_background
 
-    prebuild_many([(name, None, None) for name in KERNELS], raise_errors=False)
+    prebuild_in_background([(name, None, None) for name in KERNELS])
 
 
 def _require_shared_memory(name: str) -> None:

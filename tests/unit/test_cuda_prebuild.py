@@ -23,7 +23,8 @@ class CompileException(Exception):
         return "error: expected a ';'"
 
 
-def _fake_cupy(barrier: threading.Barrier | None, fail_on: str | None = None) -> tuple[Any, list[tuple[str, ...]]]:
+def _fake_cupy(barrier: threading.Barrier | None, fail_on: str | None = None,
+               gate: threading.Event | None = None) -> tuple[Any, list[tuple[str, ...]]]:
     compiled: list[tuple[str, ...]] = []
     current = threading.local()
 
@@ -49,6 +50,8 @@ def _fake_cupy(barrier: threading.Barrier | None, fail_on: str | None = None) ->
                 raise CompileException()
             if barrier is not None:
                 barrier.wait()
+            if gate is not None and not gate.wait(60):  # a failsafe: the test opens it at once
+                raise AssertionError("the compile was never let through")
             compiled.append(self.options)
             return SimpleNamespace(entry=entry, options=self.options)
 
@@ -60,6 +63,7 @@ def _fake_cupy(barrier: threading.Barrier | None, fail_on: str | None = None) ->
 @pytest.fixture
 def no_modules(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launch, "_MODULES", {})  # stand-in builds never reach a real launch of this process
+    monkeypatch.setattr(launch, "_BUILDING", {})
     monkeypatch.setattr(launch, "include_dirs", lambda: [str(launch.CUDA_DIR)])  # not CuPy's own headers
 
 
@@ -122,3 +126,53 @@ def test_a_build_left_to_its_launch_compiles_there_and_raises_there(monkeypatch:
     with pytest.raises(launch.CudaCompileError, match="k3_cp_async_wide: NVRTC failed"):
         launch._function(launch.kernel_source(k), k.entry, defs, k.name)
     assert len(compiled) == len(launch.KERNELS) - 1
+
+
+def _default_build(name: str) -> tuple[str, str, dict[str, Any]]:
+    k = launch.KERNELS[name]
+    src = launch.kernel_source(k)
+    defs, _ = launch._launch_defines(k, src, None, None, name)
+    return src, k.entry, defs
+
+
+def test_a_launch_waits_for_its_build_compiling_in_the_background(monkeypatch: pytest.MonkeyPatch, no_modules) -> None:
+    """What the bundled CUDA module's fixture does: the default builds compile on threads while the first tests
+    run. A launch whose build is still compiling waits for that compile rather than compiling it again."""
+    gate = threading.Event()
+    cupy, compiled = _fake_cupy(None, gate=gate)
+    monkeypatch.setitem(__import__("sys").modules, "cupy", cupy)
+    futures = launch.prebuild_in_background([(name, None, None) for name in launch.KERNELS], threads=2)
+    assert len(futures) == len(launch.KERNELS) and compiled == []  # returned at once: nothing compiled yet
+    src, entry, defs = _default_build("k1_sync_tiled")
+    key = launch._module_key(src, entry, defs, 0)
+    awaited: list[bool] = []
+    building = launch._BUILDING[key]
+
+    class Watched:  # the launch's wait on the build opens the gate: a launch that compiled itself would not get here
+        def result(self) -> Any:
+            awaited.append(True)
+            gate.set()
+            return building.result()
+
+    launch._BUILDING[key] = Watched()  # type: ignore[assignment]
+    fn = launch._function(src, entry, defs, "k1_sync_tiled")
+    assert awaited == [True] and fn is building.result()
+    for future in futures:
+        future.result()
+    assert len(compiled) == len(launch.KERNELS)  # each build once
+    assert launch.prebuild_in_background([(name, None, None) for name in launch.KERNELS]) == []  # all there
+
+
+def test_a_build_that_failed_in_the_background_raises_in_its_launch(monkeypatch: pytest.MonkeyPatch,
+                                                                   no_modules) -> None:
+    cupy, compiled = _fake_cupy(None, fail_on="-DPIPECHECK_K3_WIDE=1")
+    monkeypatch.setitem(__import__("sys").modules, "cupy", cupy)
+    for future in launch.prebuild_in_background([(name, None, None) for name in launch.KERNELS]):
+        future.exception()  # every build has ended
+    assert len(compiled) == len(launch.KERNELS) - 1
+    src, entry, defs = _default_build("k3_cp_async_wide")
+    with pytest.raises(launch.CudaCompileError, match=r"(?s)k3_cp_async_wide: NVRTC failed.*expected a ';'"):
+        launch._function(src, entry, defs, "k3_cp_async_wide")
+    src, entry, defs = _default_build("k1_sync_tiled")
+    launch._function(src, entry, defs, "k1_sync_tiled")
+    assert len(compiled) == len(launch.KERNELS) - 1  # the others' launches found their builds
