@@ -69,8 +69,10 @@ class Pipecheck(CheckContext):
             raise PipecheckFailure(unmet)
 
     def require_gpu(self, check: str = "gpu", kernel: str | None = None, *, alone: bool = False) -> None:
-        """Skip the whole test, with the reason, when no CUDA device is usable; with ``alone=True`` (a test
-        that times kernels itself) also when other pytest-xdist workers share the GPU."""
+        """Skip the whole test, with the reason, when no CUDA device is usable. With ``alone=True`` (a test that
+        times kernels itself) first have the GPU alone: this process's sanitizer children ended, and the other
+        pytest-xdist workers on its GPU done with their tests (a held test stops here and runs again at the end
+        of its worker's tests); skipped, with the reason, where that cannot be had."""
         __tracebackhide__ = True
         if not self.tier.has_gpu:
             reason = f"{check} needs a CUDA GPU: {self.tier.reason}"

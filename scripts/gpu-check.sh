@@ -190,7 +190,8 @@ run_part() {
     tier-profile)
       # the whole GPU tier with a time stamp on every line (-v prints each test as it ends), so a run cut
       # off by the time limit still shows where its time went; then, alone on the GPU, the tests whose
-      # timings were skipped because pytest-xdist workers shared it (none without -n)
+      # timings were skipped because pytest-xdist workers shared it (none without -n, and none where the
+      # workers took the GPU alone for their timings: pytest_pipecheck/gpu_lease.py)
       step "$part" bash -c "python3 -m pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider -rfE -v \
         --durations=40 --pipecheck-json='$out/tier.json' ${PYTEST_ARGS:-} 2>&1 \
         | while IFS= read -r l; do printf '%s %s\n' \"\$(date +%s)\" \"\$l\"; done"
