@@ -196,3 +196,28 @@ def test_the_lease_is_taken_only_where_workers_share_a_gpu(monkeypatch: pytest.M
     assert plugin.lease.state == "shared"
     plugin.end()
     assert plugin.lease.state == "none" and config.stash[state.TIER] is shared
+
+
+def test_a_worker_that_dies_holding_the_gpu_alone_leaves_it_to_the_others(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker dies while it has the GPU alone (its lock goes with its process): its test is reported as the
+    one it crashed in, never passed, and the other worker's timing still gets the GPU and runs; nothing hangs.
+    (Which of the two gets the GPU first is not forced: a worker that waited for the other to take it alone
+    would hold it shared, and neither could.)"""
+    _one_gpu(monkeypatch)
+    pytester.makepyfile(test_a='''
+import os
+
+def test_dies_timing(pipecheck):
+    pipecheck.require_gpu("perf", alone=True)
+    os._exit(3)  # a fault that takes the worker down while it times
+''', test_b='''
+def test_times(pipecheck):
+    pipecheck.require_gpu("perf", alone=True)
+''')
+    # xdist's own load scheduling (loadfile would send the test a worker died in to the next worker, and so on)
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "-v", "--pipecheck",
+                                           "--pipecheck-sanitizer=none", "-p", "no:cacheprovider", timeout=300)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed") == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["*worker*crashed while running*test_dies_timing*"])
