@@ -128,6 +128,11 @@ class LeasePlugin:
         lease.share()
         config.stash[state.TIER] = beside_children(self.shared_tier, self.wait)
 
+    @property
+    def others_may_run(self) -> bool:
+        """Other workers may still run on this GPU: the lease is not held alone, and this worker's tests go on."""
+        return not self.ended and self.lease.state != "alone"
+
     def wait(self, in_test: bool = False) -> bool:
         """Before a timing in a test: what :attr:`before` asks, then the lease alone (unless held already). True:
         this process has the GPU to itself now; False outside a test, where the tier answers as it would.

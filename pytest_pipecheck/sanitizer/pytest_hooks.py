@@ -441,7 +441,7 @@ class SanitizerPlugin:
         # a test that times with pytest-benchmark waits for the GPU alone before it runs, unless other xdist workers
         # share it: then it would wait for all of them, its worker with it (and the tests sent to it meanwhile); held,
         # its timing stops it and it runs again at the end of its worker's tests, as any held test's
-        if (not self.pending.running and not shared) or (_times_with_benchmark(item) and not shared):
+        if not shared and (not self.pending.running or _times_with_benchmark(item)):
             self.flush_held()  # the tests before it are logged before it
             return False
         if self.trails:
@@ -594,7 +594,7 @@ class SanitizerPlugin:
 
     def _lease_shared(self) -> bool:
         """Other xdist workers may still run on this worker's GPU (its lease is not held alone)."""
-        return self.lease is not None and not self.lease.ended and self.lease.lease.state != "alone"
+        return self.lease is not None and self.lease.others_may_run
 
     def _wait_for_the_gpu(self, lease: GpuLease | None = None, in_test: bool = False) -> bool:
         """Inside a test that is about to time a kernel: wait until this process's children have ended. The
