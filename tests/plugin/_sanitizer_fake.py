@@ -14,6 +14,20 @@ import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
 
+#: for a test module of a pytester run: ``wait_for(path, seconds)``, the handshake by which one process waits for
+#: a file another writes (at most ``seconds``, a failsafe: the other side writes it at once when all goes well)
+WAIT_FOR = '''
+import os
+import time
+
+def wait_for(path, seconds):
+    """Until ``path`` exists, at most ``seconds``; whether it exists."""
+    end = time.monotonic() + seconds
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.05)
+    return os.path.exists(path)
+'''
+
 GPU_CONFTEST = '''
 import pytest
 import pytest_pipecheck.device as _device

@@ -17,25 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from ._sanitizer_fake import _fake
+from ._sanitizer_fake import WAIT_FOR, _fake
 
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
 pytest.importorskip("xdist")
 
 FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"  # a fake nvidia-smi
-
-WAIT_FOR = '''
-import os
-import time
-
-def wait_for(path, seconds):
-    """Until ``path`` exists, at most ``seconds``; whether it exists."""
-    end = time.monotonic() + seconds
-    while not os.path.exists(path) and time.monotonic() < end:
-        time.sleep(0.02)
-    return os.path.exists(path)
-'''
 
 
 def _one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

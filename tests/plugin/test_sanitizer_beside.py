@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ._sanitizer_fake import GPU_CONFTEST, _fake, _results, _setup, noop_tests
+from ._sanitizer_fake import GPU_CONFTEST, WAIT_FOR, _fake, _results, _setup, noop_tests
 
 FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"  # a fake nvidia-smi
 
@@ -30,18 +30,6 @@ pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the
 @pytest.fixture(autouse=True)
 def _overlap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIPECHECK_SANITIZER_OVERLAP", "1")  # the default (with xdist too)
-
-WAIT_FOR = '''
-import os
-import time
-
-def wait_for(path, seconds):
-    """Until ``path`` exists, at most ``seconds``; whether it exists."""
-    end = time.monotonic() + seconds
-    while not os.path.exists(path) and time.monotonic() < end:
-        time.sleep(0.05)
-    return os.path.exists(path)
-'''
 
 
 def _first_ran(mark: Path) -> str:
@@ -587,26 +575,34 @@ def pytest_runtest_protocol(item, nextitem):
     assert _results(result.stdout.str())[("test_racy", "sanitizer:racecheck")][0] == "fail"
 
 
-def test_a_fixture_that_asks_for_the_gpu_alone_waits_rather_than_postponing(
-        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fixture that asks for the GPU alone while the children run waits for them, and its test keeps its
-    place: a fixture stopped there would be kept as failed by pytest for every test of its scope."""
+@pytest.mark.parametrize("scope", ["function", "module"])
+def test_a_fixture_that_asks_for_the_gpu_alone(pytester: pytest.Pytester, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch, scope: str) -> None:
+    """A fixture that asks for the GPU alone while the children run. Through the test's (function-scoped)
+    ``pipecheck``, its test stops and runs again after the others, as a test that asks in its body: what a
+    function-scoped fixture raises is not kept for another test. A fixture of a wider scope (which asks the run's
+    tier, having no ``pipecheck``) waits for the children instead, and its test keeps its place: stopped there,
+    it would be kept as failed by pytest for every test of its scope."""
     log = _fake(tmp_path, monkeypatch, {})
     _setup(pytester)
-    pytester.makepyfile(test_f=f'''
+    if scope == "function":
+        fixture = 'def alone(pipecheck):\n    pipecheck.require_gpu("perf", alone=True)\n'
+    else:
+        fixture = ("def alone(request):\n    from pytest_pipecheck import state\n"
+                   "    assert request.config.stash[state.TIER].timing_blocked is None\n")
+    ended = str(log) + ".ended"
+    pytester.makepyfile(test_f=f"""
 import os
 import pytest
 
 def ended():
-    if not os.path.exists({str(log) + ".ended"!r}):
+    if not os.path.exists({ended!r}):
         return 0
-    with open({str(log) + ".ended"!r}) as fh:
+    with open({ended!r}) as fh:
         return len(fh.read().splitlines())
 
-@pytest.fixture
-def alone(pipecheck):
-    pipecheck.require_gpu("perf", alone=True)
-    return ended()
+@pytest.fixture(scope="{scope}")
+{fixture}    return ended()
 
 def test_a(pipecheck):
     pass
@@ -617,8 +613,13 @@ def test_b(pipecheck, alone):
 
 def test_c(pipecheck):
     pass
-''')
+""")
     result = _run(pytester, "-v", jobs=1)
     result.assert_outcomes(passed=3)
-    assert _order(result, "test_f") == ["test_a", "test_b", "test_c"], result.stdout.str()
-    assert "time kernels run now" not in result.stdout.str()
+    out = result.stdout.str()
+    if scope == "function":
+        assert _order(result, "test_f") == ["test_a", "test_c", "test_b"], out
+        assert "1 test(s) that time kernels run now" in out
+    else:
+        assert _order(result, "test_f") == ["test_a", "test_b", "test_c"], out
+        assert "time kernels run now" not in out

@@ -109,21 +109,26 @@ print("session", " ".join(args))
 '''
 
 
-@pytest.mark.parametrize("rerun", ["1", "0"])
-def test_tier_profile_times_alone_the_tests_the_shared_gpu_left_untimed(tmp_path: Path, rerun: str) -> None:
+def _tier_profile(tmp_path: Path, **env: str) -> tuple[Path, list[list[str]]]:
+    """Run the tier-profile part with the pytest stand-in; returns its output folder and each pytest call's
+    arguments."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     standin = tmp_path / "standin.py"
     standin.write_text(_PYTEST_STANDIN)
     _stub(bindir, "python3", f'exec {sys.executable} {standin} "$@"')
     _stub(bindir, "nvidia-smi", "echo stub GPU")
-    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "STEP_TIMEOUT": "60", "TIMING_RERUN": rerun,
-           "PYTEST_ARGS": "-n 12 --pipecheck-xdist-order=cost"}
     out = tmp_path / "out"
-    proc = subprocess.run(["bash", str(SCRIPT), str(out), "tier-profile"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(["bash", str(SCRIPT), str(out), "tier-profile"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
+                                            "STEP_TIMEOUT": "60", **env})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    calls = [json.loads(line) for line in Path(f"{standin}.calls").read_text().splitlines()]
+    return out, [json.loads(line) for line in Path(f"{standin}.calls").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("rerun", ["1", "0"])
+def test_tier_profile_times_alone_the_tests_the_shared_gpu_left_untimed(tmp_path: Path, rerun: str) -> None:
+    out, calls = _tier_profile(tmp_path, TIMING_RERUN=rerun, PYTEST_ARGS="-n 12 --pipecheck-xdist-order=cost")
     assert "-n" in calls[0] and f"--pipecheck-json={out}/tier.json" in calls[0]
     # each untimed test once, in report order, node ids with spaces intact
     assert (out / "untimed.txt").read_text().splitlines() == ["t.py::test_sweep[a b]", "t.py::test_gate"]
@@ -140,19 +145,7 @@ def test_tier_profile_times_alone_the_tests_the_shared_gpu_left_untimed(tmp_path
 def test_tier_profile_runs_no_second_session_when_every_timing_ran(tmp_path: Path) -> None:
     """The workers took the GPU alone for their timings (gpu_lease.py): nothing to time again, and no second
     session (an empty list once ran the whole tier a second time: pytest with no paths)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    standin = tmp_path / "standin.py"
-    standin.write_text(_PYTEST_STANDIN)
-    _stub(bindir, "python3", f'exec {sys.executable} {standin} "$@"')
-    _stub(bindir, "nvidia-smi", "echo stub GPU")
-    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "STEP_TIMEOUT": "60", "STANDIN_UNTIMED": "0",
-           "PYTEST_ARGS": "-n 8 --pipecheck-xdist-order=cost"}
-    out = tmp_path / "out"
-    proc = subprocess.run(["bash", str(SCRIPT), str(out), "tier-profile"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    calls = Path(f"{standin}.calls").read_text().splitlines()
+    out, calls = _tier_profile(tmp_path, STANDIN_UNTIMED="0", PYTEST_ARGS="-n 8 --pipecheck-xdist-order=cost")
     assert len(calls) == 1, calls
     assert (out / "untimed.txt").read_text() == ""
     assert "tier-profile-timing" not in (out / "steps.txt").read_text()
