@@ -22,12 +22,17 @@ Two things must not run beside the children:
   tier: :mod:`pytest_pipecheck.device`). While this process's children may still run, the tier the tests
   get is :class:`TierBesideChildren`, whose ``timing_blocked`` (check_perf, check_stage_sweep and
   ``require_gpu(alone=True)`` all ask it before they time) first waits for every one of them to end, then
-  answers as the tier would have. A held test that asks in its body (not in a fixture) stops there instead
-  (:class:`Postponed`) and runs again from its start after the other tests, once every child has ended, so
-  that the tests after it need not wait.
+  answers as the tier would have. A held test that asks in its body, or in a function-scoped fixture through
+  its own ``pipecheck`` (:meth:`TierBesideChildren.in_test`), stops there instead (:class:`Postponed`) and
+  runs again from its start after the other tests, once every child has ended, so that the tests after it
+  need not wait. A fixture of a wider scope waits: pytest would keep its failure for the tests after it.
   The watchdog does not count a wait against the test, nor do the test's reported durations hold it.
+  In an xdist worker whose GPU other workers share, the GPU's lease (:mod:`pytest_pipecheck.gpu_lease`)
+  asks this first, then waits for those workers too; a held test stops there even where no child of its
+  own runs.
 * a test that times kernels with pytest-benchmark's ``benchmark`` fixture, which asks pipecheck nothing:
-  such tests go after the others, and each waits for every child before its setup.
+  such tests go after the others, and each waits for every child before its setup (held instead where
+  other xdist workers share the GPU: waiting for them, its worker would wait with it).
 
 Progress lines of the children are said by the main thread between tests (a line written from the
 children's thread while a test runs would land in that test's captured output); the one line per test a
