@@ -14,16 +14,18 @@ import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sanitizer"
 
-#: for a test module of a pytester run: ``wait_for(path, seconds)``, the handshake by which one process waits for
-#: a file another writes (at most ``seconds``, a failsafe: the other side writes it at once when all goes well)
+#: for a test module of a pytester run: ``wait_for(path, seconds=None)``, the handshake by which one process waits
+#: for a file another writes. Without ``seconds`` it waits until the file exists (a run where it never does is ended
+#: by its own time limit); with it, at most that long, for the tests that must go on when it never comes (a
+#: bound that only a missing behaviour reaches, never a speed the assertion depends on)
 WAIT_FOR = '''
 import os
 import time
 
-def wait_for(path, seconds):
-    """Until ``path`` exists, at most ``seconds``; whether it exists."""
-    end = time.monotonic() + seconds
-    while not os.path.exists(path) and time.monotonic() < end:
+def wait_for(path, seconds=None):
+    """Until ``path`` exists, or at most ``seconds``; whether it exists."""
+    end = None if seconds is None else time.monotonic() + seconds
+    while not os.path.exists(path) and (end is None or time.monotonic() < end):
         time.sleep(0.05)
     return os.path.exists(path)
 '''
