@@ -28,6 +28,8 @@ import argparse
 import collections
 import json
 import os
+import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -130,6 +132,21 @@ def balance_lines(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def cpu_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """One line a run: its CPU seconds, the cores busy on average and the share of samples with 90% of them
+    busy; then its CPU seconds per kind of process."""
+    lines = []
+    for r in runs:
+        c = r.get("cpu") or {}
+        lines.append(f"- -n {r['xdist']}: {c.get('cpu_s')} CPU s in {r['wall_s']} s; {c.get('busy_cores_mean')} of "
+                     f"{c.get('cores')} cores busy on average (at most {c.get('busy_cores_max')}); 90% or more "
+                     f"busy in {c.get('saturated_fraction')} of the samples")
+        kinds = c.get("by_kind") or {}
+        if kinds:
+            lines.append("  - " + "; ".join(f"{k}: {v} s" for k, v in kinds.items()))
+    return lines
+
+
 # ------------------------------------------------------------------ the script
 
 
@@ -154,28 +171,39 @@ def compile_cache_env(label: str, out: Path, caches: str) -> dict[str, str]:
     return {name: str(root / name.split("_")[0].lower()) for name in COMPILE_CACHES}
 
 
+def _children_cpu_s() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
 def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float,
-         caches: str = "cold") -> dict[str, Any]:
+         caches: str = "cold", extra: list[str] | None = None, extra_env: dict[str, str] | None = None
+         ) -> dict[str, Any]:
+    from cpu_use import CpuUse  # this script's folder is on sys.path
     report = out.parent / f"{out.name}-{label}.json"
     log = out.parent / f"{out.name}-{label}.log"
     workers = out.parent / f"{out.name}-{label}-workers"
     shutil.rmtree(workers, ignore_errors=True)
     cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", f"--pipecheck-sanitizer={tools}",
            "-o", f"cache_dir={out.parent / (out.name + '-cache')}", "-q", "-rfE", f"--pipecheck-json={report}",
-           "-p", "xdist_speedup", "-n", xdist, *paths]
+           "-p", "xdist_speedup", *(extra or []), "-n", xdist, *paths]
     if xdist != "0":  # the report a reviewer opens: the run on every GPU
         cmd[-len(paths) - 2:-len(paths) - 2] = [f"--pipecheck-html={report.with_suffix('.html')}",
                                                 f"--junitxml={report.with_suffix('.xml')}"]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{WORKERS_ENV: str(workers)}, **compile_cache_env(label, out, caches))
+    env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), env.get("PYTHONPATH")) if p)
+    cpu0 = _children_cpu_s()
     t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-        rc, text = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc = None
-        text = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
+    with CpuUse() as use:
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+            rc, text = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            rc = None
+            text = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
     wall = time.monotonic() - t0
+    cpu = dict(use.summary(), cpu_s=round(_children_cpu_s() - cpu0, 1))
     log.write_text(text)
     verdicts: dict[str, str] = {}
     per_gpu: collections.Counter[str] = collections.Counter()
@@ -199,7 +227,7 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
             "sanitizer_children": sorted(children),
             "sanitizer_child_s_per_gpu": {g: round(sum(c[2] for c in children if c[0] == g), 1)
                                           for g in {c[0] for c in children}},
-            "balance": worker_balance(_read_workers(workers)),
+            "balance": worker_balance(_read_workers(workers)), "cpu": cpu,
             "sanitizer_lines": [ln for ln in text.splitlines() if ln.startswith("pipecheck sanitizer:")][-12:]}
 
 
@@ -212,14 +240,22 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--caches", choices=("cold", "shared"), default="cold",
                     help="cold: each run starts from empty compile caches of its own (default); shared: the "
                          "environment's, which the -n 0 run warms for the -n auto run")
+    ap.add_argument("--pytest-args", default="", help="more options for both runs' pytest (one string)")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a variable for both runs (repeatable)")
+    ap.add_argument("--tag", default="", help="appended to the output's name: variants side by side")
     args = ap.parse_args(argv)
+    if args.tag:
+        args.out = f"{args.out}-{args.tag}"
+    extra_env = dict(kv.split("=", 1) for kv in args.env)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out.parent / (out.name + "-cache"), ignore_errors=True)  # fresh: the -n 0 run fills it
     gpus = _gpus()
     paths = args.paths.split(",")
-    runs = [_run("n0", "0", out, args.tools, paths, args.timeout, args.caches),
-            _run("nauto", "auto", out, args.tools, paths, args.timeout, args.caches)]
+    extra = shlex.split(args.pytest_args)
+    runs = [_run("n0", "0", out, args.tools, paths, args.timeout, args.caches, extra, extra_env),
+            _run("nauto", "auto", out, args.tools, paths, args.timeout, args.caches, extra, extra_env)]
     a, b = runs
     same = a["verdicts"] == b["verdicts"]
     diff = sorted(k for k in set(a["verdicts"]) | set(b["verdicts"])
@@ -230,7 +266,10 @@ def main(argv: list[str]) -> int:
         "",
         f"date {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; GPUs: {'; '.join(gpus)}",
         f"command: `python3 scripts/gpu/xdist_speedup.py {args.out} --tools {args.tools} --paths {args.paths} "
-        f"--caches {args.caches}`" + (" (each run from empty compile caches)" if args.caches == "cold" else ""),
+        f"--caches {args.caches}"
+        + (f" --pytest-args '{args.pytest_args}'" if args.pytest_args else "")
+        + "".join(f" --env {kv}" for kv in args.env) + "`"
+        + (" (each run from empty compile caches)" if args.caches == "cold" else ""),
         "",
         "| run | wall s | exit | outcome | results per GPU (tests) |",
         "|---|---|---|---|---|",
@@ -247,6 +286,9 @@ def main(argv: list[str]) -> int:
               "included under xdist; under -n 0 they run before the first test, in the seconds after collection "
               "only):", ""]
     lines += balance_lines(runs)
+    lines += ["", "CPU (getrusage of each run's processes; /proc/stat sampled every 0.5 s; seconds per kind of "
+              "process sampled from /proc):", ""]
+    lines += cpu_lines(runs)
     lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
     if diff:
         lines.append("verdicts that differ: " + ", ".join(diff))
