@@ -68,7 +68,7 @@ def kind_of(comm: str, cmdline: str) -> str:
         return "CUDA compilers (nvcc, ptxas)"
     if comm in ("cc1plus", "cc1", "gcc", "g++", "cc", "ld", "as", "collect2", "x86_64-linux-gnu-gcc"):
         return "host compilers"
-    if "pytest" in cmdline or "execnet" in cmdline or "xdist" in cmdline:
+    if "pytest" in cmdline or "execnet" in cmdline or "sys.stdin.readline()" in cmdline:  # the last: xdist's workers
         return "pytest (the run and its xdist workers)"
     if comm in ("nvidia-smi",):
         return "nvidia-smi"

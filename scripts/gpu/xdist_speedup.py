@@ -59,6 +59,63 @@ class _Busy:
 _BUSY = _Busy()
 
 
+class _Timeline:
+    """When this process (any: the run, a worker, a sanitizer child) reached each stage, in seconds since the
+    epoch (comparable between processes): its start (from /proc), its configure, the end of its collection,
+    each test's start and end."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, float]] = []
+        self.tests: list[tuple[str, float, float]] = []
+        self.open: dict[str, float] = {}
+
+
+_TIMELINE = _Timeline()
+
+
+def process_start(proc: Path = Path("/proc")) -> float | None:
+    """This process's start in seconds since the epoch, from /proc (None where there is no /proc)."""
+    try:
+        ticks = int((proc / "self" / "stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float((proc / "uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def _role() -> str:
+    child = os.environ.get("PIPECHECK_CHILD")
+    if child:
+        return f"child-{child}"
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _TIMELINE.events.append(("configure", time.time()))
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    _TIMELINE.open[nodeid] = time.time()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    t0 = _TIMELINE.open.pop(nodeid, None)
+    if t0 is not None:
+        _TIMELINE.tests.append((nodeid, t0, time.time()))
+
+
+def _write_timeline() -> None:
+    folder = os.environ.get(WORKERS_ENV)
+    if not folder:
+        return
+    path = Path(folder) / "timeline"
+    path.mkdir(parents=True, exist_ok=True)
+    record = {"role": _role(), "pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "?"),
+              "started": process_start(), "events": [*_TIMELINE.events, ("end", time.time())],
+              "tests": _TIMELINE.tests}
+    (path / f"{_role()}-{os.getpid()}.json").write_text(json.dumps(record))
+
+
 def _recording() -> bool:
     # a sanitizer child inherits the worker's environment: only the processes pytest-xdist started count
     return bool(os.environ.get(WORKERS_ENV)) and not os.environ.get("PIPECHECK_CHILD")
@@ -66,6 +123,7 @@ def _recording() -> bool:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     _BUSY.collected_at = time.monotonic()
+    _TIMELINE.events.append(("collected", time.time()))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -79,6 +137,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _write_timeline()
     if not _recording() or not _BUSY.tests:
         return  # the xdist controller runs no test
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -129,6 +188,37 @@ def balance_lines(runs: list[dict[str, Any]]) -> list[str]:
                             for g, n in b["tests_per_gpu"].items())
         lines.append(f"- -n {r['xdist']}: {per_gpu or 'no worker recorded'}"
                      + (f"; busiest minus idlest worker {b['busy_spread_s']} s" if b["busy_spread_s"] is not None else ""))
+    return lines
+
+
+def timeline_rows(records: Iterable[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+    """One row a process of a run, in the order they started: seconds from ``t0`` (the run's start) to its
+    start, its configure, the end of its collection, its first test's start, its last test's end and its own
+    end, and its tests' own seconds summed."""
+    rows = []
+    for r in records:
+        events = dict(r.get("events") or [])
+        tests = r.get("tests") or []
+
+        def at(t: float | None) -> float | None:
+            return None if t is None else round(t - t0, 1)
+
+        rows.append({"role": r.get("role"), "pid": r.get("pid"), "gpu": r.get("gpu"), "start": at(r.get("started")),
+                     "configure": at(events.get("configure")), "collected": at(events.get("collected")),
+                     "first_test": at(min((t[1] for t in tests), default=None)),
+                     "last_test_end": at(max((t[2] for t in tests), default=None)), "end": at(events.get("end")),
+                     "tests": len(tests), "tests_s": round(sum(t[2] - t[1] for t in tests), 1)})
+    return sorted(rows, key=lambda row: (row["start"] is None, row["start"] or 0.0, str(row["role"])))
+
+
+def timeline_lines(runs: list[dict[str, Any]]) -> list[str]:
+    lines = ["| run | process | GPU | start | configured | collected | first test | last test ends | ends | tests | "
+             "tests' s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        for row in r.get("timeline") or []:
+            lines.append(f"| -n {r['xdist']} | {row['role']} | {row['gpu']} | {row['start']} | {row['configure']} | "
+                         f"{row['collected']} | {row['first_test']} | {row['last_test_end']} | {row['end']} | "
+                         f"{row['tests']} | {row['tests_s']} |")
     return lines
 
 
@@ -194,6 +284,7 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), env.get("PYTHONPATH")) if p)
     cpu0 = _children_cpu_s()
+    epoch0 = time.time()
     t0 = time.monotonic()
     with CpuUse() as use:
         try:
@@ -228,6 +319,7 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
             "sanitizer_child_s_per_gpu": {g: round(sum(c[2] for c in children if c[0] == g), 1)
                                           for g in {c[0] for c in children}},
             "balance": worker_balance(_read_workers(workers)), "cpu": cpu,
+            "timeline": timeline_rows(_read_workers(workers / "timeline"), epoch0),
             "sanitizer_lines": [ln for ln in text.splitlines() if ln.startswith("pipecheck sanitizer:")][-12:]}
 
 
@@ -243,6 +335,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--pytest-args", default="", help="more options for both runs' pytest (one string)")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="a variable for both runs (repeatable)")
+    ap.add_argument("--nauto-args", default="", help="more options for the -n auto run only (one string)")
+    ap.add_argument("--nauto-only", action="store_true", help="no -n 0 run (a variant of -n auto alone)")
     ap.add_argument("--tag", default="", help="appended to the output's name: variants side by side")
     args = ap.parse_args(argv)
     if args.tag:
@@ -254,13 +348,17 @@ def main(argv: list[str]) -> int:
     gpus = _gpus()
     paths = args.paths.split(",")
     extra = shlex.split(args.pytest_args)
-    runs = [_run("n0", "0", out, args.tools, paths, args.timeout, args.caches, extra, extra_env),
-            _run("nauto", "auto", out, args.tools, paths, args.timeout, args.caches, extra, extra_env)]
-    a, b = runs
+    extra_auto = shlex.split(args.nauto_args)
+    runs = []
+    if not args.nauto_only:
+        runs.append(_run("n0", "0", out, args.tools, paths, args.timeout, args.caches, extra, extra_env))
+    runs.append(_run("nauto", "auto", out, args.tools, paths, args.timeout, args.caches, extra + extra_auto,
+                     extra_env))
+    a, b = runs[0], runs[-1]
     same = a["verdicts"] == b["verdicts"]
     diff = sorted(k for k in set(a["verdicts"]) | set(b["verdicts"])
                   if a["verdicts"].get(k) != b["verdicts"].get(k))[:20]
-    speedup = a["wall_s"] / b["wall_s"] if b["wall_s"] else float("nan")
+    speedup = a["wall_s"] / b["wall_s"] if b["wall_s"] and a is not b else float("nan")
     lines = [
         "# pytest --pipecheck: -n 0 against one xdist worker per GPU",
         "",
@@ -268,6 +366,8 @@ def main(argv: list[str]) -> int:
         f"command: `python3 scripts/gpu/xdist_speedup.py {args.out} --tools {args.tools} --paths {args.paths} "
         f"--caches {args.caches}"
         + (f" --pytest-args '{args.pytest_args}'" if args.pytest_args else "")
+        + (f" --nauto-args '{args.nauto_args}'" if args.nauto_args else "")
+        + (" --nauto-only" if args.nauto_only else "")
         + "".join(f" --env {kv}" for kv in args.env) + "`"
         + (" (each run from empty compile caches)" if args.caches == "cold" else ""),
         "",
@@ -289,6 +389,8 @@ def main(argv: list[str]) -> int:
     lines += ["", "CPU (getrusage of each run's processes; /proc/stat sampled every 0.5 s; seconds per kind of "
               "process sampled from /proc):", ""]
     lines += cpu_lines(runs)
+    lines += ["", "Every process that ran tests, its sanitizer children included (seconds from the run's start):", ""]
+    lines += timeline_lines(runs)
     lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
     if diff:
         lines.append("verdicts that differ: " + ", ".join(diff))

@@ -44,7 +44,7 @@ def test_the_machine_busy_share_leaves_out_idle_and_iowait(cpu_use: ModuleType) 
     ("compute-sanitiz", "compute-sanitizer --tool racecheck python3 -m pytest", "compute-sanitizer front end"),
     ("python3", "python3 -m pytest --pipecheck-child racecheck -q", "sanitizer child (the tool's target)"),
     ("ptxas", "ptxas -arch=sm_90", "CUDA compilers (nvcc, ptxas)"),
-    ("python3", "python3 -c import sys;exec(eval(sys.stdin.readline())) execnet", "pytest (the run and its xdist workers)"),
+    ("python3", "python3 -c import sys;exec(eval(sys.stdin.readline()))", "pytest (the run and its xdist workers)"),
     ("bash", "bash -c true", "other"),
 ])
 def test_kinds_of_process(cpu_use: ModuleType, comm: str, cmdline: str, kind: str) -> None:

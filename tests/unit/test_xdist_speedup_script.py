@@ -46,7 +46,7 @@ def test_the_balance_of_a_run_per_worker_and_per_gpu(script: ModuleType) -> None
 
 
 def test_each_worker_writes_its_tests_and_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                              tmp_path: Path) -> None:
+                                              tmp_path: Path, script: ModuleType) -> None:
     """Loaded with ``-p xdist_speedup``, as the script runs pytest: one file per worker, none for the controller."""
     workers = tmp_path / "workers"
     monkeypatch.setenv("XDIST_SPEEDUP_WORKERS_DIR", str(workers))
@@ -70,6 +70,15 @@ def test_each_worker_writes_its_tests_and_gpu(pytester: pytest.Pytester, monkeyp
     assert sum(r["tests"] for r in records) == 6
     assert len({r["gpu"] for r in records}) == 2  # one GPU each, as pipecheck pinned them
     assert all(r["busy_s"] >= 0 and r["after_collection_s"] >= 0 for r in records)
+    # and a timeline of every process that ran tests (the controller ran none, but ends as a process too)
+    timeline = [json.loads(f.read_text()) for f in sorted((workers / "timeline").glob("*.json"))]
+    by_role = {t["role"]: t for t in timeline}
+    assert set(by_role) == {"gw0", "gw1", "main"}, by_role
+    assert sum(len(by_role[w]["tests"]) for w in ("gw0", "gw1")) == 6
+    rows = {row["role"]: row for row in script.timeline_rows(timeline, min(t["started"] for t in timeline))}
+    for w in ("gw0", "gw1"):
+        assert 0 <= rows[w]["start"] <= rows[w]["configure"] <= rows[w]["collected"] <= rows[w]["first_test"] \
+            <= rows[w]["last_test_end"] <= rows[w]["end"]
 
 
 def test_each_run_compiles_from_empty_caches_of_its_own(script: ModuleType, tmp_path: Path) -> None:
