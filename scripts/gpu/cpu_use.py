@@ -169,4 +169,4 @@ class CpuUse:
                 "busy_cores_max": round(max(busy), 1) if busy else None,
                 "saturated_fraction": round(sum(1 for s in self.samples if s >= 0.9) / len(self.samples), 2)
                 if self.samples else None,
-                "by_kind": self.by_kind(ticks_per_s)}
+                "by_kind": self.by_kind(ticks_per_s), "busy_share": [round(x, 2) for x in self.samples]}

@@ -5,7 +5,8 @@ process has fewer contexts than the machine has cores: under a sanitizer tool, w
 seconds, each child that waits burns a core that another child's compile needed. With
 ``SYNC_PROBE_MODE=spin|yield|block`` in the environment, this plugin sets that scheduling on every GPU's
 primary context (the one torch, CuPy and Triton share) in each sanitizer child, before anything in it
-touches CUDA; with the variable unset it does nothing. Each child appends one line to
+touches CUDA (``SYNC_PROBE_WHERE=all``: in every process of the run, its xdist workers too); with the variable
+unset it does nothing. Each child appends one line to
 ``SYNC_PROBE_LOG`` (when set): its pid, the mode, the driver's return codes and the flags read back.
 """
 
@@ -22,7 +23,8 @@ MODES = {"spin": 0x1, "yield": 0x2, "block": 0x4}
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     mode = os.environ.get("SYNC_PROBE_MODE")
-    if not mode or not config.getoption("pipecheck_child", default=None):
+    everywhere = os.environ.get("SYNC_PROBE_WHERE") == "all"  # the run and its xdist workers too
+    if not mode or not (everywhere or config.getoption("pipecheck_child", default=None)):
         return
     cuda = ctypes.CDLL("libcuda.so.1")
     set_flags = getattr(cuda, "cuDevicePrimaryCtxSetFlags_v2", None) or cuda.cuDevicePrimaryCtxSetFlags

@@ -62,12 +62,12 @@ _BUSY = _Busy()
 class _Timeline:
     """When this process (any: the run, a worker, a sanitizer child) reached each stage, in seconds since the
     epoch (comparable between processes): its start (from /proc), its configure, the end of its collection,
-    each test's start and end."""
+    each test's protocol (its start and end: where its body runs, even where pipecheck logs its reports
+    later)."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, float]] = []
-        self.tests: list[tuple[str, float, float]] = []
-        self.open: dict[str, float] = {}
+        self.tests: list[tuple[str, float, float]] = []  # each test's protocol: where its body runs
 
 
 _TIMELINE = _Timeline()
@@ -94,16 +94,6 @@ def pytest_configure(config: pytest.Config) -> None:
     _TIMELINE.events.append(("configure", time.time()))
 
 
-def pytest_runtest_logstart(nodeid: str, location: object) -> None:
-    _TIMELINE.open[nodeid] = time.time()
-
-
-def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
-    t0 = _TIMELINE.open.pop(nodeid, None)
-    if t0 is not None:
-        _TIMELINE.tests.append((nodeid, t0, time.time()))
-
-
 def _write_timeline() -> None:
     folder = os.environ.get(WORKERS_ENV)
     if not folder:
@@ -128,12 +118,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-    t0 = time.monotonic()
+    t0, epoch = time.monotonic(), time.time()
     try:
         return (yield)
     finally:
         _BUSY.protocol_s += time.monotonic() - t0
         _BUSY.tests.add(item.nodeid)
+        _TIMELINE.tests.append((item.nodeid, epoch, time.time()))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -336,6 +327,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="a variable for both runs (repeatable)")
     ap.add_argument("--nauto-args", default="", help="more options for the -n auto run only (one string)")
+    ap.add_argument("--workers", default="auto", help="-n of the second run (default auto: one worker per GPU)")
     ap.add_argument("--nauto-only", action="store_true", help="no -n 0 run (a variant of -n auto alone)")
     ap.add_argument("--tag", default="", help="appended to the output's name: variants side by side")
     args = ap.parse_args(argv)
@@ -352,7 +344,7 @@ def main(argv: list[str]) -> int:
     runs = []
     if not args.nauto_only:
         runs.append(_run("n0", "0", out, args.tools, paths, args.timeout, args.caches, extra, extra_env))
-    runs.append(_run("nauto", "auto", out, args.tools, paths, args.timeout, args.caches, extra + extra_auto,
+    runs.append(_run("nauto" if args.workers == "auto" else f"n{args.workers}", args.workers, out, args.tools, paths, args.timeout, args.caches, extra + extra_auto,
                      extra_env))
     a, b = runs[0], runs[-1]
     same = a["verdicts"] == b["verdicts"]
@@ -367,7 +359,7 @@ def main(argv: list[str]) -> int:
         f"--caches {args.caches}"
         + (f" --pytest-args '{args.pytest_args}'" if args.pytest_args else "")
         + (f" --nauto-args '{args.nauto_args}'" if args.nauto_args else "")
-        + (" --nauto-only" if args.nauto_only else "")
+        + (" --nauto-only" if args.nauto_only else "") + (f" --workers {args.workers}" if args.workers != "auto" else "")
         + "".join(f" --env {kv}" for kv in args.env) + "`"
         + (" (each run from empty compile caches)" if args.caches == "cold" else ""),
         "",
