@@ -10,7 +10,9 @@ those options or the environment to find out:
   ``test``: the whole test); with ``canary`` it runs the tool's canary kernel after its tests;
 * ``relay``: a fresh process that runs tests for a parent that cannot (:mod:`.containment`): after the
   parent's CUDA context died (``after="fault"``), or in place of a parent that a crashing test must not
-  take down (``after="crash"``). Its reports go to ``relay_file``, which the parent replays;
+  take down (``after="crash"``). Its reports go to ``relay_file``, which the parent replays. Before it times a
+  kernel it asks the parent for the GPU alone (``gpu_gate``: :class:`.gpu_lease.RelayGpuGate`), since the
+  parent's sanitizer children and the other xdist workers on its GPU run on;
 * ``compare``: the process of ``--pipecheck-compare``, started in a tree of the revision REV
   (:mod:`.perf.compare`): it runs the tests its parent names, one at a time, and times each perf check's
   kernel in turns with the parent over the socket ``socket``. Its verdicts are nobody's: only its times
@@ -43,6 +45,8 @@ _SCOPE = "--pipecheck-child-scope"
 _CANARY = "--pipecheck-child-canary"
 _RELAY = "--pipecheck-relay"
 _RELAY_AFTER = "--pipecheck-relay-after"
+_RELAY_GPU = "--pipecheck-relay-gpu-gate"
+_RELAY_SHARED = "--pipecheck-relay-gpu-shared-by"
 _COMPARE_SOCKET = "--pipecheck-compare-socket"
 _COMPARE_TREE = "--pipecheck-compare-tree"
 SCOPES = ("launch", "test")
@@ -59,6 +63,10 @@ class Role:
     canary: bool = False
     relay_file: str | None = None
     after: str = "fault"
+    #: relay: where the parent grants the GPU alone for a timing (gpu_lease.RelayGpuGate), and the pytest-xdist
+    #: workers that share the parent's GPU (the reason a timing is skipped where no grant can come)
+    gpu_gate: str | None = None
+    gpu_shared_by: tuple[str, ...] = ()
     socket: str | None = None  # compare: where the parent listens
 
     @property
@@ -90,7 +98,12 @@ class Role:
             out = [f"{_CHILD}={self.tool}", f"{_SCOPE}={self.scope}"]
             return [*out, _CANARY] if self.canary else out
         if self.kind == "relay":
-            return [f"{_RELAY}={self.relay_file}", f"{_RELAY_AFTER}={self.after}"]
+            out = [f"{_RELAY}={self.relay_file}", f"{_RELAY_AFTER}={self.after}"]
+            if self.gpu_gate:
+                out.append(f"{_RELAY_GPU}={self.gpu_gate}")
+            if self.gpu_shared_by:
+                out.append(f"{_RELAY_SHARED}={','.join(self.gpu_shared_by)}")
+            return out
         if self.kind == "compare":
             return [f"{_COMPARE_SOCKET}={self.socket}"]
         return []
@@ -103,8 +116,9 @@ def sanitizer(tool: str, scope: str = "test", canary: bool = False) -> Role:
     return Role("sanitizer", tool=tool, scope=scope, canary=canary)
 
 
-def relay(relay_file: str, after: str = "fault") -> Role:
-    return Role("relay", relay_file=relay_file, after=after)
+def relay(relay_file: str, after: str = "fault", gpu_gate: str | None = None,
+          gpu_shared_by: tuple[str, ...] = ()) -> Role:
+    return Role("relay", relay_file=relay_file, after=after, gpu_gate=gpu_gate, gpu_shared_by=tuple(gpu_shared_by))
 
 
 def compare(socket: str) -> Role:
@@ -128,6 +142,11 @@ def add_child_options(group: pytest.OptionGroup) -> None:
                     help="(internal) this pytest runs tests for a parent that cannot; its reports go to FILE")
     group.addoption(_RELAY_AFTER, action="store", default="fault", dest="pipecheck_relay_after",
                     choices=RELAY_REASONS, help="(internal) why a relay child runs: a kernel fault or a crash")
+    group.addoption(_RELAY_GPU, action="store", default=None, dest="pipecheck_relay_gpu_gate", metavar="PREFIX",
+                    help="(internal) a relay child asks its parent for the GPU alone before a timing; the grant "
+                         "is the file PREFIX-N")
+    group.addoption(_RELAY_SHARED, action="store", default="", dest="pipecheck_relay_gpu_shared_by",
+                    metavar="WORKERS", help="(internal) the pytest-xdist workers that share the relay parent's GPU")
     group.addoption(_COMPARE_SOCKET, action="store", default=None, dest="pipecheck_compare_socket", metavar="PATH",
                     help="(internal) this pytest is REV's process of --pipecheck-compare; its parent listens at PATH")
     group.addoption(_COMPARE_TREE, action="store", default=None, dest="pipecheck_compare_tree", metavar="DIR",
@@ -148,7 +167,10 @@ def decode(config: pytest.Config) -> Role:
         return sanitizer(str(tool), str(config.getoption("pipecheck_child_scope", default="test") or "test"),
                          bool(config.getoption("pipecheck_child_canary", default=False)))
     if relay_file:
-        return relay(str(relay_file), str(config.getoption("pipecheck_relay_after", default="fault") or "fault"))
+        shared = str(config.getoption("pipecheck_relay_gpu_shared_by", default="") or "")
+        return relay(str(relay_file), str(config.getoption("pipecheck_relay_after", default="fault") or "fault"),
+                     config.getoption("pipecheck_relay_gpu_gate", default=None) or None,
+                     tuple(w for w in shared.split(",") if w))
     return NONE
 
 
@@ -179,7 +201,8 @@ _NOT_PASSED = frozenset({
     "--rsyncignore", "--looponfail", "-f", "-d", "--distload", "--boxed", "--forked",
     "--pipecheck-xdist-shares", "--pipecheck-xdist-order",
     # pipecheck's roles and seed, and the run's tree of REV (each child gets its own)
-    _CHILD, _SCOPE, _CANARY, _RELAY, _RELAY_AFTER, _COMPARE_SOCKET, _COMPARE_TREE, "--pipecheck-seed",
+    _CHILD, _SCOPE, _CANARY, _RELAY, _RELAY_AFTER, _RELAY_GPU, _RELAY_SHARED, _COMPARE_SOCKET, _COMPARE_TREE,
+    "--pipecheck-seed",
 })
 
 

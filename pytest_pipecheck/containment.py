@@ -37,7 +37,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,7 @@ import pytest
 
 from . import children, cuda_probe, state
 from .children import Role
+from .gpu_lease import GRANT_EVENT
 from .results import CheckResult, Verdict
 
 __all__ = ["ContainmentPlugin", "crash_site", "should_isolate"]
@@ -119,7 +120,9 @@ class _Relayed:
 class _Child:
     """One relay child: started with the node ids it runs, followed through the events it writes."""
 
-    def __init__(self, config: pytest.Config, nodeids: list[str], after: str, limit_s: float) -> None:
+    def __init__(self, config: pytest.Config, nodeids: list[str], after: str, limit_s: float,
+                 grant: Callable[[], float] | None = None, give_back: Callable[[], None] | None = None,
+                 gpu_shared_by: tuple[str, ...] = ()) -> None:
         self.config = config
         self.nodeids = set(nodeids)
         self.tests: dict[str, _Relayed] = {}
@@ -131,8 +134,13 @@ class _Child:
         self.events = os.path.join(self._dir, "events.jsonl")
         open(self.events, "w").close()
         self._log = open(os.path.join(self._dir, "output.log"), "w+b")
-        cmd = children.command(config, config.stash[state.RUN_SEED], children.relay(self.events, after),
-                               self._ids_argument(nodeids))
+        # on a GPU, the child's timings ask this process for the GPU alone (gpu_lease.RelayGpuGate): ``grant``
+        # waits for it and returns the seconds that took, ``give_back`` ends it when the test ends
+        self._grant, self._give_back = grant, give_back
+        self._granted = False
+        self._gate = os.path.join(self._dir, "gpu-alone") if grant is not None else None
+        role = children.relay(self.events, after, self._gate, gpu_shared_by)
+        cmd = children.command(config, config.stash[state.RUN_SEED], role, self._ids_argument(nodeids))
         self.deadline = time.monotonic() + limit_s
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -168,11 +176,30 @@ class _Child:
                 event = json.loads(line)
             except ValueError:
                 continue  # a line cut short by a dying child: the test it belonged to stays unfinished
+            if event.get("event") == GRANT_EVENT:
+                self._answer(event.get("number"))
+                continue
             entry = self.tests.setdefault(str(event.get("nodeid", "")), _Relayed())
             if event.get("event") == "report" and isinstance(event.get("data"), dict):
                 entry.reports.append(event["data"])
             elif event.get("event") == "finish":
                 entry.finished = True
+                self._end_grant()
+
+    def _answer(self, number: object) -> None:
+        """The child asks for the GPU alone before a timing: once this process has it to give, the grant file.
+        The wait is not the child's: its time limit moves by as much."""
+        if self._gate is None or self._grant is None or not isinstance(number, int):
+            return
+        self.deadline += self._grant()
+        self._granted = True
+        open(f"{self._gate}-{number}", "w").close()
+
+    def _end_grant(self) -> None:
+        if self._granted:
+            self._granted = False
+            if self._give_back is not None:
+                self._give_back()
 
     @property
     def running(self) -> bool:
@@ -206,6 +233,7 @@ class _Child:
             time.sleep(_POLL_S)
 
     def kill(self) -> None:
+        self._end_grant()  # a child that dies in a timed test gives the GPU back with its end
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 self.returncode = self.proc.returncode
@@ -252,21 +280,22 @@ class ContainmentPlugin:
             self._relay_out = open(self.relay_file, "a", encoding="utf-8")  # kept open for the whole run
 
     # ------------------------------------------------------------------ relay child side
-    def _emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: dict[str, Any]) -> None:
+        """One event to the parent (a relay child's only channel to it)."""
         if self._relay_out is not None:
             self._relay_out.write(json.dumps(event, default=str) + "\n")
             self._relay_out.flush()
 
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
-        self._emit({"event": "start", "nodeid": nodeid})
+        self.emit({"event": "start", "nodeid": nodeid})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self._relay_out is not None:
             data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
-            self._emit({"event": "report", "nodeid": report.nodeid, "data": data})
+            self.emit({"event": "report", "nodeid": report.nodeid, "data": data})
 
     def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
-        self._emit({"event": "finish", "nodeid": nodeid})
+        self.emit({"event": "finish", "nodeid": nodeid})
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self._relay_out is not None:
@@ -454,9 +483,31 @@ class ContainmentPlugin:
                else f"to contain crashes on {self.isolate}")
         if self.poisoned is not None or self.children > 1:
             self._write(f"running {len(nodeids)} test(s) in a fresh process ({why}, relay {self.children})")
+        tier = self.config.stash[state.TIER]
         self.child = _Child(self.config, nodeids, "fault" if self.poisoned is not None else "crash",
-                            self._time_limit(len(nodeids)))
+                            self._time_limit(len(nodeids)), self.grant_gpu if tier.has_gpu else None,
+                            self.give_back_gpu if tier.has_gpu else None,
+                            tuple(tier.gpu_shared_by) if tier.has_gpu else ())
         return self.child
+
+    # ------------------------------------------------------------------ the GPU alone for a relay child's timing
+    def grant_gpu(self) -> float:
+        """A relay child is about to time a kernel: wait until nothing else of this run may run on the GPU. This
+        process's sanitizer children end first, then the GPU's lease is taken alone (the other xdist workers on
+        it have ended their tests, or wait for it too). Returns the seconds it waited."""
+        started = time.monotonic()
+        sanitizer = self.config.pluginmanager.get_plugin("pipecheck-sanitizer")
+        if sanitizer is not None:
+            sanitizer.wait_for_children()
+        lease = self.config.pluginmanager.get_plugin("pipecheck-gpu-lease")
+        if lease is not None:
+            lease.alone_for_a_child()
+        return time.monotonic() - started
+
+    def give_back_gpu(self) -> None:
+        lease = self.config.pluginmanager.get_plugin("pipecheck-gpu-lease")
+        if lease is not None:
+            lease.shared_again()
 
     def _describe_death(self, item: pytest.Item, child: _Child | None, relayed: _Relayed | None) -> CheckResult:
         """The result of a test its relay child did not finish: a crash (the child died in it), a hang past

@@ -40,7 +40,8 @@ import pytest
 from . import state
 from .device import TierInfo
 
-__all__ = ["LEASE_KEY", "GpuLease", "LeasePlugin", "lease_dir", "lease_path"]
+__all__ = ["GRANT_EVENT", "LEASE_KEY", "GpuLease", "LeasePlugin", "RelayGpuGate", "lease_dir", "lease_path",
+           "not_counted", "relay_gate", "worker_lease"]
 
 #: the workerinput key that carries the run's folder of GPU lock files to each xdist worker
 LEASE_KEY = "pipecheck_gpu_lease"
@@ -106,6 +107,22 @@ class GpuLease:
             self.fd = None
 
 
+@contextlib.contextmanager
+def not_counted(config: pytest.Config, phase: tuple[pytest.Item, str] | None,
+                clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """A wait that is not the running test's: paused for the watchdog, left out of ``phase``'s duration."""
+    timeout = config.pluginmanager.get_plugin("pipecheck-timeout")
+    pause = timeout.not_counting() if timeout is not None and hasattr(timeout, "not_counting") \
+        else contextlib.nullcontext()
+    started = clock()
+    try:
+        with pause:
+            yield
+    finally:
+        if phase is not None:
+            state.note_wait(phase[0], phase[1], clock() - started)
+
+
 class LeasePlugin:
     """On an xdist worker whose GPU other workers share: holds the GPU's lease, and gives the tests a tier whose
     ``timing_blocked`` takes the lease alone before it answers (beside.TierBesideChildren)."""
@@ -148,19 +165,19 @@ class LeasePlugin:
                 self.taken_for = self.phase[0]
         return True
 
-    @contextlib.contextmanager
-    def not_counted(self) -> Iterator[None]:
-        """A wait that is not the running test's: paused for the watchdog, left out of its phase's duration."""
-        timeout = self.config.pluginmanager.get_plugin("pipecheck-timeout")
-        pause = timeout.not_counting() if timeout is not None and hasattr(timeout, "not_counting") \
-            else contextlib.nullcontext()
-        started = self.clock()
-        try:
-            with pause:
-                yield
-        finally:
-            if self.phase is not None:
-                state.note_wait(self.phase[0], self.phase[1], self.clock() - started)
+    def not_counted(self) -> contextlib.AbstractContextManager[None]:
+        """A wait that is not the running test's (:func:`not_counted`)."""
+        return not_counted(self.config, self.phase, self.clock)
+
+    def alone_for_a_child(self) -> None:
+        """The GPU alone for a relay child's timed test (containment.py), until :meth:`shared_again`."""
+        if not self.ended:
+            self.lease.alone()
+
+    def shared_again(self) -> None:
+        """That test ended: the other workers go on (unless this worker's tests are over)."""
+        if not self.ended and self.lease.state == "alone":
+            self.lease.share()
 
     @contextlib.contextmanager
     def alone_for_the_rest(self) -> Iterator[None]:
@@ -214,6 +231,92 @@ class LeasePlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.end()
+
+
+#: the event a relay child writes to its parent (containment.py) to ask for the GPU alone
+GRANT_EVENT = "gpu-alone"
+
+
+class RelayGpuGate:
+    """In a relay child (containment.py): a timing first asks the parent for the GPU alone.
+
+    The relay child runs tests for a parent whose sanitizer children may still run on the GPU, and whose GPU
+    other xdist workers may share; neither is this process's to wait for. So before a timing it writes a
+    :data:`GRANT_EVENT` (with a number) to its parent, which waits for its own children to end and takes its
+    lease alone (:meth:`.containment.ContainmentPlugin.grant_gpu`), then makes the file ``PREFIX-N``. The grant
+    holds until the test ends; the wait is not the test's. Where no grant can come (the parent is gone), the
+    tier answers as it would: a timing on a GPU other workers share is skipped, with the reason."""
+
+    name = "pipecheck-relay-gpu"
+
+    def __init__(self, config: pytest.Config, prefix: str, emit: Callable[[dict[str, Any]], None],
+                 poll: float = 0.05, clock: Callable[[], float] = time.monotonic) -> None:
+        from .sanitizer.beside import beside_children
+
+        self.config = config
+        self.prefix = prefix
+        self.emit = emit
+        self.poll = poll
+        self.clock = clock
+        self.phase: tuple[pytest.Item, str] | None = None
+        self.granted_for: pytest.Item | None = None
+        self.asked = 0
+        self.parent = os.getppid()
+        config.stash[state.TIER] = beside_children(config.stash[state.TIER], self.wait)
+
+    def wait(self, in_test: bool = False) -> bool:
+        """Before a timing in a test: the parent's grant (True: the GPU is this test's alone); False outside a
+        test, or where the parent is gone."""
+        if self.phase is None:
+            return False
+        item = self.phase[0]
+        if self.granted_for is item:
+            return True
+        self.asked += 1
+        grant = f"{self.prefix}-{self.asked}"
+        self.emit({"event": GRANT_EVENT, "nodeid": item.nodeid, "number": self.asked})
+        with not_counted(self.config, self.phase, self.clock):
+            while not os.path.exists(grant):
+                if os.getppid() != self.parent:
+                    return False  # the parent died: no grant comes
+                time.sleep(self.poll)
+        self.granted_for = item
+        return True
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from self._in_phase(item, "setup"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from self._in_phase(item, "call"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None
+                                ) -> Generator[None, object, object]:
+        try:
+            return (yield from self._in_phase(item, "teardown"))
+        finally:
+            self.granted_for = None  # the parent gives the GPU back when it reads the test's end
+
+    def _in_phase(self, item: pytest.Item, when: str) -> Generator[Any, object, object]:
+        self.phase = (item, when)
+        try:
+            return (yield)
+        finally:
+            self.phase = None
+
+
+def relay_gate(config: pytest.Config, role: Any) -> RelayGpuGate | None:
+    """Register the gate in a relay child whose parent gave it one (a GPU tier); None elsewhere."""
+    if not role.relay or not role.gpu_gate or not config.stash[state.TIER].has_gpu:
+        return None
+    containment = config.pluginmanager.get_plugin("pipecheck-containment")
+    if containment is None:
+        return None
+    gate = RelayGpuGate(config, role.gpu_gate, containment.emit)
+    config.pluginmanager.register(gate, RelayGpuGate.name)
+    return gate
 
 
 def worker_lease(config: pytest.Config) -> LeasePlugin | None:

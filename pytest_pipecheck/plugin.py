@@ -80,6 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     tier = detect_tier(run_config.tier)
     if worker and tier.has_gpu:
         tier = dataclasses.replace(tier, gpu_shared_by=workers_on_my_gpu(worker))
+    elif role.relay and tier.has_gpu and role.gpu_shared_by:
+        tier = dataclasses.replace(tier, gpu_shared_by=role.gpu_shared_by)  # the parent's: a worker's GPU
     if run_config.tier == "gpu" and not tier.has_gpu:
         raise pytest.UsageError(f"pipecheck: --pipecheck-tier=gpu but no usable CUDA GPU: {tier.reason}")
     config.stash[TIER] = tier
@@ -120,6 +122,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(ContainmentPlugin(config, role, should_isolate(config, role)),
                                       "pipecheck-containment")
+        if role.relay:
+            from .gpu_lease import relay_gate
+
+            relay_gate(config, role)  # a timing asks the parent for the GPU alone
     if run_config.enabled or role.relay or "timeout" in run_config.sources:
         from .watchdog import TimeoutPlugin  # a sanitizer child has the runner's watchdog instead
 

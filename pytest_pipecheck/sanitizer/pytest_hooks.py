@@ -630,6 +630,11 @@ class SanitizerPlugin:
             state.note_wait(self.phase[0], self.phase[1], time.monotonic() - started)
         return False
 
+    def wait_for_children(self) -> None:
+        """Until every sanitizer child of this process has ended (a relay child is about to time a kernel:
+        containment.py); at once where none runs."""
+        self.pending.wait(None, self._tell)
+
     def _stop_beside(self) -> None:
         """The test loop is over: children still running (the run stopped early) are stopped, the tier is
         given back, and what they said is written, with the tests of a run that stopped early that ran but

@@ -170,3 +170,34 @@ class CpuUse:
                 "saturated_fraction": round(sum(1 for s in self.samples if s >= 0.9) / len(self.samples), 2)
                 if self.samples else None,
                 "by_kind": self.by_kind(ticks_per_s), "busy_share": [round(x, 2) for x in self.samples]}
+
+
+def main(argv: list[str]) -> int:
+    """``cpu_use.py OUT.json [--interval S] -- COMMAND...``: run COMMAND, sampling as above; write the summary
+    (with the wall seconds and COMMAND's exit status) to OUT.json and print its first lines. Exits as COMMAND."""
+    import argparse
+    import json
+    import subprocess
+
+    if "--" not in argv:
+        print("usage: cpu_use.py OUT.json [--interval S] -- COMMAND...")
+        return 2
+    split = argv.index("--")
+    ap = argparse.ArgumentParser(prog="cpu_use.py")
+    ap.add_argument("out")
+    ap.add_argument("--interval", type=float, default=1.0)
+    args = ap.parse_args(argv[:split])
+    with CpuUse(interval=args.interval) as use:
+        rc = subprocess.call(argv[split + 1:])
+    summary = dict(use.summary(), wall_s=round(use.wall_s, 1), exit=rc, command=argv[split + 1:])
+    Path(args.out).write_text(json.dumps(summary, indent=1))
+    print(f"cpu_use: {summary['busy_cores_mean']} of {summary['cores']} cores busy on average over "
+          f"{summary['wall_s']} s; 90% or more busy in {summary['saturated_fraction']} of the samples; "
+          + "; ".join(f"{k}: {v} s" for k, v in summary["by_kind"].items()))
+    return rc
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -9,14 +9,17 @@ is what the relay children rely on. On a GPU: docs/validation/2026-11-24-h100.md
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from ._sanitizer_fake import WAIT_FOR
 from .test_sanitizer_runner import GPU_CONFTEST, _fake, _results
 
+FAKEBIN = Path(__file__).resolve().parents[1] / "data" / "fakebin"  # a fake nvidia-smi
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
 FAKE_CUDA = '''
@@ -318,3 +321,93 @@ def test_under_xdist_a_faulting_worker_relays_the_rest(pytester: pytest.Pytester
                               "test_after_own_failure": "FAILED", "test_after_two": "PASSED"}, out
     result.assert_outcomes(passed=3, failed=2, skipped=1)
     assert "unusable after the call of this test" in out
+
+
+# --------------------------------------------------------------------------- a relay child's timings
+
+def _relay_timing_suite(tmp_path: Path, other_runs: str) -> str:
+    """test_faults kills this process's context, so test_times runs in a relay child. test_times says it is
+    about to time (``asked``), asks for the GPU alone and checks that ``other_runs`` (the parent's sanitizer
+    child, or the other xdist worker) had ended by then; test_other (run by that other process) ends only
+    once test_times has asked, and a second later."""
+    asked, ended = str(tmp_path / "asked"), str(tmp_path / "other-ended")
+    return WAIT_FOR + f'''
+import os
+import sys
+import time
+
+
+def test_faults(pipecheck, gpu):
+    if os.environ.get("PIPECHECK_CHILD"):
+        return  # the sanitizer child does not fault
+    gpu.fault()
+
+
+def test_times(pipecheck, gpu):
+    if os.environ.get("PIPECHECK_CHILD"):
+        return
+    with open({str(tmp_path / "timed-in")!r}, "a") as fh:
+        fh.write(f"{{any(a.startswith('--pipecheck-relay') for a in sys.argv)}}\\n")
+    open({asked!r}, "w").close()
+    pipecheck.require_gpu("perf", alone=True)
+    assert os.path.exists({ended!r}), "timed while {other_runs} still ran on the GPU"
+
+
+def test_other(pipecheck):
+    if {other_runs == "the sanitizer child"!r} != bool(os.environ.get("PIPECHECK_CHILD")):
+        return
+    wait_for({asked!r})  # a run where it never comes ends at its time limit
+    # A relay child that waits for the grant passes whenever this test ends; one that does not wait times at
+    # once, and this delay only keeps this test running while it does (so that such a child fails)
+    time.sleep(1.0)
+    open({ended!r}, "w").close()
+'''
+
+
+def test_a_relay_child_times_only_once_the_parents_sanitizer_children_have_ended(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a fault the later tests run in a relay child, while the parent's sanitizer children may still run on
+    the GPU beside it. A timing there asks the parent for the GPU alone: it comes once those children have
+    ended (without it, the relay child timed at once, with the sanitizer's kernels on the GPU)."""
+    _fake(tmp_path, monkeypatch, {})
+    pytester.makeconftest(GPU_CONFTEST.format(fake_gpu=True) + FAKE_CUDA)
+    pytester.makepyfile(test_suite=_relay_timing_suite(tmp_path, "the sanitizer child"))
+    # two children: the verdicts of test_faults (which the parent awaits before it relays) come from the first,
+    # while the second, with test_other, still runs
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=racecheck", "-p", "no:cacheprovider",
+                                           "--pipecheck-sanitizer-jobs=2", "-rA", timeout=300)
+    out = result.stdout.str()
+    assert _outcomes(out) == {"test_faults": "FAILED", "test_times": "PASSED", "test_other": "PASSED"}, out
+    assert (tmp_path / "timed-in").read_text().split() == ["True"]  # once, in the relay child
+    assert "the CUDA context of this process is unusable" in out and "relay 1" in out
+
+
+def test_a_relay_child_of_an_xdist_worker_times_only_with_the_gpu_alone(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two xdist workers share one GPU; one faults and relays its later tests. The relay child's timing asks its
+    parent, which takes the GPU's lease alone for it: the other worker's test has ended by then."""
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("PATH", f"{FAKEBIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "NVIDIA H100 80GB HBM3,9.0")
+    monkeypatch.delenv("PIPECHECK_NO_GPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pytester.makeconftest(FAKE_CUDA)
+    suite = _relay_timing_suite(tmp_path, "the other worker")
+    head, _, other = suite.partition("\n\ndef test_other")
+    pytester.makepyfile(test_a=head, test_b=WAIT_FOR + "\nimport os\nimport time\n\n\ndef test_other" + other)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "-p", "xdist", "-rA", "--pipecheck",
+                                           "--pipecheck-sanitizer=none", "-p", "no:cacheprovider", timeout=300)
+    out = result.stdout.str()
+    assert _outcomes(out) == {"test_faults": "FAILED", "test_times": "PASSED", "test_other": "PASSED"}, out
+    assert (tmp_path / "timed-in").read_text().split() == ["True"]  # once, in the relay child
+    assert "timing needs the GPU alone" not in out
+
+
+def test_a_relay_childs_gpu_gate_and_sharers_travel_on_its_command_line(pytester: pytest.Pytester) -> None:
+    from pytest_pipecheck import children
+
+    role = children.relay("/x/events.jsonl", "crash", "/x/gpu-alone", ("gw0", "gw3"))
+    assert children.decode(pytester.parseconfig(*role.args())) == role
+    plain = children.relay("/x/events.jsonl")
+    assert plain.args() == ["--pipecheck-relay=/x/events.jsonl", "--pipecheck-relay-after=fault"]
+    assert children.decode(pytester.parseconfig(*plain.args())) == plain

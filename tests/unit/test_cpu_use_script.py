@@ -81,3 +81,15 @@ def test_each_process_counts_only_what_it_used_while_sampled(cpu_use: ModuleType
     assert use.samples == [1.0, 0.0]
     assert summary["saturated_fraction"] == 0.5
     assert summary["busy_cores_max"] == pytest.approx(use.cores)
+
+
+def test_the_command_line_runs_a_command_and_keeps_its_exit_status(cpu_use: ModuleType, tmp_path: Path) -> None:
+    import json
+    import sys
+
+    out = tmp_path / "use.json"
+    assert cpu_use.main([str(out), "--interval", "0.05", "--", sys.executable, "-c", "raise SystemExit(3)"]) == 3
+    summary = json.loads(out.read_text())
+    assert summary["exit"] == 3 and summary["command"][-1] == "raise SystemExit(3)"
+    assert summary["cores"] >= 1 and summary["wall_s"] >= 0
+    assert cpu_use.main([str(out)]) == 2  # no command
