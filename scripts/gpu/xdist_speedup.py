@@ -20,6 +20,13 @@ share's first test, and the seconds from the end of its collection to the end of
 that includes the sanitizer children, which run before the first test). The report's table per worker
 shows whether the whole work was balanced, not only the sanitizer seconds. The sanitizer children
 themselves do not write any.
+
+Every process that ran tests, sanitizer children included, also writes a timeline (OUTDIR-LABEL-workers/
+timeline/): its start, its configure, the end of its collection and each test's protocol, in seconds since
+the epoch. The report has a row per process, and the CPU of each run (``cpu_use.py``: the machine's busy
+cores, CPU seconds by kind of process). Variants: ``--pytest-args`` and ``--env`` for both runs,
+``--nauto-args`` and ``--workers`` for the second, ``--nauto-only`` to leave out the first, ``--tag`` to
+keep their files apart.
 """
 
 from __future__ import annotations
@@ -333,6 +340,8 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.tag:
         args.out = f"{args.out}-{args.tag}"
+    if any("=" not in kv for kv in args.env):
+        ap.error(f"--env takes NAME=VALUE, got {[kv for kv in args.env if '=' not in kv]}")
     extra_env = dict(kv.split("=", 1) for kv in args.env)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -344,7 +353,8 @@ def main(argv: list[str]) -> int:
     runs = []
     if not args.nauto_only:
         runs.append(_run("n0", "0", out, args.tools, paths, args.timeout, args.caches, extra, extra_env))
-    runs.append(_run("nauto" if args.workers == "auto" else f"n{args.workers}", args.workers, out, args.tools, paths, args.timeout, args.caches, extra + extra_auto,
+    label = "nauto" if args.workers == "auto" else f"n{args.workers}"
+    runs.append(_run(label, args.workers, out, args.tools, paths, args.timeout, args.caches, extra + extra_auto,
                      extra_env))
     a, b = runs[0], runs[-1]
     same = a["verdicts"] == b["verdicts"]
@@ -359,7 +369,8 @@ def main(argv: list[str]) -> int:
         f"--caches {args.caches}"
         + (f" --pytest-args '{args.pytest_args}'" if args.pytest_args else "")
         + (f" --nauto-args '{args.nauto_args}'" if args.nauto_args else "")
-        + (" --nauto-only" if args.nauto_only else "") + (f" --workers {args.workers}" if args.workers != "auto" else "")
+        + (" --nauto-only" if args.nauto_only else "")
+        + (f" --workers {args.workers}" if args.workers != "auto" else "")
         + "".join(f" --env {kv}" for kv in args.env) + "`"
         + (" (each run from empty compile caches)" if args.caches == "cold" else ""),
         "",
@@ -383,7 +394,10 @@ def main(argv: list[str]) -> int:
     lines += cpu_lines(runs)
     lines += ["", "Every process that ran tests, its sanitizer children included (seconds from the run's start):", ""]
     lines += timeline_lines(runs)
-    lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
+    if a is b:
+        lines += ["", "speed-up: not measured (--nauto-only: no -n 0 run to compare with)"]
+    else:
+        lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
     if diff:
         lines.append("verdicts that differ: " + ", ".join(diff))
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")

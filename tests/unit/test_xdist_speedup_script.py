@@ -94,3 +94,30 @@ def test_each_run_compiles_from_empty_caches_of_its_own(script: ModuleType, tmp_
     assert not set(first.values()) & set(second.values())
     assert not stale.exists()
     assert script.compile_cache_env("nauto", out, "shared") == {}
+
+
+def test_a_variant_of_the_second_run_alone_claims_no_speed_up(script: ModuleType, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--nauto-only`` runs no -n 0: the report says the speed-up was not measured, never compares the run with
+    itself; ``--tag`` keeps the variant's files apart; ``--workers`` and ``--nauto-args`` reach the second run."""
+    calls = []
+
+    def fake_run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeout: float, caches: str,
+                 extra: list[str], extra_env: dict[str, str]) -> dict[str, object]:
+        calls.append((label, xdist, extra, extra_env))
+        return {"label": label, "xdist": xdist, "wall_s": 50.0, "exit": 0, "outcome": "1 passed", "verdicts": {"t": "pass"},
+                "results_per_gpu": {}, "tests_per_gpu": {}, "sanitizer_child_s_per_gpu": {},
+                "balance": script.worker_balance([]), "cpu": {}, "timeline": [], "sanitizer_lines": []}
+
+    monkeypatch.setattr(script, "_run", fake_run)
+    monkeypatch.setattr(script, "_gpus", lambda: ["0, NVIDIA H200, GPU-a", "1, NVIDIA H200, GPU-b"])
+    assert script.main([str(tmp_path / "s"), "--nauto-only", "--workers", "4", "--tag", "n4",
+                        "--nauto-args=--pipecheck-sanitizer-jobs=2", "--env", "A=b=c"]) == 0
+    assert calls == [("n4", "4", ["--pipecheck-sanitizer-jobs=2"], {"A": "b=c"})]
+    report = (tmp_path / "s-n4.md").read_text()
+    assert "speed-up: not measured" in report and "same verdicts" not in report
+    assert not (tmp_path / "s.md").exists()
+    calls.clear()
+    assert script.main([str(tmp_path / "s")]) == 0
+    assert [c[:2] for c in calls] == [("n0", "0"), ("nauto", "auto")]
+    assert "speed-up: 1.00x" in (tmp_path / "s.md").read_text()
