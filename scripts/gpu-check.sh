@@ -71,6 +71,10 @@ fi
   echo "compute-sanitizer (pipecheck's discovery): $found $("$found" --version 2>/dev/null | grep -i version | head -1)"
 } >> "$out/environment.txt" 2>&1
 
+# Modules of scripts/gpu/ that the other scripts use (a shared part, the CPU sampler, a pytest plugin): the
+# scripts part does not run them as evidence scripts.
+HELPERS=(_gemm_bench cpu_use sync_probe)
+
 # Builds ladder_profile launches when none are named (see scripts/gpu/ladder_profile.py).
 LADDER_PROFILE_BUILDS=(k3_cp_async:4 k3_cp_async_wide:4 k3_cp_async_wide:4:PIPECHECK_XTILE)
 
@@ -280,7 +284,9 @@ PY
     scripts)
       for s in scripts/gpu/*.py; do
         n=$(basename "$s" .py)
-        if [ "$n" = ladder_profile ]; then
+        if [[ " ${HELPERS[*]} " == *" $n "* ]]; then
+          continue  # used by the other scripts, not run on its own
+        elif [ "$n" = ladder_profile ]; then
           ladder_profile
         else
           step "$n" python3 "$s" "$out/$n"
