@@ -123,7 +123,40 @@ def not_counted(config: pytest.Config, phase: tuple[pytest.Item, str] | None,
             state.note_wait(phase[0], phase[1], clock() - started)
 
 
-class LeasePlugin:
+class _PhaseTracker:
+    """A plugin that knows which test phase runs on the main thread (:attr:`phase`): a wait asked outside a
+    test is answered differently from one inside. :meth:`_test_ended` runs after each test's teardown."""
+
+    phase: tuple[pytest.Item, str] | None = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from self._in_phase(item, "setup"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        return (yield from self._in_phase(item, "call"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None
+                                ) -> Generator[None, object, object]:
+        try:
+            return (yield from self._in_phase(item, "teardown"))
+        finally:
+            self._test_ended(item)
+
+    def _in_phase(self, item: pytest.Item, when: str) -> Generator[Any, object, object]:
+        self.phase = (item, when)
+        try:
+            return (yield)
+        finally:
+            self.phase = None
+
+    def _test_ended(self, item: pytest.Item) -> None:
+        pass
+
+
+class LeasePlugin(_PhaseTracker):
     """On an xdist worker whose GPU other workers share: holds the GPU's lease, and gives the tests a tier whose
     ``timing_blocked`` takes the lease alone before it answers (beside.TierBesideChildren)."""
 
@@ -139,7 +172,7 @@ class LeasePlugin:
         #: asked first, in order, each time a timing is about to be taken: the sanitizer's wait for this
         #: process's own children (which may stop a held test instead: beside.Postponed)
         self.before: list[Callable[..., object]] = []
-        self.phase: tuple[pytest.Item, str] | None = None
+        self.phase = None
         self.taken_for: pytest.Item | None = None  # the test that took the lease alone where it asked
         self.ended = False
         lease.share()
@@ -196,31 +229,11 @@ class LeasePlugin:
             self.config.stash[state.TIER] = self.shared_tier
 
     # ------------------------------------------------------------------ hooks
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        return (yield from self._in_phase(item, "setup"))
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        return (yield from self._in_phase(item, "call"))
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None
-                                ) -> Generator[None, object, object]:
-        try:
-            return (yield from self._in_phase(item, "teardown"))
-        finally:
-            if self.taken_for is item and not self.ended:
-                # a lease taken where the test asked is the test's: the other workers go on after it
-                self.taken_for = None
-                self.lease.share()
-
-    def _in_phase(self, item: pytest.Item, when: str) -> Generator[Any, object, object]:
-        self.phase = (item, when)
-        try:
-            return (yield)
-        finally:
-            self.phase = None
+    def _test_ended(self, item: pytest.Item) -> None:
+        if self.taken_for is item and not self.ended:
+            # a lease taken where the test asked is the test's: the other workers go on after it
+            self.taken_for = None
+            self.lease.share()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
@@ -237,7 +250,7 @@ class LeasePlugin:
 GRANT_EVENT = "gpu-alone"
 
 
-class RelayGpuGate:
+class RelayGpuGate(_PhaseTracker):
     """In a relay child (containment.py): a timing first asks the parent for the GPU alone.
 
     The relay child runs tests for a parent whose sanitizer children may still run on the GPU, and whose GPU
@@ -258,7 +271,7 @@ class RelayGpuGate:
         self.emit = emit
         self.poll = poll
         self.clock = clock
-        self.phase: tuple[pytest.Item, str] | None = None
+        self.phase = None
         self.granted_for: pytest.Item | None = None
         self.asked = 0
         self.parent = os.getppid()
@@ -283,28 +296,8 @@ class RelayGpuGate:
         self.granted_for = item
         return True
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        return (yield from self._in_phase(item, "setup"))
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        return (yield from self._in_phase(item, "call"))
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None
-                                ) -> Generator[None, object, object]:
-        try:
-            return (yield from self._in_phase(item, "teardown"))
-        finally:
-            self.granted_for = None  # the parent gives the GPU back when it reads the test's end
-
-    def _in_phase(self, item: pytest.Item, when: str) -> Generator[Any, object, object]:
-        self.phase = (item, when)
-        try:
-            return (yield)
-        finally:
-            self.phase = None
+    def _test_ended(self, item: pytest.Item) -> None:
+        self.granted_for = None  # the parent gives the GPU back when it reads the test's end
 
 
 def relay_gate(config: pytest.Config, role: Any) -> RelayGpuGate | None:
