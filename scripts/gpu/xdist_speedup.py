@@ -82,8 +82,10 @@ _TIMELINE = _Timeline()
 
 def process_start(proc: Path = Path("/proc")) -> float | None:
     """This process's start in seconds since the epoch, from /proc (None where there is no /proc)."""
+    from cpu_use import read_process  # this script's folder is on sys.path (PYTHONPATH in the runs)
+
     try:
-        ticks = int((proc / "self" / "stat").read_text().rsplit(")", 1)[1].split()[19])
+        ticks = read_process((proc / "self" / "stat").read_text())[2]
         uptime = float((proc / "uptime").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
