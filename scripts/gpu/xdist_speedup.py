@@ -27,17 +27,25 @@ the epoch. The report has a row per process, and the CPU of each run (``cpu_use.
 cores, CPU seconds by kind of process). Variants: ``--pytest-args`` and ``--env`` for both runs,
 ``--nauto-args`` and ``--workers`` for the second, ``--nauto-only`` to leave out the first, ``--tag`` to
 keep their files apart.
+
+From the timelines the report also states the serial parts of each run (Amdahl's law): the seconds from the
+run's start to its first test and from its last test to its end, which do not split across GPUs, and the
+best speed-up they allow. ``--bound-from REPORT.json[.gz]`` states it from a saved report, without a GPU:
+
+    python3 scripts/gpu/xdist_speedup.py --bound-from OUTDIR.json [--gpus 2] [--target 1.8]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import os
 import resource
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -237,6 +245,184 @@ def cpu_lines(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------ the serial parts of a run (Amdahl's law)
+
+
+def _num(value: object) -> float | None:
+    """``value`` as a float where it is a number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _test_spans(tests: object) -> list[tuple[float, float]]:
+    """The start and end of each test protocol of ``[nodeid, start, end]`` entries; malformed ones left out."""
+    spans = []
+    for t in tests if isinstance(tests, list) else []:
+        start, end = (_num(t[1]), _num(t[2])) if isinstance(t, (list, tuple)) and len(t) >= 3 else (None, None)
+        if start is not None and end is not None:
+            spans.append((start, end))
+    return spans
+
+
+def _process_times(record: dict[str, Any]) -> dict[str, float | None]:
+    """One process's start, first test start, last test end and end. It reads either the record the plugin
+    writes (``started``, ``events``, ``tests`` in seconds since the epoch) or a row of ``timeline_rows`` as a
+    saved report holds it (``start``, ``first_test``, ``last_test_end``, ``end`` in seconds from the run's
+    start); only differences within one run are used, so either will do."""
+    if "started" in record or "events" in record:
+        listed = record.get("events")
+        events = {str(e[0]): _num(e[1]) for e in listed if isinstance(e, (list, tuple)) and len(e) >= 2} \
+            if isinstance(listed, list) else {}
+        spans = _test_spans(record.get("tests"))
+        return {"start": _num(record.get("started")), "collected": events.get("collected"),
+                "first_test": min((s for s, _ in spans), default=None),
+                "last_test_end": max((e for _, e in spans), default=None), "end": events.get("end")}
+    return {key: _num(record.get(key)) for key in ("start", "collected", "first_test", "last_test_end", "end")}
+
+
+def _tests_begin(times: dict[str, float | None]) -> float | None:
+    """Where a process that runs tests can start on them: the end of its collection, or its first test where
+    the collection's end is not recorded. Not its first test alone: a process may hold its tests back while its
+    sanitizer children work (the children's start-up is then work beside it, not a serial part)."""
+    if times["first_test"] is None:
+        return None
+    return times["collected"] if times["collected"] is not None else times["first_test"]
+
+
+def _is_child(record: dict[str, Any]) -> bool:
+    return str(record.get("role")).startswith("child-")
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def serial_parts(run: dict[str, Any]) -> dict[str, float | None]:
+    """The serial parts of one run, in seconds: ``head_s`` from the run's start (its main process's start) to
+    where the first process the suite is split across (the main process under -n 0, the workers under xdist;
+    sanitizer children left out) can start on its tests (the end of its collection, else its first test), ``tail_s`` from the last such test's end to the run's end (its main
+    process's start plus ``wall_s``, or that process's end where ``wall_s`` is missing), ``middle_s`` the rest
+    of ``wall_s``, and ``children_startup_s`` the median over sanitizer children of the seconds from a child's
+    start to its first test. A part the timeline cannot give is None."""
+    timeline = run.get("timeline")
+    records = [r for r in timeline if isinstance(r, dict)] if isinstance(timeline, list) else []
+    mains = [_process_times(r) for r in records if r.get("role") == "main"]
+    run_start = min((t for m in mains if (t := m["start"]) is not None), default=None)
+    wall = _num(run.get("wall_s"))
+    if wall is None and run_start is not None:
+        end = max((t for m in mains if (t := m["end"]) is not None), default=None)
+        wall = None if end is None else end - run_start
+    run_end = None if run_start is None or wall is None else run_start + wall
+    workers = [_process_times(r) for r in records if not _is_child(r)]
+    first = min((t for w in workers if (t := _tests_begin(w)) is not None), default=None)
+    last = max((t for w in workers if (t := w["last_test_end"]) is not None), default=None)
+    head = None if run_start is None or first is None else first - run_start
+    tail = None if run_end is None or last is None else run_end - last
+    middle = None if wall is None or head is None or tail is None else wall - head - tail
+    startups = [c["first_test"] - c["start"] for c in map(_process_times, filter(_is_child, records))
+                if c["first_test"] is not None and c["start"] is not None]
+    return {"wall_s": _round(wall), "head_s": _round(head), "middle_s": _round(middle), "tail_s": _round(tail),
+            "children_startup_s": _round(statistics.median(startups)) if startups else None}
+
+
+def wall_needed(serial_s: float, n0_serial_s: float, gpus: int, target: float) -> float | None:
+    """The shortest -n 0 wall at which ``target`` is reachable on ``gpus`` GPUs, when the xdist run's serial part
+    is ``serial_s``, the -n 0 run's is ``n0_serial_s`` and only the rest of the -n 0 wall splits across the GPUs:
+    the least T (at least ``n0_serial_s``) with T / (serial_s + (T - n0_serial_s) / gpus) >= target. None where
+    ``target`` is not below ``gpus``: no length of the suite reaches it."""
+    if gpus < 1 or target >= gpus:
+        return None
+    return max(target * (serial_s - n0_serial_s / gpus) / (1 - target / gpus), n0_serial_s)
+
+
+def speedup_bound(n0: dict[str, Any], nauto: dict[str, Any], gpus: int, target: float = 1.8) -> dict[str, Any]:
+    """The best speed-up the serial parts allow: the -n 0 run's wall T0, its serial part S0 (head and tail) and
+    middle M0; the xdist run's serial part S; the xdist run's wall were M0 split evenly over ``gpus`` GPUs
+    (S + M0 / gpus) and T0 over it; the same with the serial part of -n 0 (S0 + M0 / gpus); the -n 0 wall that
+    ``target`` needs with these serial parts (``wall_needed``). A figure the timelines cannot give is None."""
+    a, b = serial_parts(n0), serial_parts(nauto)
+    t0, middle = a["wall_s"], a["middle_s"]
+    s0 = None if a["head_s"] is None or a["tail_s"] is None else round(a["head_s"] + a["tail_s"], 1)
+    s = None if b["head_s"] is None or b["tail_s"] is None else round(b["head_s"] + b["tail_s"], 1)
+    best = best_n0 = needed = None
+    if t0 is not None and middle is not None and s0 is not None and s is not None and gpus >= 1:
+        best, best_n0 = s + middle / gpus, s0 + middle / gpus
+        needed = wall_needed(s, s0, gpus, target)
+    return {"gpus": gpus, "target": target, "nauto_xdist": str(nauto.get("xdist", "auto")), "n0": a, "nauto": b,
+            "n0_wall_s": t0, "n0_serial_s": s0, "n0_middle_s": middle, "nauto_serial_s": s,
+            "measured_ratio": _ratio(_num(n0.get("wall_s")), _num(nauto.get("wall_s"))),
+            "best_nauto_s": _round(best), "best_ratio": _ratio(t0, best),
+            "best_nauto_s_n0_serial": _round(best_n0), "best_ratio_n0_serial": _ratio(t0, best_n0),
+            "n0_wall_needed_s": _round(needed)}
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return None if num is None or not den else round(num / den, 2)
+
+
+def _cell(value: object) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def bound_lines(bound: dict[str, Any]) -> list[str]:
+    """The serial parts of both runs as a markdown table, then one sentence with the best speed-up they allow."""
+    x, g, target = bound["nauto_xdist"], bound["gpus"], bound["target"]
+    lines = ["Serial parts (seconds; head: from the run's start to the end of the collection of the first process "
+             "the suite is split across, tail: from the last one's end to the run's end; sanitizer children left out, the last "
+             "column is the median from a child's start to its first test):", "",
+             "| run | wall s | head s | middle s | tail s | children's start-up s |", "|---|---|---|---|---|---|"]
+    for name, parts in (("0", bound["n0"]), (x, bound["nauto"])):
+        lines.append(f"| -n {name} | {_cell(parts['wall_s'])} | {_cell(parts['head_s'])} | "
+                     f"{_cell(parts['middle_s'])} | {_cell(parts['tail_s'])} | {_cell(parts['children_startup_s'])} |")
+    lines.append("")
+    if bound["best_ratio"] is None:
+        lines.append("Amdahl bound: not computable (a run lacks its wall, its main process's start or a test, "
+                     "or the count of GPUs is unknown).")
+        return lines
+    needed = (f"{target}x needs a -n 0 wall of at least {bound['n0_wall_needed_s']} s with these serial parts"
+              if bound["n0_wall_needed_s"] is not None else f"{target}x is out of reach on {g} GPUs")
+    lines.append(f"Amdahl bound on {g} GPUs: with the {bound['nauto_serial_s']} s serial part of -n {x} and the "
+                 f"{bound['n0_middle_s']} s middle of -n 0 split evenly, -n {x} takes at least "
+                 f"{bound['best_nauto_s']} s, {bound['best_ratio']}x the -n 0 wall of {bound['n0_wall_s']} s "
+                 f"(measured: {_cell(bound['measured_ratio'])}x; {bound['best_ratio_n0_serial']}x if its serial "
+                 f"part were the {bound['n0_serial_s']} s of -n 0); {needed}.")
+    return lines
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A report this script wrote (its .json), gzip-compressed or not. Raises OSError or ValueError where it
+    cannot be read or is not a JSON object."""
+    raw = path.read_bytes()
+    try:
+        data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except EOFError as exc:  # a truncated gzip stream
+        raise ValueError(f"truncated gzip data ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
+
+
+def bound_from(path: Path, gpus: int | None, target: float) -> int:
+    """Prints the serial parts and the Amdahl bound of a saved report's -n 0 and xdist runs; 0, or 2 with one
+    line on stderr where the report cannot be read or lacks either run. ``gpus`` None: the report's GPUs."""
+    try:
+        report = read_report(path)
+    except (OSError, ValueError) as exc:
+        print(f"xdist_speedup.py: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    runs = [r for r in report.get("runs") or [] if isinstance(r, dict)]
+    n0 = next((r for r in runs if str(r.get("xdist")) == "0"), None)
+    nauto = next((r for r in runs if str(r.get("xdist")) != "0"), None)
+    if n0 is None or nauto is None:
+        print(f"xdist_speedup.py: {path} lacks a -n 0 run and an xdist run to compare", file=sys.stderr)
+        return 2
+    count = gpus if gpus is not None else len(report.get("gpus") or [])
+    print("\n".join(bound_lines(speedup_bound(n0, nauto, count, target))))
+    return 0
+
+
+
 # ------------------------------------------------------------------ the script
 
 
@@ -325,7 +511,7 @@ def _run(label: str, xdist: str, out: Path, tools: str, paths: list[str], timeou
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("out")
+    ap.add_argument("out", nargs="?", help="where the reports go (OUT.md, OUT.json); not with --bound-from")
     ap.add_argument("--tools", default="racecheck,synccheck")
     ap.add_argument("--paths", default="reference_kernels")
     ap.add_argument("--timeout", type=float, default=400.0)
@@ -339,7 +525,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", default="auto", help="-n of the second run (default auto: one worker per GPU)")
     ap.add_argument("--nauto-only", action="store_true", help="no -n 0 run (a variant of -n auto alone)")
     ap.add_argument("--tag", default="", help="appended to the output's name: variants side by side")
+    ap.add_argument("--target", type=float, default=1.8, help="the speed-up the Amdahl bound is stated for")
+    ap.add_argument("--bound-from", type=Path, metavar="REPORT.json[.gz]",
+                    help="run nothing: print the serial parts and the Amdahl bound of a saved report")
+    ap.add_argument("--gpus", type=int, help="with --bound-from: the GPUs to split over (default: the report's)")
     args = ap.parse_args(argv)
+    if args.bound_from is not None:
+        return bound_from(args.bound_from, args.gpus, args.target)
+    if not args.out:
+        ap.error("OUT is required unless --bound-from is given")
     if args.tag:
         args.out = f"{args.out}-{args.tag}"
     if any("=" not in kv for kv in args.env):
@@ -363,6 +557,7 @@ def main(argv: list[str]) -> int:
     diff = sorted(k for k in set(a["verdicts"]) | set(b["verdicts"])
                   if a["verdicts"].get(k) != b["verdicts"].get(k))[:20]
     speedup = a["wall_s"] / b["wall_s"] if b["wall_s"] and a is not b else float("nan")
+    bound = None if a is b else speedup_bound(a, b, len(gpus), args.target)
     lines = [
         "# pytest --pipecheck: -n 0 against one xdist worker per GPU",
         "",
@@ -402,9 +597,11 @@ def main(argv: list[str]) -> int:
         lines += ["", f"speed-up: {speedup:.2f}x (goal >= 1.8x with 2 GPUs); same verdicts in both runs: {same}"]
     if diff:
         lines.append("verdicts that differ: " + ", ".join(diff))
+    if bound is not None:
+        lines += ["", *bound_lines(bound)]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     out.with_suffix(".json").write_text(json.dumps({"gpus": gpus, "runs": runs, "speedup": speedup,
-                                                    "same_verdicts": same}, indent=1))
+                                                    "same_verdicts": same, "serial_bound": bound}, indent=1))
     print("\n".join(lines))
     for r in runs:
         print(f"\n--- {r['label']} sanitizer progress (last lines) ---")
