@@ -93,11 +93,17 @@ def _reference_run(variant: str) -> dict[str, Any]:
 def _reference_passed(variant: str) -> bool:
     """Whether ``variant``'s reference passed in a child process of this run; where this process has not run
     it (pytest-xdist sent the reference test to another worker, or it was not selected), it runs here first,
-    rather than leave the tests that need it skipped. Not in a sanitizer child, where the tool would follow
-    the reference's own child process (4096^3 under racecheck: past the 120 s watchdog, H100): there the
-    tests that need it skip, and their verdict under the tool says so."""
+    rather than leave the tests that need it skipped. A reference that fails when run here fails the test that
+    asked, with the reference's own output: no test of this process reports it otherwise, so a skip would hide
+    it (its own test may have passed in another worker). Where the reference's own test failed in this
+    process, that test reports it and the tests that need it skip. Not in a sanitizer child, where the tool
+    would follow the reference's own child process (4096^3 under racecheck: past the 120 s watchdog, H100):
+    there the tests that need it skip, and their verdict under the tool says so."""
     if variant not in _REFERENCE_OK and not os.environ.get("PIPECHECK_CHILD"):
-        _reference_run(variant)
+        run = _reference_run(variant)
+        if not _REFERENCE_OK[variant]:
+            pytest.fail(f"the reference {variant}, run here because its own test ran in another process or was "
+                        f"not selected, failed: {_describe(run)}")
     return _REFERENCE_OK.get(variant, False)
 
 
