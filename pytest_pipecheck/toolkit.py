@@ -419,6 +419,15 @@ def nvrtc_include_dirs() -> list[str]:
     return [*([str(include / "cccl")] if (include / "cccl").is_dir() else []), str(include)]
 
 
+def _nvrtc_caches(nvrtc: Any) -> bool:
+    """Whether this NVRTC has its own compile cache (12.9 and later) and so takes ``--no-cache``."""
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception:  # an NVRTC that cannot say: the option would be refused by an old one
+        return False
+    return int(err) == 0 and (int(major), int(minor)) >= (12, 9)
+
+
 def _compile_nvrtc(text: str, shown: str, path: Path | None, tgt: str, flags: list[str]) -> Compiled:
     nvrtc = _nvrtc()
     if nvrtc is None:
@@ -433,7 +442,12 @@ def _compile_nvrtc(text: str, shown: str, path: Path | None, tgt: str, flags: li
             raise CompileError(f"NVRTC {what} failed for {shown} on {tgt}: {err}")
         return result[1] if len(result) == 2 else result[1:]
 
-    opts = [f"--gpu-architecture={tgt}", "--generate-line-info", "-Xptxas=-v", *flags]
+    # NVRTC 12.9 and later keep a cache of what they compiled (with a driver on the machine) and, on a hit,
+    # return the cubin without running ptxas: the log then has no resource report. The report is why this
+    # path exists, so the cache is off (``--no-cache``); this process's own cache (``compile_cuda``) still
+    # saves the repeats. Measured: docs/validation/2026-11-27-h200x2-1401.md.
+    opts = [f"--gpu-architecture={tgt}", "--generate-line-info", "-Xptxas=-v",
+            *(["--no-cache"] if _nvrtc_caches(nvrtc) else []), *flags]
     if path is not None:
         opts.append(f"-I{path.parent}")
     opts += [f"-I{d}" for d in nvrtc_include_dirs()]

@@ -7,6 +7,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,3 +163,87 @@ def test_missing_source_and_unknown_target_are_named(tmp_path: Path) -> None:
         toolkit.compile_cuda(tmp_path / "nope.cu", "sm_90")
     with pytest.raises(toolkit.ArchError, match="'sm_99' is not a known architecture"):
         toolkit.compile_cuda("__global__ void k() {}\n", "sm_99")
+
+
+class _CachingNvrtc:
+    """NVRTC as 12.9 and later behave with a driver on the machine: a compile it has done before comes from its
+    cache, without ptxas, so the log has no resource report, unless ``--no-cache`` is given. ``version`` is
+    what ``nvrtcVersion`` answers."""
+
+    REPORT = ("ptxas info    : Compiling entry function 'scale' for 'sm_90'\n"
+              "ptxas info    : Used 10 registers, used 1 barriers, 1024 bytes smem, 356 bytes cmem[0]\n")
+
+    def __init__(self, version: tuple[int, int]) -> None:
+        self.version = version
+        self.compiled: set[bytes] = set()
+        self.options: list[list[str]] = []
+        self.logs: dict[int, str] = {}
+
+    def nvrtcVersion(self) -> tuple[int, int, int]:
+        return (0, *self.version)
+
+    def nvrtcCreateProgram(self, src: bytes, name: bytes, n: int, h: list[Any], i: list[Any]) -> tuple[int, Any]:
+        return 0, src
+
+    def nvrtcCompileProgram(self, prog: bytes, n: int, opts: list[bytes]) -> tuple[int]:
+        options = [o.decode() for o in opts]
+        self.options.append(options)
+        cached = prog in self.compiled and "--no-cache" not in options
+        self.compiled.add(prog)
+        self.logs[id(prog)] = "" if cached else self.REPORT
+        return (0,)
+
+    def nvrtcGetProgramLogSize(self, prog: bytes) -> tuple[int, int]:
+        return 0, len(self.logs[id(prog)]) + 1
+
+    def nvrtcGetProgramLog(self, prog: bytes, buf: bytearray) -> tuple[int]:
+        log = self.logs[id(prog)].encode()
+        buf[:len(log)] = log
+        return (0,)
+
+    def nvrtcGetCUBINSize(self, prog: bytes) -> tuple[int, int]:
+        return 0, 4
+
+    def nvrtcGetCUBIN(self, prog: bytes, buf: bytearray) -> tuple[int]:
+        buf[:4] = b"\x7fELF"
+        return (0,)
+
+    def nvrtcDestroyProgram(self, prog: bytes) -> tuple[int]:
+        return (0,)
+
+
+SCALE = 'extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+
+
+@pytest.mark.parametrize("version", [(12, 9), (13, 0)])
+def test_a_caching_nvrtc_still_writes_the_resource_report_on_every_compile(
+        monkeypatch: pytest.MonkeyPatch, version: tuple[int, int]) -> None:
+    """Compiled twice (this process's own cache cleared between), through an NVRTC that caches: both logs carry
+    the ptxas report, because the compile asks for no cache. Without it the second log would be empty and the
+    resources would fall back to the cubin, with spills and barriers unknown."""
+    fake = _CachingNvrtc(version)
+    monkeypatch.setattr(toolkit, "_nvrtc", lambda: fake)
+    monkeypatch.setattr(toolkit, "find_tool", lambda name: None)
+    monkeypatch.setattr(toolkit, "nvrtc_include_dirs", lambda: [])
+    logs = []
+    for _ in range(2):
+        toolkit.clear_cache()
+        compiled = toolkit.compile_cuda(SCALE, "sm_90")
+        assert compiled.compiler == "nvrtc"
+        logs.append(compiled.log)
+    toolkit.clear_cache()
+    assert all("ptxas info    : Used 10 registers" in log for log in logs), logs
+    assert all("--no-cache" in opts for opts in fake.options)
+
+
+def test_an_nvrtc_older_than_its_cache_is_not_given_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVRTC before 12.9 has no cache and would refuse an option it does not know."""
+    fake = _CachingNvrtc((12, 8))
+    monkeypatch.setattr(toolkit, "_nvrtc", lambda: fake)
+    monkeypatch.setattr(toolkit, "find_tool", lambda name: None)
+    monkeypatch.setattr(toolkit, "nvrtc_include_dirs", lambda: [])
+    toolkit.clear_cache()
+    toolkit.compile_cuda(SCALE, "sm_90")
+    toolkit.clear_cache()
+    assert fake.options and all("--no-cache" not in opts for opts in fake.options)
+    assert all("-Xptxas=-v" in opts for opts in fake.options)
