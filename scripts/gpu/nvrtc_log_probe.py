@@ -1,12 +1,14 @@
 """When does NVRTC leave its program log empty? A probe of the resource report pipecheck reads from it.
 
 ``pytest_pipecheck.resources.cubin`` reads registers, shared memory, spills and barriers from the ``ptxas -v``
-lines NVRTC writes into its program log (``-Xptxas=-v``). On the GPU machine that log has sometimes been empty
-for a kernel NVRTC compiled, in some processes and not in others; the resources then come from the cubin
-(``cuobjdump -res-usage``, no spill or barrier counts) and say so. This probe compiles one small kernel through
-pipecheck's NVRTC path in fresh processes, each after something else a test process does first, and records
-for every compile the log's length, whether it has the report, and whether the report went to the process's
-own stdout or stderr instead:
+lines NVRTC writes into its program log (``-Xptxas=-v``). Where that log is empty the resources come from the
+cubin (``cuobjdump -res-usage``, no spill or barrier counts) and say so. On the GPU machine this probe found the
+cause (docs/validation/2026-11-27-h200x2-1401.md): NVRTC 12.9 and later cache their compiles, and a cache hit
+skips ptxas; only the first compile of a source on the machine had the report. pipecheck now compiles with
+``--no-cache``, and the probe checks that every compile's log has the report. It compiles one small kernel
+through pipecheck's NVRTC path in fresh processes, each after something else a test process does first, and
+records for every compile the log's length, whether it has the report, and whether the report went to the
+process's own stdout or stderr instead:
 
 * ``fresh``: nothing before;
 * ``after_cupy``: CuPy compiled a kernel through its NVRTC first;
