@@ -362,9 +362,9 @@ def compile_resources(source: str | os.PathLike[str], arch: str, *, options: Seq
 def _resources_from_log(compiled: Compiled, target: str) -> dict[str, KernelResources]:
     parsed = parse_ptxas_log(compiled.log, arch=target)
     if not parsed and compiled.cubin:
-        # No resource report in the compiler's log (NVRTC 13.0 from the pip wheel has left it empty for a
-        # kernel it compiled, docs/validation/2026-11-26-h100.md). Fall back to reading the cubin, and say so:
-        # the binary has no spill or barrier counts, which must read as unknown, not as 0 spills.
+        # No resource report in the compiler's log (NVRTC 12.9+ left it empty on a hit in its own cache, which
+        # the toolkit now turns off: docs/validation/2026-11-27-h200x2-1401.md). Fall back to reading the cubin,
+        # and say so: the binary has no spill or barrier counts, which must read as unknown, not as 0 spills.
         note = (f"{compiled.compiler} printed no resource report (ptxas -v); read from the cubin with "
                 "cuobjdump -res-usage, which has no spill or barrier counts")
         return {key: dataclasses.replace(r, extra={**r.extra, "compiler": compiled.compiler, "note": note})
