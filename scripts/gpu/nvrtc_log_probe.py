@@ -36,6 +36,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+# the kernel tests/unit/test_resources_nvrtc.py compiles, kept the same on purpose: where NVRTC caches, a probe
+# run on a machine is what a later run of that test meets there
 SMALL = r"""
 extern "C" __global__ void scale(float* x, float a, int n) {
   __shared__ float tile[256];

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _load import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cpu_use() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cpu_use", ROOT / "scripts" / "gpu" / "cpu_use.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("cpu_use", ROOT / "scripts" / "gpu" / "cpu_use.py")
 
 
 def _stat(comm: str, utime: int, stime: int, start: int) -> str:

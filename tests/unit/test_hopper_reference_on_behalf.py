@@ -4,24 +4,19 @@ that asked, with the reference's output, and is never a skip that hides it. No G
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from _load import load_file
 
 GPU_TESTS = Path(__file__).resolve().parents[1] / "gpu" / "test_hopper_gpu.py"
 
 
 @pytest.fixture
 def hopper(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("hopper_gpu_tests_under_test", GPU_TESTS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = load_file("hopper_gpu_tests_under_test", GPU_TESTS)
     monkeypatch.delenv("PIPECHECK_CHILD", raising=False)
     return module
 

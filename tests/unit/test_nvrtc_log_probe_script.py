@@ -3,24 +3,18 @@ log, how many logs were empty, and which processes failed (a scenario that ran n
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _load import load_file
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "nvrtc_log_probe.py"
 
 
 @pytest.fixture
-def probe(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nvrtc_log_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+def probe() -> ModuleType:
+    return load_file("nvrtc_log_probe", SCRIPT)
 
 
 def _compile(chars: int, stdio: bool = False) -> dict[str, object]:

@@ -4,13 +4,13 @@ many tests it ran on which GPU and how long it was busy, and the table the repor
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import os
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _load import load_file
 
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
@@ -23,11 +23,7 @@ FAKEBIN = ROOT / "tests" / "data" / "fakebin"
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("xdist_speedup", SCRIPTS / "xdist_speedup.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("xdist_speedup", SCRIPTS / "xdist_speedup.py")
 
 
 def test_the_balance_of_a_run_per_worker_and_per_gpu(script: ModuleType) -> None:
