@@ -43,6 +43,9 @@ SANITIZER_TOOLS = ("racecheck", "synccheck", "memcheck", "initcheck")
 CONSAN = "consan"
 #: every name the setting ``sanitizer`` accepts
 SANITIZER_CHOICES = (*SANITIZER_TOOLS, CONSAN)
+#: the tools a run uses unless told otherwise: races, barriers, and (with each tensor allocated exactly in
+#: its child) reads and writes past a tensor, the ones whose values a kernel discards included
+DEFAULT_SANITIZER_TOOLS = ("racecheck", "synccheck", "memcheck")
 
 
 class ConfigError(PipecheckError):
@@ -392,7 +395,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sanitizer", _delta_parser(SANITIZER_CHOICES, _subset_parser(SANITIZER_CHOICES, allow_none=True,
                                                                            allow_all=True, all_means=SANITIZER_TOOLS),
                                        all_means=SANITIZER_TOOLS),
-            ("racecheck", "synccheck"),
+            DEFAULT_SANITIZER_TOOLS,
             "sanitizers to run: compute-sanitizer tools (racecheck, synccheck, memcheck, initcheck; all: these "
             "four), Triton's concurrency sanitizer for Gluon and warp-specialized Triton kernels (consan, named "
             "on its own), or none; a plain list replaces the list of the layer below (default < ini < command "
@@ -523,7 +526,7 @@ class PipecheckConfig:
     checks: tuple[str, ...] = CHECKS
     arch: tuple[str, ...] = ("sm_80", "sm_86", "sm_89", "sm_90")
     min_blocks: int = 1
-    sanitizer: tuple[str, ...] = ("racecheck", "synccheck")
+    sanitizer: tuple[str, ...] = DEFAULT_SANITIZER_TOOLS
     sanitizer_timeout: float = 120.0
     sanitizer_scope: str = "launch"
     sanitizer_jobs: int | str = "auto"

@@ -19,9 +19,10 @@ torch, cupy and numpy are imported lazily.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,6 +277,26 @@ class GuardedArray:
 # Set for the whole of a compute-sanitizer memcheck child (pytest_pipecheck.sanitizer.pytest_hooks): every
 # array is allocated at exactly its view's extent, and each allocation is reported (name, address range)
 _EXACT: list[Callable[[str, Any, GuardedArray | None], None]] = []
+
+
+# The case whose arrays a memcheck child allocates now (its label, and each tensor's dimension names), so an
+# invalid access names the shape it happened at: one test launches its kernel at many
+_CASE: list[tuple[str, dict[str, tuple[str, ...]]]] = []
+
+
+@contextlib.contextmanager
+def exact_case(label: str, dims: Mapping[str, Sequence[str]]) -> Iterator[None]:
+    """Label the allocations made inside (``kernel at M129-N65-K200``) with the case and the tensors' dims."""
+    _CASE.append((label, {k: tuple(v) for k, v in dims.items()}))
+    try:
+        yield
+    finally:
+        _CASE.pop()
+
+
+def current_case() -> tuple[str, dict[str, tuple[str, ...]]] | None:
+    """(label, {tensor: dims}) of the innermost :func:`exact_case`, or None."""
+    return _CASE[-1] if _CASE else None
 
 
 def allocate_exactly(report: Callable[[str, Any, GuardedArray | None], None] | None) -> None:

@@ -243,10 +243,14 @@ def _launch_for_sanitizer(ctx: CheckContext, spec: KernelSpec, shape: Shape, che
     key = (id(spec), f"{shape} {pattern.id if pattern is not None else ''} {lay}")
     if key not in ctx.launched:
         ctx.launched.add(key)
-        values = {t.name: _input_values(ctx, spec, t, shape, i, pattern) for i, t in enumerate(spec.inputs)}
-        inputs = _alloc_inputs(ctx, spec, shape, values, lay)
-        _launch(ctx, spec, shape, inputs, _stages_override(ctx, spec), "the launch for the sanitizer", check,
-                pattern=pattern, layout=lay)
+        case = " ".join(p for p in (f"{spec.name} at {shape}", pattern.id if pattern is not None
+                                    and pattern.id not in ("normal", "values=normal") else "", f"layout={lay}" if lay != _lay.base(spec)
+                                    else "") if p)
+        with _arr.exact_case(case, {t.name: t.dims for t in spec.tensors}):
+            values = {t.name: _input_values(ctx, spec, t, shape, i, pattern) for i, t in enumerate(spec.inputs)}
+            inputs = _alloc_inputs(ctx, spec, shape, values, lay)
+            _launch(ctx, spec, shape, inputs, _stages_override(ctx, spec), "the launch for the sanitizer", check,
+                    pattern=pattern, layout=lay)
     why = ("not judged in a sanitizer child (sanitizer_scope=launch): the kernel launched once at this shape for "
            f"the tool; the normal run judges {check}")
     return ctx.record(CheckResult(check, Verdict.SKIP, why, kernel=spec.name,

@@ -30,7 +30,7 @@ from typing import Any
 
 from .parse import ALLOC, Finding
 
-__all__ = ["attribute", "payload", "start", "stop"]
+__all__ = ["attribute", "cause", "payload", "start", "stop"]
 
 _VERBS = {"read": "reads", "write": "writes", "atomic": "accesses"}
 
@@ -47,6 +47,13 @@ def payload(name: str, buffer: Any, guarded: Any = None) -> dict[str, Any] | Non
     except Exception:
         return None
     out: dict[str, Any] = {"name": name, "start": start, "bytes": nbytes, "itemsize": itemsize}
+    from ..checks.arrays import current_case
+
+    case = current_case()
+    if case is not None:  # the check's launch this allocation is for, and the tensor's dimension names
+        out["case"] = case[0]
+        if name in case[1]:
+            out["dims"] = list(case[1][name])
     if guarded is not None:
         out.update(dtype=guarded.dtype, shape=list(guarded.shape), strides=list(guarded.strides),
                    offset=int(guarded.offset))
@@ -83,26 +90,61 @@ def _valid(a: Any) -> bool:
             and isinstance(a.get("bytes"), int) and a["bytes"] >= 0)
 
 
-def _element(a: Mapping[str, Any], address: int) -> str:
-    """``a[65, 0]``: where ``address`` would be by the array's strides (empty where they do not say)."""
+def _index(a: Mapping[str, Any], address: int) -> list[int] | None:
+    """The index ``address`` would be by the array's strides (out of the shape's range past or before the
+    array: ``[129, 0]``, ``[0, -83]``); None where the strides do not say one."""
     shape, strides, itemsize = a.get("shape"), a.get("strides"), a.get("itemsize")
     if not (isinstance(shape, list) and isinstance(strides, list) and isinstance(itemsize, int) and itemsize > 0
             and len(shape) == len(strides) and shape and all(isinstance(s, int) and s > 0 for s in strides)):
-        return ""
+        return None
     off = address - a["start"]
     if off % itemsize:
-        return ""
+        return None
     rel = off // itemsize - int(a.get("offset") or 0)
     order = sorted(range(len(shape)), key=lambda d: -strides[d])
     for outer, inner in itertools.pairwise(order):
         if strides[outer] < strides[inner] * shape[inner]:
-            return ""
+            return None
     index = [0] * len(shape)
     for d in order:
-        index[d], rel = divmod(rel, strides[d])
+        # before the array, toward zero: 83 elements before x[0, 0] read as x[0, -83] (the column the mask
+        # misses), not as x[-1, 301] of the row before
+        index[d] = rel // strides[d] if rel >= 0 else -((-rel) // strides[d])
+        rel -= index[d] * strides[d]
     if rel:
-        return ""
-    return f": {a['name']}[{', '.join(str(i) for i in index)}] by its strides"
+        return None
+    return index
+
+
+def _element(a: Mapping[str, Any], address: int) -> str:
+    """``: a[65, 0] by its strides`` (empty where the strides do not say)."""
+    index = _index(a, address)
+    return "" if index is None else f": {a['name']}[{', '.join(str(i) for i in index)}] by its strides"
+
+
+def cause(f: Finding, a: Mapping[str, Any]) -> str:
+    """The ``cause:`` of an invalid access past or before array ``a``: which dimension's bound the access
+    does not respect, at which case (``a load of 'a' past its end at gemm at M129-N128-K64: a[129, 0] is
+    M index 129 of 129; the access is not bounded (masked) on M, ...``)."""
+    assert f.address is not None
+    verb = {"read": "load", "write": "store"}.get(f.access or "", "access")
+    past = f.address >= a["start"] + a["bytes"]
+    where = f"{'past the end' if past else 'before the start'} of '{a['name']}'"
+    case = f" at {a['case']}" if a.get("case") else ""
+    index, shape = _index(a, f.address), a.get("shape")
+    dims = a.get("dims") if isinstance(a.get("dims"), list) and len(a["dims"]) == len(shape or []) else None
+    names = dims or [f"dim {d}" for d in range(len(shape or []))]
+    bound = ""
+    if index is not None and isinstance(shape, list):
+        out = [d for d, i in enumerate(index) if not 0 <= i < shape[d]]
+        if out:
+            d = out[0]
+            element = f"{a['name']}[{', '.join(str(i) for i in index)}]"
+            bound = (f": {element} is {names[d]} index {index[d]} of {shape[d]}, so the {verb} is not bounded "
+                     f"(masked) on {names[d]}{' at 0' if index[d] < 0 else ''}")
+    discarded = " (whether or not its value is used: a value masked after the load was still read)" \
+        if f.access == "read" else ""
+    return f"a {verb} {where}{case}{bound}{discarded}"
 
 
 def _note(f: Finding, a: Mapping[str, Any]) -> str:
@@ -115,7 +157,8 @@ def _note(f: Finding, a: Mapping[str, Any]) -> str:
         return (f"{verb} past '{a['name']}' (ends at {end:#x}, {what} at {end:#x}+{f.address - end}"
                 f"{_element(a, f.address)})")
     if f.address < first:
-        return f"{verb} before '{a['name']}' (starts at {first:#x}, {what} at {first:#x}-{first - f.address})"
+        return (f"{verb} before '{a['name']}' (starts at {first:#x}, {what} at {first:#x}-{first - f.address}"
+                f"{_element(a, f.address)})")
     return (f"{verb} inside '{a['name']}' as allocated earlier in the test ({first:#x}..{end:#x}, {what} at "
             f"{first:#x}+{f.address - first}; freed since?)")
 
@@ -147,4 +190,6 @@ def attribute(findings: Sequence[Finding], allocations: Sequence[Any]) -> None:
         end = chosen["start"] + chosen["bytes"]
         where = "past" if f.address >= end else "before" if f.address < chosen["start"] else "inside"
         f.tensor = f"{where} '{chosen['name']}'"
-        f.tensor_note = _note(f, chosen)
+        f.tensor_note = _note(f, chosen) + (f", at {chosen['case']}" if chosen.get("case") else "")
+        if where != "inside":
+            f.cause = cause(f, chosen)

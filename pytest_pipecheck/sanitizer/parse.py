@@ -100,6 +100,7 @@ class Finding:
     nearest: int | None = None  # the start of the allocation the tool calls the nearest one
     tensor: str | None = None  # the array pipecheck allocated there ("past 'a'"; sanitizer/allocations.py)
     tensor_note: str | None = None  # how the access relates to it ("reads past 'a' (ends at 0x..., ...)")
+    cause: str | None = None  # which bound the access misses, at which case (sanitizer/allocations.py)
 
     @property
     def where(self) -> str:
@@ -715,7 +716,7 @@ def group_findings(findings: Iterable[Finding]) -> list[dict[str, Any]]:
                 "message": f.message,
             }
             if f.tensor is not None:  # the first record's account: which tensor, and how far past it
-                g["tensor"], g["tensor_note"] = f.tensor, f.tensor_note
+                g["tensor"], g["tensor_note"], g["cause"] = f.tensor, f.tensor_note, f.cause
         g["records"] += 1
         g["hazards"] += max(f.count, 1)
         ex = " ".join(p for p in (f"block {f.block}" if f.block else "",

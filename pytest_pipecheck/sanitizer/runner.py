@@ -507,7 +507,10 @@ def format_failure(outcome: TestOutcome) -> str:
         lines.append(outcome.reason)
     if outcome.filtered:
         lines.append(f"({outcome.filtered_note()}; see pytest_pipecheck/sanitizer/known.py)")
-    for g in group_findings(outcome.findings)[:12]:
+    groups = group_findings(outcome.findings)
+    causes = list(dict.fromkeys(g["cause"] for g in groups if g.get("cause")))
+    lines.extend(f"  cause: {c}" for c in causes[:3])
+    for g in groups[:12]:
         where = g["where"] + (f" / {g['second_where']}" if g["second_where"] else "")
         hz = f", {g['hazards']} hazards" if g["hazards"] != g["records"] else ""
         lines.append(f"  {g['records']} x {g['label']} ({g['severity']}) in {g['kernel'] or '?'} at {where}{hz}")

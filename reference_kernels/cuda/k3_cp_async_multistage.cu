@@ -140,7 +140,7 @@ __device__ __forceinline__ void issue_tile(__half* smem, int stage, int k_tile, 
 #pragma unroll
       for (int i = 0; i < Map::A_PER; ++i) {
         const int r = map.a_row + i * Map::A_ROW_STEP;
-        copy_chunk(&As[map.a_smem(i)], A, M, K, lda, block_m0 + r, k0 + map.a_col);
+        copy_chunk(&As[map.a_smem(i)], A, M, K, lda, block_m0 + r, k0 + map.a_col);  // pipecheck:a_rows
       }
     }
     if (PART != 1) {

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from pytest_pipecheck.config import SANITIZER_TOOLS
+from pytest_pipecheck.config import DEFAULT_SANITIZER_TOOLS
 from pytest_pipecheck.model.shapes import generate
 from reference_kernels.cuda.launch import KERNELS, SANITIZER_EXCLUSIONS
 from reference_kernels.cuda.specs import SPECS
@@ -19,7 +19,7 @@ def _marks(name: str) -> list[pytest.MarkDecorator]:
     excluded = SANITIZER_EXCLUSIONS.get(name, {})
     if not excluded:
         return []
-    tools = [t for t in ("racecheck", "synccheck") if t not in excluded and t in SANITIZER_TOOLS]
+    tools = [t for t in DEFAULT_SANITIZER_TOOLS if t not in excluded]
     return [pytest.mark.pipecheck(sanitizer=",".join(tools) or "none")]
 
 

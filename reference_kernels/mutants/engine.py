@@ -87,6 +87,11 @@ class Mutant:
     # generated shapes suffice
     shape_in_tiles: Mapping[str, int] | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
+    # the check that catches it on the GPU tier and a fragment of what it says, where that is not ``check``:
+    # a read past a tensor whose values the kernel discards fails coverage on the CPU tier (the interpreter's
+    # addresses are checked) but lands in a guard band on the GPU, where memcheck's exact allocations see it
+    gpu_check: str | None = None
+    gpu_expect: str | None = None
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
@@ -100,6 +105,16 @@ class Mutant:
             raise MutantError(f"mutant {self.name}: no edits (a mutant differs from its base)")
         if not self.expect or not self.bug:
             raise MutantError(f"mutant {self.name}: needs the bug and the message fragment its check reports")
+        if (self.gpu_check is None) != (self.gpu_expect is None) or (self.gpu_check is not None
+                                                                    and self.gpu_check not in CHECKS):
+            raise MutantError(f"mutant {self.name}: gpu_check must be one of {CHECKS}, given with gpu_expect")
+
+    def catcher(self, on_gpu: bool) -> tuple[str, str]:
+        """(check, message fragment) of what catches this mutant on the GPU tier (``on_gpu``) or the CPU tier."""
+        if on_gpu and self.gpu_check is not None:
+            assert self.gpu_expect is not None  # __post_init__
+            return self.gpu_check, self.gpu_expect
+        return self.check, self.expect
 
     def apply(self, source: str) -> str:
         """The base ``source`` with this mutant's edits applied (:func:`apply_edits`)."""

@@ -1,12 +1,14 @@
 """The GPU tier's suites under the sanitizer from cold caches, several ways, with their verdicts compared.
 
-Usage: python3 scripts/gpu/suite_speed.py OUTDIR [--runs SUITE:JOBS:OVERLAP ...] [--budget SECONDS]
+Usage: python3 scripts/gpu/suite_speed.py OUTDIR [--runs SUITE:JOBS:OVERLAP[:TOOLS] ...] [--budget SECONDS]
 
 Each run is ``pytest --pipecheck --pipecheck-tier=gpu -p no:cacheprovider --pipecheck-sanitizer-jobs=JOBS SUITE``
 with ``PIPECHECK_SANITIZER_OVERLAP=OVERLAP`` and empty Triton, CuPy and pipecheck build caches of its own (what a
-fresh CI machine pays). SUITE is ``reference_kernels`` or ``examples``. Default runs: both suites at 4 and 8
-children, the children to their end before the tests. A run that would start after ``--budget`` seconds is
-left out (and said so).
+fresh CI machine pays). SUITE is ``reference_kernels`` or ``examples``; JOBS a number or ``auto``; TOOLS, when
+given, the sanitizer tools joined by ``+`` (``racecheck+synccheck``: ``--pipecheck-sanitizer=racecheck,synccheck``;
+left out: the default tools). Default runs: both suites at 4 and 8 children, the children to their end before
+the tests. A run that would start after ``--budget`` seconds is left out (and said so). Runs of one suite are
+compared on the (test, check) verdicts they share; the checks only one of them ran are counted apart.
 
 Writes OUTDIR/suite_speed.json (each run: command, wall, pytest's summary line, when the children ended, its
 15 slowest steps, every verdict) and suite_speed.md (the table, and whether the runs of one suite reached the
@@ -50,22 +52,27 @@ def _write(out: Path, gpu: str, runs: list[dict[str, Any]], logs: list[str]) -> 
         if len(got) < 2:
             continue
         first = got[0]["verdicts"]
-        diffs = [(r["jobs"], r["overlap"], k) for r in got[1:] for k in set(first) | set(r["verdicts"])
+        diffs = [(r["jobs"], r["overlap"], r.get("tools"), k) for r in got[1:] for k in set(first) & set(r["verdicts"])
                  if first.get(k) != r["verdicts"].get(k)]
-        same[suite] = (f"{len(first)} (test, check) verdicts, identical in all {len(got)} runs" if not diffs else
-                       f"{len(diffs)} differences, first: {diffs[:5]}")
+        apart = {f"{r['jobs']}:{r['overlap']}:{r.get('tools')}": len(set(first) ^ set(r["verdicts"])) for r in got[1:]}
+        shared = min(len(set(first) & set(r["verdicts"])) for r in got[1:])
+        same[suite] = ((f"{shared} shared (test, check) verdicts, identical in all {len(got)} runs" if not diffs else
+                        f"{len(diffs)} differences, first: {diffs[:5]}")
+                       + (f"; verdicts in one run only: {apart}" if any(apart.values()) else ""))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpu": gpu,
            "runs": runs, "same_verdicts": same}
     (out / "suite_speed.json").write_text(json.dumps(doc, indent=1))
     with gzip.open(out / "logs.txt.gz", "wt") as f:
         f.write("\n".join(logs))
     lines = [f"# Suites under the sanitizer from cold caches, {doc['date']}, {gpu}", "",
-             "| suite | children at once | overlap | wall s | children done at s | pytest | rc |", "|---|---|---|---|---|---|---|"]
+             "| suite | tools | children at once | overlap | wall s | children done at s | pytest | rc |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
+        tools = r.get("tools") or "default"
         if "left_out" in r:
-            lines.append(f"| {r['suite']} | {r['jobs']} | {r['overlap']} | left out: {r['left_out']} | | | |")
+            lines.append(f"| {r['suite']} | {tools} | {r['jobs']} | {r['overlap']} | left out: {r['left_out']} | | | |")
             continue
-        lines.append(f"| {r['suite']} | {r['jobs']} | {r['overlap']} | {r['wall_s']} | "
+        lines.append(f"| {r['suite']} | {tools} | {r['jobs']} | {r['overlap']} | {r['wall_s']} | "
                      f"{', '.join(map(str, r['children_done_s']))} | {r['pytest']} | {r['rc']} |")
     lines += ["", *[f"- {suite}: {text}" for suite, text in same.items()]]
     (out / "suite_speed.md").write_text("\n".join(lines) + "\n")
@@ -85,9 +92,11 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     logs: list[str] = []
     for spec in [r for arg in args.runs for r in arg.split(",")]:
-        suite, jobs, overlap = spec.split(":")
+        suite, jobs, overlap, *rest = spec.split(":")
+        tools = rest[0].replace("+", ",") if rest and rest[0] else None
         if time.monotonic() - began > args.budget:
-            runs.append({"suite": suite, "jobs": jobs, "overlap": overlap, "left_out": "over the budget"})
+            runs.append({"suite": suite, "jobs": jobs, "overlap": overlap, "tools": tools,
+                         "left_out": "over the budget"})
             _write(out, gpu, runs, logs)
             continue
         caches = Path(tempfile.mkdtemp(prefix="pipecheck-suite-speed-"))
@@ -95,7 +104,8 @@ def main() -> int:
         env = dict(os.environ, TRITON_CACHE_DIR=str(caches / "triton"), CUPY_CACHE_DIR=str(caches / "cupy"),
                    PIPECHECK_CACHE_DIR=str(caches / "pipecheck"), PIPECHECK_SANITIZER_OVERLAP=overlap)
         cmd = [sys.executable, "-m", "pytest", "--pipecheck", "--pipecheck-tier=gpu", "-p", "no:cacheprovider", "-rs",
-               "--durations=0", f"--pipecheck-sanitizer-jobs={jobs}", f"--pipecheck-json={report}", suite]
+               "--durations=0", f"--pipecheck-sanitizer-jobs={jobs}", f"--pipecheck-json={report}",
+               *([f"--pipecheck-sanitizer={tools}"] if tools else []), suite]
         start = time.monotonic()
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         wall = time.monotonic() - start
@@ -105,7 +115,7 @@ def main() -> int:
         summary = [line.strip("= ") for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
         done = re.findall(r"all tools done in ([\d.]+) s", text)
         slow = text.split("slowest durations", 1)[-1].splitlines()[1:16] if "slowest durations" in text else []
-        runs.append({"suite": suite, "jobs": jobs, "overlap": overlap, "command": " ".join(cmd[1:]),
+        runs.append({"suite": suite, "jobs": jobs, "overlap": overlap, "tools": tools, "command": " ".join(cmd[1:]),
                      "env": f"PIPECHECK_SANITIZER_OVERLAP={overlap}, empty caches", "rc": proc.returncode,
                      "wall_s": round(wall, 2), "pytest": summary[-1] if summary else None, "ok": ok,
                      "children_done_s": [float(x) for x in done], "slowest": slow, "verdicts": verdicts})

@@ -28,10 +28,10 @@ def test_consan_is_selected_like_a_tool_from_every_layer() -> None:
     assert resolve({}, {"sanitizer": "consan"}).sanitizer == ("consan",)
     assert resolve({"sanitizer": "racecheck,consan"}, {}).sanitizer == ("racecheck", "consan")
     run = resolve({}, {"sanitizer": "+consan"})
-    assert run.sanitizer == ("racecheck", "synccheck", "consan")
-    assert apply_marker(run, {"sanitizer": "-consan"}, "t").sanitizer == ("racecheck", "synccheck")
+    assert run.sanitizer == ("racecheck", "synccheck", "memcheck", "consan")
+    assert apply_marker(run, {"sanitizer": "-consan"}, "t").sanitizer == ("racecheck", "synccheck", "memcheck")
     assert apply_marker(resolve({}, {}), {"sanitizer": "+consan"}, "t").sanitizer == (
-        "racecheck", "synccheck", "consan")
+        "racecheck", "synccheck", "memcheck", "consan")
     assert apply_marker(resolve({}, {}), {"sanitizer": ["consan"]}, "t").sanitizer == ("consan",)
 
 

@@ -61,7 +61,39 @@ def test_without_the_tools_nearest_allocation_the_closest_latest_one_is_named() 
     assert f.tensor_note == "writes past 'a' (ends at 0xf00, written at 0xf00+256: a[2, 0] by its strides)"
     f.address, f.tensor = 0xDF0, None
     attribute([f], [a])
-    assert f.tensor == "before 'a'" and f.tensor_note == "writes before 'a' (starts at 0xe00, written at 0xe00-16)"
+    # 16 bytes before = 8 elements before a[0, 0]: column -8 of row 0 (not column 120 of row -1)
+    assert f.tensor == "before 'a'"
+    assert f.tensor_note == "writes before 'a' (starts at 0xe00, written at 0xe00-16: a[0, -8] by its strides)"
+
+
+def test_the_cause_names_the_bound_the_access_misses_and_the_case() -> None:
+    """The ``cause:`` line of an invalid access: the direction, the case the child launched (the allocation's
+    label), and the dimension whose bound the index leaves; it goes first in the failure's message."""
+    [f] = parse_text("========= Invalid __global__ read of size 2 bytes\n=========     at gemm+0x10 in g.py:9\n"
+                     "=========     by thread (0,0,0) in block (2,0,0)\n"
+                     "=========     Access to 0x1100 is out of bounds\n=========\n", "memcheck").findings
+    a = {"name": "a", "start": 0x1000, "bytes": 0x100, "itemsize": 2, "shape": [2, 64], "strides": [64, 1],
+         "offset": 0, "case": "gemm at M2-N8-K64", "dims": ["M", "K"]}
+    attribute([f], [a])
+    assert f.cause == ("a load past the end of 'a' at gemm at M2-N8-K64: a[2, 0] is M index 2 of 2, so the load is "
+                       "not bounded (masked) on M (whether or not its value is used: a value masked after the load "
+                       "was still read)")
+    assert f.tensor_note.endswith(", at gemm at M2-N8-K64")
+    out = runner.TestOutcome("t.py::test_g", "memcheck", Verdict.FAIL, runner._describe_findings([f]), findings=[f])
+    assert runner.format_failure(out).splitlines()[1] == f"  cause: {f.cause}"
+    # before the start, on the inner dimension; without dims the dimensions are numbered
+    f.address, f.cause = 0x0FFE, None
+    attribute([f], [{k: v for k, v in a.items() if k not in ("dims", "case")}])
+    assert f.cause.startswith("a load before the start of 'a': a[0, -1] is dim 1 index -1 of 64, so the load is "
+                              "not bounded (masked) on dim 1 at 0")
+    # a whole row before: the outer dimension
+    f.address, f.cause = 0x1000 - 128, None
+    attribute([f], [a])
+    assert "a[-1, 0] is M index -1 of 2" in f.cause
+    # an address inside a freed allocation says no cause: it is not a bound
+    f.address, f.cause = 0x1010, None
+    attribute([f], [a])
+    assert f.tensor == "inside 'a'" and f.cause is None
 
 
 def test_alloc_lines_go_with_their_test() -> None:

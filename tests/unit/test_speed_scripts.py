@@ -49,11 +49,18 @@ def test_suite_speed_says_whether_the_runs_of_a_suite_reached_the_same_verdicts(
     assert doc["same_verdicts"]["reference_kernels"].startswith("1 differences"), doc["same_verdicts"]
     assert "t.py::b|coverage" in doc["same_verdicts"]["reference_kernels"]
     table = (out / "suite_speed.md").read_text()
-    assert "| reference_kernels | auto | 0 | 1.0 |" in table and "left out: over the budget" in table
+    assert "| reference_kernels | default | auto | 0 | 1.0 |" in table and "left out: over the budget" in table
     assert gzip.open(out / "logs.txt.gz", "rt").read() == "log"
     script._write(out, "GPU", runs[:2], [])
     assert json.loads((out / "suite_speed.json").read_text())["same_verdicts"] == {
-        "reference_kernels": "2 (test, check) verdicts, identical in all 2 runs"}
+        "reference_kernels": "2 shared (test, check) verdicts, identical in all 2 runs"}
+    # a run with one more tool: its extra verdicts are counted apart, the shared ones compared
+    more = {**same, ("t.py::a", "sanitizer:memcheck"): "pass"}
+    got, ok = script._verdicts(_report(tmp_path / "more.json", more))
+    script._write(out, "GPU", [runs[0], {**runs[0], "tools": "racecheck,synccheck,memcheck", "verdicts": got}], [])
+    assert json.loads((out / "suite_speed.json").read_text())["same_verdicts"] == {
+        "reference_kernels": "2 shared (test, check) verdicts, identical in all 2 runs; verdicts in one run only: "
+                             "{'4:0:racecheck,synccheck,memcheck': 1}"}
 
 
 def test_suite_speed_reads_a_missing_or_broken_report_as_no_verdicts(tmp_path: Path) -> None:

@@ -140,6 +140,15 @@ MUTANTS: dict[str, CudaMutant] = {
             "sanitizer:memcheck", "invalid __global__ read",
             "the ragged-tail guard is dropped: every chunk is a 16-byte cp.async, past the matrix edges too"),
         CudaMutant(
+            "a_rows_unguarded", "k3_cp_async",
+            {"a_rows": "copy_chunk(&As[map.a_smem(i)], A, M + BM, K, lda, block_m0 + r, k0 + map.a_col);"},
+            "sanitizer:memcheck", "past 'A'",
+            "the M bound of A's edge-tile copies is dropped: the last M tile's cp.async reads rows of A past M, "
+            "whose products the masked store then discards (coverage cannot see it; memcheck with exact "
+            "allocations does)",
+            extra={"outside_batch": "judged under the GPU tier's default tools, next to a Triton GEMM and two row "
+                                    "sums: tests/gpu/test_default_tier_oob_gpu.py"}),
+        CudaMutant(
             "divergent_barrier", "k1_sync_tiled", {"sync_stored": "if (lane < 16) __syncthreads();"},
             "sanitizer:synccheck", "barrier error",
             "the barrier after the smem stores sits under a per-lane condition: divergent __syncthreads"),
@@ -198,6 +207,7 @@ _TAGS: dict[str, frozenset[str]] = {
     "consumer_skips_wait": frozenset({"hang", "barrier"}),
     "serialized_wait_after_commit": frozenset({"perf", "steady_state"}),
     "unguarded_tail": frozenset({"sanitizer", "tail"}),
+    "a_rows_unguarded": frozenset({"sanitizer", "tail"}),
     "divergent_barrier": frozenset({"sanitizer", "barrier"}),
     "stage_cliff_sm86": frozenset({"occupancy"}),
     "ws_release_before_read": frozenset({"sanitizer", "barrier", "steady_state"}),

@@ -50,7 +50,8 @@ def _tool(m: CudaMutant) -> str:
 
 
 def _mutants() -> list[CudaMutant]:
-    return [m for m in MUTANTS.values() if m.check.startswith("sanitizer:") or m.check == "hang"]
+    return [m for m in MUTANTS.values() if (m.check.startswith("sanitizer:") or m.check == "hang")
+            and not m.extra.get("outside_batch")]
 
 
 #: every tool a sanitizer mutant declares, in a fixed order (the controls run under all of them)

@@ -32,8 +32,9 @@ _K_LOADS = ("        k_left = K - kt * BLOCK_K\n"
 
 
 def _triton(name: str, edits: tuple[Edit, ...], check: str, expect: str, bug: str, tags: set[str],
-            shape_in_tiles: dict[str, int] | None = None) -> Mutant:
-    return Mutant(name, "triton", BASE, edits, check, expect, bug, frozenset(tags), shape_in_tiles)
+            shape_in_tiles: dict[str, int] | None = None, gpu: tuple[str, str] | None = None) -> Mutant:
+    return Mutant(name, "triton", BASE, edits, check, expect, bug, frozenset(tags), shape_in_tiles,
+                  gpu_check=gpu[0] if gpu else None, gpu_expect=gpu[1] if gpu else None)
 
 
 MUTANTS: dict[str, Mutant] = {
@@ -80,6 +81,14 @@ MUTANTS: dict[str, Mutant] = {
             "unmasked tail load: A and B are loaded without the K mask (assumes K % BLOCK_K == 0); the partial "
             "last K tile reads pipecheck's NaN guard bands",
             {"tail"}),
+        _triton(
+            "gemm_a_rows_unmasked",
+            (Edit("mask=in_m & (rk[None, :] < k_left), other=0.0)",
+                  "mask=rk[None, :] < k_left, other=0.0)  # BUG: no M mask"),),
+            "coverage", "reads past its view",
+            "A is loaded without its M mask: the last M tile reads rows of A past M, whose products the masked "
+            "store discards (no output changes: the CPU tier's bounds check and memcheck see the reads)",
+            {"tail"}, gpu=("sanitizer:memcheck", "past 'a'")),
         _triton(
             "gemm_partial_tile_not_written",
             (Edit(_STORE, "    full = ((tile_m + 1) * BLOCK_M <= M) & ((tile_n + 1) * BLOCK_N <= N)\n"
