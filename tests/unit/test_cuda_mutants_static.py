@@ -40,7 +40,24 @@ def test_mutant_differs_only_in_tagged_lines(name: str) -> None:
 
 def test_every_mutant_named_in_the_issue_is_declared() -> None:
     checks = {m.check for m in MUTANTS.values()}
-    assert len(MUTANTS) == 14
+    # the fourteen bugs of the CUDA mutants' issue, and the A-rows bug judged under the GPU tier's defaults
+    assert set(MUTANTS) == {
+        "a_rows_unguarded",
+        "consumer_skips_wait",
+        "divergent_barrier",
+        "epilogue_skipped",
+        "epilogue_wrong_buffer",
+        "missing_sync_after_wait",
+        "missing_wait_prior",
+        "pipeline_wait_half_warp_barrier",
+        "serialized_wait_after_commit",
+        "stage_cliff_sm86",
+        "stages_exceed_buffers",
+        "unguarded_tail",
+        "ws_producer_skips_acquire",
+        "ws_release_before_read",
+        "ws_storer_skips_full_wait",
+    }
     # "coverage" is covered by the tile_probe mutants (the probe is the sharper coverage check)
     assert checks == set(CHECKS) - {"coverage"}, f"checks never exercised: {set(CHECKS) - checks}"
 
