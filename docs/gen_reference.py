@@ -4,8 +4,8 @@
     python docs/gen_reference.py --check  # exit 1 when docs/reference.md is out of date
 
 Sources: every setting from ``pytest_pipecheck.config.SETTINGS`` (command-line option, ini key,
-marker keyword, default, meaning); the ``pipecheck`` fixture's public methods and properties from
-``pytest_pipecheck.fixture.Pipecheck`` (signature and first docstring paragraph); the command line
+marker keyword, default, meaning); every environment variable from ``pytest_pipecheck.envvars.VARIABLES``;
+the ``pipecheck`` fixture's public methods and properties from ``pytest_pipecheck.fixture.Pipecheck`` (signature and first docstring paragraph); the command line
 from each subcommand's ``add_arguments`` (``pytest_pipecheck.cli.SUBCOMMANDS``); every field of
 ``KernelSpec`` and ``Tensor`` (default and the ``#:`` comment above it in ``pytest_pipecheck/spec.py``); the
 keywords of the correctness checks (from their signatures; meanings here); the top-level exports and the
@@ -38,6 +38,9 @@ marker. Later layers win: default < ini < command line < marker. A bad value is 
 that names the value and where it came from, for example
 ``"`stages=0` from the pipecheck marker on tests/test_gemm.py::test_gemm must be >= 1"``.
 Lists are comma-separated (`sm_80,sm_90`); `all` and `none` work where the table says so.
+An empty value is an error in every layer: `--pipecheck-compare=` (an unset `$BASE_SHA`), `-o
+pipecheck_compare=`, and an ini key with no value (which pytest's own `getini` cannot tell from a missing
+key); leave the option or the key out to keep the default, or give `none` where the table allows it.
 """
 
 
@@ -70,6 +73,32 @@ def settings_section() -> str:
         marker = f"`{s.name}=`" if s.marker else "–"
         lines.append(f"| `{s.name}` | {cli} | {ini} | {marker} | `{_cell(_default(s.default))}` | {_cell(s.help)} |")
     lines += ["", "Settings with no command-line option or ini key are per test: set them with the marker.", ""]
+    return "\n".join(lines)
+
+
+def environment_section() -> str:
+    from pytest_pipecheck.envvars import VARIABLES
+
+    lines = [
+        "## Environment variables",
+        "",
+        "Each is checked when pytest starts, like an option: a value it does not accept, or an empty one, is a",
+        "usage error that names the variable. The last ones are seams for pipecheck's own tests.",
+        "",
+        "| variable | accepts | when unset | meaning |",
+        "|---|---|---|---|",
+    ]
+    for v in VARIABLES:
+        meaning = ("(for pipecheck's own tests) " if v.test_seam else "") + v.help
+        if v.decode is None:
+            unset = "searched for (pytest_pipecheck/toolkit.py)"
+        elif isinstance(v.unset, bool):
+            unset = "on" if v.unset else "off"
+        else:
+            unset = f"`{v.unset}`"
+        lines.append(f"| `{v.name}` | {_cell(v.accepts)} | {_cell(unset)} | {_cell(meaning)} |")
+    lines += ["", "pipecheck sets `PIPECHECK_CHILD` (to the tool) for the test code of a sanitizer child; it never "
+              "reads it.", ""]
     return "\n".join(lines)
 
 
@@ -345,7 +374,8 @@ def api_section() -> str:
 
 def render() -> str:
     """The whole of docs/reference.md."""
-    parts = [_INTRO, settings_section(), markers_section(), fixture_section(), check_keywords_section(),
+    parts = [_INTRO, settings_section(), environment_section(), markers_section(), fixture_section(),
+             check_keywords_section(),
              spec_section(), api_section(), cli_section()]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 

@@ -21,7 +21,10 @@ those options or the environment to find out:
 :func:`command` makes every child's command line. Each carries the run's own options (:func:`own_options`:
 what the user and the suite's conftest files asked for, ``-p``, ``-o``, ``-W``, ``--runxfail``, the ini file
 and the rootdir), so that a test runs in a child under the options it runs under here, and the tree of REV
-that ``--pipecheck-compare`` made for the run (:data:`COMPARE_TREE`), so that it is made once per run.
+that ``--pipecheck-compare`` made for the run (:data:`COMPARE_TREE`), so that it is made once per run. A relay
+child runs in the directory pytest was started in (:func:`run_dir`, node ids from :func:`from_run_dir`), so that
+its tests and the run's relative paths see what they see here; :func:`reproduce_line` is a test's rerun line,
+from the same options.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ _COMPARE_SOCKET = "--pipecheck-compare-socket"
 _COMPARE_TREE = "--pipecheck-compare-tree"
 SCOPES = ("launch", "test")
 RELAY_REASONS = ("fault", "crash")
+#: the internal options that take a value (dest, option): :func:`decode` refuses an empty one
+_VALUED = (("pipecheck_child", _CHILD), ("pipecheck_relay", _RELAY), ("pipecheck_relay_gpu_gate", _RELAY_GPU),
+           ("pipecheck_compare_socket", _COMPARE_SOCKET), ("pipecheck_compare_tree", _COMPARE_TREE))
 
 
 @dataclass(frozen=True)
@@ -155,9 +161,21 @@ def add_child_options(group: pytest.OptionGroup) -> None:
 
 def decode(config: pytest.Config) -> Role:
     """This process's role, from its internal options (once per process, at the top of configure)."""
+    for dest, option in _VALUED:
+        value = config.getoption(dest, default=None)
+        if value is not None and not str(value).strip():
+            # an empty role option would silently make this process a run the user started
+            raise pytest.UsageError(f"pipecheck: {option}= is empty: it is an internal option, given by pipecheck "
+                                    "to the processes it starts, with a value")
     tool = config.getoption("pipecheck_child", default=None)
     relay_file = config.getoption("pipecheck_relay", default=None)
     socket = config.getoption("pipecheck_compare_socket", default=None)
+    if tool:
+        from .config import SANITIZER_CHOICES
+
+        if str(tool) not in SANITIZER_CHOICES:
+            raise pytest.UsageError(f"pipecheck: {_CHILD}={tool} names no sanitizer pipecheck runs (internal option; "
+                                    f"one of {', '.join(SANITIZER_CHOICES)})")
     if sum(bool(x) for x in (tool, relay_file, socket)) > 1:
         raise pytest.UsageError(f"pipecheck: {_CHILD}, {_RELAY} and {_COMPARE_SOCKET} are internal options of "
                                 "different children; a process is one of them")
@@ -220,11 +238,13 @@ def _takes_value(action: argparse.Action | None) -> bool:
     return action is not None and action.nargs != 0
 
 
-def own_options(config: pytest.Config, args: Sequence[str] | None = None) -> list[str]:
+def own_options(config: pytest.Config, args: Sequence[str] | None = None,
+                leave_out: frozenset[str] = frozenset()) -> list[str]:
     """The options of this run that a child passes on: every option on its command line except those of
-    :data:`_NOT_PASSED`, with their values; positional arguments (paths, node ids) are left out, as the
-    child gets the node ids it runs. Options from the ini file's ``addopts`` and ``PYTEST_ADDOPTS`` reach
-    the child the same way they reached this process (it reads the same ini file and environment)."""
+    :data:`_NOT_PASSED` (and of ``leave_out``), with their values; positional arguments (paths, node ids) are
+    left out, as the child gets the node ids it runs. Options from the ini file's ``addopts`` and
+    ``PYTEST_ADDOPTS`` reach the child the same way they reached this process (it reads the same ini file and
+    environment)."""
     table = _option_table(config)
     args = [str(a) for a in (config.invocation_params.args if args is None else args)]
     out: list[str] = []
@@ -248,7 +268,7 @@ def own_options(config: pytest.Config, args: Sequence[str] | None = None) -> lis
             names = [f"-{c}" for c in arg[1:]] if flags else [name]
         takes_next = not attached and _takes_value(table.get(name))
         chunk = args[i:i + 2] if takes_next else [arg]
-        if not any(n in _NOT_PASSED for n in names):
+        if not any(n in _NOT_PASSED or n in leave_out for n in names):
             out += chunk
         i += len(chunk)
     return out
@@ -262,15 +282,10 @@ def base_command(config: pytest.Config, seed: int, *, quiet_output: bool = True,
     a sanitizer child needs: its marker lines and the tool's reports share one stream. ``relocate`` maps the
     ini file and rootdir to their places in another tree (REV's process of ``--pipecheck-compare``)."""
     move = relocate or (lambda path: path)
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    args = [sys.executable, "-m", "pytest", *_NO_CACHE, "-q"]
     if not quiet_output:
         args.append("-s")
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        args += ["-p", "pytest_pipecheck.plugin"]  # the entry point is not loaded in the child
-    inipath = getattr(config, "inipath", None)
-    if inipath:
-        args += ["-c", move(str(inipath))]
-    args += [f"--rootdir={move(str(config.rootpath))}"]
+    args += _placed(config, move)
     if config.pluginmanager.has_plugin("xdist"):
         args += ["-n", "0"]  # markers and relayed reports need one process running tests in order
     tree = config.stash.get(COMPARE_TREE, None)
@@ -278,6 +293,66 @@ def base_command(config: pytest.Config, seed: int, *, quiet_output: bool = True,
         args.append(f"{_COMPARE_TREE}={tree}")
     own = own_options(config)
     return [*args, *(own if relocate is None else _relocated(own, move)), f"--pipecheck-seed={seed}"]
+
+
+_NO_CACHE = ("-p", "no:cacheprovider")
+
+
+def _placed(config: pytest.Config, move: Callable[[str], str]) -> list[str]:
+    """What places a child where this run is: pipecheck's plugin where plugins are not autoloaded, and this
+    run's ini file and rootdir (absolute, so they mean the same from any working directory)."""
+    args: list[str] = []
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        args += ["-p", "pytest_pipecheck.plugin"]  # the entry point is not loaded in the child
+    inipath = getattr(config, "inipath", None)
+    if inipath:
+        args += ["-c", move(str(inipath))]
+    return [*args, f"--rootdir={move(str(config.rootpath))}"]
+
+
+def run_dir(config: pytest.Config) -> str:
+    """Where a child that runs this run's tests works: the directory pytest was started in, not the rootdir. A
+    test there sees the working directory it sees here, and a relative path among the run's own options (``-c``,
+    ``--rootdir``, ``--confcutdir``, a conftest's option) or its arguments means what it means here."""
+    return str(config.invocation_params.dir)
+
+
+def from_run_dir(config: pytest.Config, nodeids: Sequence[str]) -> list[str]:
+    """``nodeids`` (pytest names a test by its path from the rootdir) as arguments of a pytest started in
+    :func:`run_dir`, which reads a path from its working directory: ``tests/test_x.py::test_a`` becomes
+    ``test_x.py::test_a`` where pytest was started in ``tests/``."""
+    here = run_dir(config)
+    out = []
+    for nodeid in nodeids:
+        path, sep, rest = nodeid.partition("::")
+        try:
+            rel = os.path.relpath(os.path.join(str(config.rootpath), path), here)
+        except ValueError:  # another drive (Windows): the absolute path
+            rel = os.path.join(str(config.rootpath), path)
+        if rel.startswith("-"):
+            rel = os.path.join(os.curdir, rel)  # not an option
+        out.append(rel.replace(os.sep, "/") + sep + rest)
+    return out
+
+
+#: options a reproduce line leaves out besides those no child takes: it must not save baselines again, and it
+#: names --pipecheck and the seed itself
+_NOT_REPRODUCED = frozenset({"--pipecheck", "--pipecheck-baseline-save"})
+
+
+def reproduce_line(config: pytest.Config, nodeid: str, seed: int) -> str:
+    """The line that reruns the test ``nodeid`` as this run ran it, to be pasted where pytest was started:
+    ``pytest NODEID --pipecheck --pipecheck-seed=SEED`` and the run's own options (:func:`own_options`), every
+    argument shell-quoted (:func:`pytest_pipecheck.reproduce.shell_line`). In a child pipecheck started, what
+    :func:`base_command` put before the parent's options is left out: the child prints its parent's line."""
+    from .reproduce import rerun_argv, shell_line
+
+    own = own_options(config, leave_out=_NOT_REPRODUCED)
+    if decode(config).child:
+        placed = [*_NO_CACHE, *_placed(config, lambda path: path)]
+        if own[:len(placed)] == placed:
+            own = own[len(placed):]
+    return shell_line(rerun_argv(from_run_dir(config, [nodeid])[0], seed, own))
 
 
 #: the options whose value is a path that decides where a run's tests and configuration are

@@ -14,7 +14,7 @@ import dataclasses
 import difflib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -346,6 +346,20 @@ def _parse_optional_int(minimum: int) -> Callable[[Any], int | None]:
     return parse
 
 
+#: the longest ``compare_timeout``: a wait longer than a day is no timeout at all, and the socket and process
+#: waits it bounds accept far less than every finite float (a socket timeout past the platform's time_t range
+#: raises OverflowError at the first compared check, long after start-up)
+MAX_COMPARE_TIMEOUT_S = 86400.0
+
+
+def _parse_compare_timeout(raw: Any) -> float:
+    value = _float_parser(0.0, exclusive=True)(raw)
+    if value > MAX_COMPARE_TIMEOUT_S:
+        raise _Invalid(f"must be <= {MAX_COMPARE_TIMEOUT_S:g} (seconds: a day is the longest wait compare mode "
+                       "allows for one answer of REV's process)")
+    return value
+
+
 # --------------------------------------------------------------------------- the table
 
 
@@ -506,10 +520,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compare_threshold", _float_parser(0.0, exclusive=True, maximum=10.0), 0.015,
             "compare mode's practical threshold: a head slower than REV by less than this fraction never fails",
             metavar="FRACTION"),
-    Setting("compare_timeout", _float_parser(0.0, exclusive=True), 300.0,
+    Setting("compare_timeout", _parse_compare_timeout, 300.0,
             "compare mode: seconds to wait for REV's process at any step (to reach a perf check, to warm up, "
             "for one sample; to start and collect, at least 120) before the check is an error and the process "
-            "is stopped", metavar="SECONDS"),
+            f"is stopped; at most {MAX_COMPARE_TIMEOUT_S:g} (a day)", metavar="SECONDS"),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -573,6 +587,8 @@ def _describe(setting: Setting, raw: Any, where: str) -> str:
     if where == "command line":
         shown = setting.option if setting.flag else f"{setting.option}={raw}"
         return f"`{shown}` from the command line"
+    if where == "-o":
+        return f"`-o {setting.ini_name}={raw}` from the command line"
     if where.startswith("ini"):
         return f"`{setting.ini_name} = {raw}` from the {where}"
     return f"`{setting.name}={raw!r}` from {where}"
@@ -586,20 +602,58 @@ def parse_value(setting: Setting, raw: Any, where: str) -> Any:
         raise ConfigError(f"{_describe(setting, raw, where)} {exc}") from None
 
 
-def resolve(ini: Mapping[str, Any], cli: Mapping[str, Any], *, ini_file: str = "ini file") -> PipecheckConfig:
+#: what to give instead of an empty value, by the setting's metavar (else its name), for the message
+_GIVE = {
+    "REV": "a git revision", "PATH": "a path", "DIR": "a directory", "FILE": "a file", "SUBSTRING": "a substring",
+    "INT": "an integer or random", "N": "a whole number", "MIB": "a whole number of MiB",
+    "SECONDS": "a number of seconds", "FRACTION": "a fraction", "P": "a probability", "LIST": "a list",
+    "N|auto": "a whole number or auto", "enabled": "true or false",
+}
+
+
+def _empty(setting: Setting, where: str) -> str:
+    """The message for a setting given an empty value: the CLI's ``--pipecheck-compare=`` (an unset
+    ``$BASE_SHA``), ``-o pipecheck_compare=``, or a key with no value in the ini file.
+
+    An empty value never means "off" or "the default": a CI job whose variable went unset would turn a check
+    off without anyone having asked for that (an empty REV left compare mode off and the perf gate unmeasured)."""
+    lists = {"sanitizer": f"the tools to run ({', '.join(SANITIZER_CHOICES)}) or none",
+             "checks": f"the checks to run ({', '.join(CHECKS)}) or all",
+             "arch": "the target architectures (sm_80,sm_90)"}
+    give = lists.get(setting.name) or _GIVE.get(setting.name) or _GIVE.get(setting.metavar)
+    if give is None:
+        choices = setting.metavar.split("|")
+        give = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else f"a value ({setting.metavar})"
+    if where == "command line":
+        return f"{setting.option}= is empty (an unset variable?): give {give}, or leave the option out"
+    if where == "-o":
+        return f"-o {setting.ini_name}= is empty (an unset variable?): give {give}, or leave the override out"
+    return (f"`{setting.ini_name} =` in the {where} is empty: give {give}, or remove the key to keep the default "
+            f"(pipecheck reads an empty ini value as a mistake, not as unset)")
+
+
+def resolve(ini: Mapping[str, Any], cli: Mapping[str, Any], *, ini_file: str = "ini file",
+            overridden: Collection[str] = ()) -> PipecheckConfig:
     """Resolve the run configuration from ini values then command-line values (later wins).
 
-    ``ini`` and ``cli`` map setting names to raw values; absent or None means "not set".
+    ``ini`` and ``cli`` map setting names to raw values; absent or None means "not set". ``overridden``: the
+    settings whose ini value came from ``-o`` on the command line rather than from the ini file, for messages.
+    An empty string in either layer is an error (:func:`_empty`).
     """
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for setting in SETTINGS:
         raw = ini.get(setting.name)
         if setting.ini and raw is not None:
-            values[setting.name] = _settle(parse_value(setting, raw, f"ini file ({ini_file})"), setting.default)
+            where = "-o" if setting.name in overridden else f"ini file ({ini_file})"
+            if isinstance(raw, str) and not raw.strip():
+                raise ConfigError(_empty(setting, where))
+            values[setting.name] = _settle(parse_value(setting, raw, where), setting.default)
             sources[setting.name] = "ini"
         raw = cli.get(setting.name)
         if setting.cli and raw is not None and raw is not False:
+            if isinstance(raw, str) and not raw.strip():
+                raise ConfigError(_empty(setting, "command line"))
             values[setting.name] = _settle(parse_value(setting, raw, "command line"),
                                            values.get(setting.name, setting.default))
             sources[setting.name] = "command line"

@@ -140,11 +140,14 @@ class _Child:
         self._granted = False
         self._gate = os.path.join(self._dir, "gpu-alone") if grant is not None else None
         role = children.relay(self.events, after, self._gate, gpu_shared_by)
-        cmd = children.command(config, config.stash[state.RUN_SEED], role, self._ids_argument(nodeids))
+        # in the directory pytest was started in, with the node ids as paths from there: the tests see the
+        # working directory they see without crash isolation, and the run's relative paths mean the same
+        ids = self._ids_argument(children.from_run_dir(config, nodeids))
+        cmd = children.command(config, config.stash[state.RUN_SEED], role, ids)
         self.deadline = time.monotonic() + limit_s
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                cmd, cwd=str(config.rootpath), stdin=subprocess.DEVNULL, stdout=self._log,
+                cmd, cwd=children.run_dir(config), stdin=subprocess.DEVNULL, stdout=self._log,
                 stderr=subprocess.STDOUT, start_new_session=True)
             self.start_error = ""
         except OSError as exc:

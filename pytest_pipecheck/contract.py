@@ -8,7 +8,8 @@ decided in a child process, goes through :func:`finalize`, which applies the sam
 
 * the test's node id, the GPU that ran it, and the kernel name the test gave (``kernel=`` in the
   marker) where the check did not name one;
-* ``expect_failures``: a failure the test provokes on purpose (a mutant) is *caught*, not failed;
+* ``expect_failures``: a failure the test provokes on purpose (a mutant) is *caught*, not failed; only
+  then: a result that arrives marked expected in a test that expects nothing is a plain failure again;
 * nothing else: a verdict is never upgraded here.
 
 :func:`deselection` decides whether a check may run under the test's configuration, and
@@ -158,6 +159,10 @@ def finalize(result: CheckResult, *, nodeid: str, kernel: str | None, expecting:
         changes["kernel"] = kernel
     if expecting and result.verdict == Verdict.FAIL and not result.expected:
         changes["expected"] = True
+    elif result.expected and not (expecting and result.verdict == Verdict.FAIL):
+        # only the test's expectation makes a failure "caught": a result that arrives marked expected (built by
+        # hand, or an ERROR or a pass marked so) would otherwise be a failure no report counts
+        changes["expected"] = False
     if gpu is not None and "gpu" not in result.details:
         changes["details"] = {**result.details, "gpu": gpu}
     return dataclasses.replace(result, **changes) if changes else result

@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from . import envvars
+
 __all__ = ["DeviceInfo", "TierInfo", "backend_versions", "detect_device", "detect_tier", "list_devices", "usable_cores"]
 
 BACKENDS = {
@@ -138,7 +140,7 @@ def _matches(device: DeviceInfo, entry: str) -> bool:
 
 def list_devices() -> tuple[list[DeviceInfo], str]:
     """The visible GPUs, in CUDA_VISIBLE_DEVICES order, without creating a CUDA context."""
-    if os.environ.get("PIPECHECK_NO_GPU"):
+    if envvars.value("PIPECHECK_NO_GPU"):
         return [], "PIPECHECK_NO_GPU is set"
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None and env.strip() in ("", "-1"):

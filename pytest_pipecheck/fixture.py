@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .checks.context import CheckContext, derive_seed, run_check
+from .checks.context import CheckContext, derive_seed, records_errors, run_check
 from .results import CheckResult, PipecheckFailure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,6 +102,7 @@ class Pipecheck(CheckContext):
     # ------------------------------------------------------------------ checks
     # Each runs its module's check through run_check; keyword arguments are documented there.
 
+    @records_errors("coverage")
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Poisoned outputs, guard bands and comparison against the reference at one shape."""
         __tracebackhide__ = True
@@ -112,6 +113,7 @@ class Pipecheck(CheckContext):
         return run_check(self, "coverage", coverage.check_coverage, self.pinned(spec, kwargs.pop("config", None)),
                          shape, in_child=coverage.launch_for_sanitizer, **_case_keywords(shape, kwargs))
 
+    @records_errors("tile_probe")
     def check_tile_probe(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Run once per loop tile with inputs zero elsewhere; each tile must count exactly once."""
         __tracebackhide__ = True
@@ -123,6 +125,7 @@ class Pipecheck(CheckContext):
         return run_check(self, "tile_probe", coverage.check_tile_probe, self.pinned(spec, kwargs.pop("config", None)),
                          shape, in_child=coverage.launch_for_sanitizer, **_case_keywords(shape, kwargs))
 
+    @records_errors("determinism")
     def check_determinism(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Repeated runs on the same inputs must be bitwise equal."""
         __tracebackhide__ = True
@@ -135,6 +138,7 @@ class Pipecheck(CheckContext):
                          self.pinned(spec, kwargs.pop("config", None)), shape, in_child=coverage.launch_for_sanitizer,
                          **_case_keywords(shape, kwargs))
 
+    @records_errors("coverage")  # its argument checks come before the three checks'
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
         """Every selected correctness check for ``spec`` at ``shape``: the results of those that ran.
 

@@ -76,6 +76,12 @@ def _check_ini_keys(config: pytest.Config, raw: dict[str, Any] | None) -> None:
             )
 
 
+def _overridden(config: pytest.Config) -> set[str]:
+    """The ini keys given with ``-o KEY=VALUE`` on the command line (``--override-ini``)."""
+    pairs = getattr(config.option, "override_ini", None) or []
+    return {str(p).split("=", 1)[0].strip() for p in pairs}
+
+
 def _read_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any]]:
     ini: dict[str, Any] = {}
     cli: dict[str, Any] = {}
@@ -87,8 +93,9 @@ def _read_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any]]
             if value not in (None, "", []):
                 ini[s.name] = value
             elif raw is not None and s.ini_name in raw:
-                # present but empty: parsed like any value, so that `pipecheck_sanitizer =` is an
-                # error rather than a silent default
+                # present but empty: pytest's getini cannot tell it from absent, the raw table can; passed on
+                # as "", which config.resolve refuses, so that `pipecheck_compare =` (or `-o
+                # pipecheck_compare=$UNSET`) is an error rather than a silent default
                 ini[s.name] = ""
         if s.cli:
             value = config.getoption(s.dest, default=None)
@@ -100,8 +107,10 @@ def _read_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any]]
 def read_run_config(config: pytest.Config) -> PipecheckConfig:
     """The run's configuration: defaults < ini file < command line; a bad value is a usage error."""
     ini, cli = _read_layers(config)
+    keys = _overridden(config)
     try:
-        return resolve(ini, cli, ini_file=ini_file(config))
+        return resolve(ini, cli, ini_file=ini_file(config),
+                       overridden={s.name for s in SETTINGS if s.ini and s.ini_name in keys})
     except ConfigError as exc:
         raise pytest.UsageError(f"pipecheck: {exc}") from None
 

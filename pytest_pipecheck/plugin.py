@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from . import children, options
+from . import benchmark_dir, children, envvars, options
 from .config import ConfigError, marker_signature
 from .device import detect_tier
 from .fixture import Pipecheck
@@ -56,6 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     role = config.stash[ROLE] = children.decode(config)  # first: what follows depends on it
+    benchmark_dir.note(config)  # before pytest-benchmark creates its storage folder (its configure is trylast)
+    try:
+        envvars.check()  # a knob with a value it does not accept stops the run, as a bad option does
+    except envvars.EnvError as exc:
+        raise pytest.UsageError(f"pipecheck: {exc}") from None
     config.addinivalue_line("markers", MARKER_DOC.format(sig=marker_signature()))
     config.addinivalue_line(
         "markers", "gpu: the test needs a usable CUDA device; without one it is skipped with the reason")
@@ -138,6 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     restore_session_env(config)  # what this session put into the environment goes back
+    benchmark_dir.tidy(config)  # and pytest-benchmark's storage folder, if this run made it and left it empty
     from .model import autotune
 
     if config.stash.get(COMPILES_AT_ONCE, False):
@@ -215,8 +221,10 @@ def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
     in_test = getattr(tier, "in_test", None)  # the tier beside the sanitizer children, or a GPU lease's
     if in_test is not None:
         tier = in_test()
-    pc = Pipecheck(item_nodeid(item), item_config(item), tier, config.stash[RUN_SEED],
-                   role=config.stash[ROLE], results=item_results(item), rootdir=str(config.rootpath))
+    nodeid = item_nodeid(item)
+    pc = Pipecheck(nodeid, item_config(item), tier, config.stash[RUN_SEED],
+                   role=config.stash[ROLE], results=item_results(item), rootdir=str(config.rootpath),
+                   reproduce=children.reproduce_line(config, nodeid, config.stash[RUN_SEED]))
     return pc
 
 

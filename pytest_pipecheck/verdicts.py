@@ -9,6 +9,10 @@ recorded, for every check and for the sanitizer's verdicts alike.
 * an inconclusive sanitizer verdict errors the test's teardown, unless the call failed already;
 * any other check that did not pass fails a test whose body passed, and so does a failure the test
   expected (``expect_failures``) that did not happen;
+* such a check also fails a test whose body skipped, xfailed or xpassed after it (a failing check and then
+  ``pytest.skip``), and a test whose fixture recorded it in its setup before a skip, or in its teardown (the
+  teardown errors): a test that recorded a failing or inconclusive check never ends as passed or skipped, so
+  pytest's exit status and the JUnit XML agree with pipecheck's reports;
 * a test that expects failures (``expect_failures`` in its marker) whose body ended on a check failure
   it expected (the check raised it and recorded it as caught) passes, unless something else did not:
   see :func:`caught_ending`.
@@ -32,6 +36,8 @@ __all__ = ["apply", "caught_ending", "finish", "pytest_runtest_makereport", "use
 
 #: the item's call report failed (its own failure, or one of pipecheck's)
 CALL_FAILED = pytest.StashKey[bool]()
+#: the item's setup report failed (set at every setup report: a test run again starts from its own)
+SETUP_FAILED = pytest.StashKey[bool]()
 
 
 def uses_pipecheck(item: pytest.Item) -> bool:
@@ -52,6 +58,8 @@ def _inconclusive(results: list[CheckResult]) -> list[CheckResult]:
 
 
 def _what_the_body_did(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail") and report.passed:
+        return f"the body passed, although marked xfail: {report.wasxfail or 'xfail'}"
     if hasattr(report, "wasxfail"):
         return f"the body xfailed: {report.wasxfail or 'xfail'}"
     if report.skipped:
@@ -61,19 +69,29 @@ def _what_the_body_did(report: pytest.TestReport) -> str:
     return "the body passed"
 
 
+def _checks_not_passed(results: list[CheckResult], but: str) -> str | None:
+    """The message for the checks other than the sanitizer's that failed (not expected) or errored, saying
+    ``but`` what the test did; None when there are none."""
+    from .report.terminal import status
+
+    bad = [r for r in results if status(r) in ("fail", "error") and not r.check.startswith("sanitizer:")]
+    if not bad:
+        return None
+    lines = [f"pipecheck: {len(bad)} check result(s) did not pass, {but}:"]
+    lines += [f"  {r.verdict.value.upper()} {r.check}: {r.summary}" for r in bad]
+    lines.append("(a failing check fails its test; a test that provokes failures on purpose declares "
+                 "expect_failures in its pipecheck marker)")
+    return "\n".join(lines)
+
+
 def _checks_that_fail_a_passing_test(item: pytest.Item, results: list[CheckResult]) -> str | None:
     """Why a test whose body passed must still fail: a check it recorded did not pass, or the failures it
     declared (``expect_failures``) did not happen. None when its verdict stands."""
     from .contract import unmet_expectation
-    from .report.terminal import status
 
-    bad = [r for r in results if status(r) in ("fail", "error") and not r.check.startswith("sanitizer:")]
-    if bad:
-        lines = [f"pipecheck: {len(bad)} check result(s) did not pass, but the test body did not fail:"]
-        lines += [f"  {r.verdict.value.upper()} {r.check}: {r.summary}" for r in bad]
-        lines.append("(a failing check fails its test; a test that provokes failures on purpose declares "
-                     "expect_failures in its pipecheck marker)")
-        return "\n".join(lines)
+    why = _checks_not_passed(results, "but the test body did not fail")
+    if why:
+        return why
     cfg = item_config(item)
     # a child pipecheck started has only some of the verdicts (a sanitizer child none of the checks', a
     # relay child none of the sanitizer's): whether the mutant was caught is decided in the parent
@@ -150,13 +168,32 @@ def apply(item: pytest.Item, report: pytest.TestReport, carried: list[CheckResul
                             f"{raised}")
                 if why:
                     _fail(report, why)
+            elif not report.failed:
+                # skipped, xfailed, or an xpass that is not strict, after a check that did not pass: the check's
+                # verdict stands, or pytest's exit status and the JUnit XML would say pass where the reports do not
+                why = _checks_not_passed(results, f"and then {_what_the_body_did(report)}")
+                if why:
+                    _fail(report, why)
         if report.failed:
             item.stash[CALL_FAILED] = True
+    elif report.when == "setup":
+        if report.skipped:  # a fixture recorded a check that did not pass, then skipped the test
+            why = _checks_not_passed(results, "and then the setup skipped the test: "
+                                     + _what_the_body_did(report).removeprefix("the body skipped: "))
+            if why:
+                _fail(report, why)
+        item.stash[SETUP_FAILED] = report.failed
     elif report.when == "teardown" and report.passed and not item.stash.get(CALL_FAILED, False):
         errors = _inconclusive(results)
         if errors:
             _fail(report, "pipecheck sanitizer inconclusive (an error, not a pass):\n"
                   + "\n\n".join(_message(r) for r in errors))
+        elif not item.stash.get(SETUP_FAILED, False):
+            # recorded after the call's report (a fixture's teardown, or a failure it caught there): no earlier
+            # report of the test failed for it, so its teardown does
+            why = _checks_not_passed(results, "recorded after the test's call (in a fixture's teardown)")
+            if why:
+                _fail(report, why)
     _attach(item, report, recorded)
 
 
@@ -184,8 +221,10 @@ def finish(item: pytest.Item, report: pytest.TestReport, raised: BaseException |
     sanitizer verdicts came in (``state.HELD``), just before it is logged."""
     apply(item, report, raised=raised)
     if report.failed and "pipecheck" in getattr(item, "fixturenames", ()):
-        seed = item.config.stash[RUN_SEED]
-        report.sections.append(("pipecheck: reproduce", f"pytest '{item_nodeid(item)}' --pipecheck-seed={seed}"))
+        from .children import reproduce_line
+
+        report.sections.append(("pipecheck: reproduce",
+                                reproduce_line(item.config, item_nodeid(item), item.config.stash[RUN_SEED])))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -9,7 +9,12 @@ called it. :func:`run_check` applies, for every check the same way, what is not 
 * the sanitizer child's policy, from the check's row in :data:`pytest_pipecheck.contract.REGISTRY`: launch
   the kernel once for the tool and judge nothing (``launch``, ``once``), skip (``skip``) or run (``run``);
 * in REV's process of ``--pipecheck-compare``, every check but perf is recorded as skipped unrun;
-* the traceback rules: these frames are hidden, so a failure shows the test's own line and the message.
+* the traceback rules: these frames are hidden, so a failure shows the test's own line and the message;
+* what escapes: an exception out of a call that recorded no failure or error of its own (a ``PipecheckError``
+  for a bad spec or argument, a ``TypeError``, a bug) is recorded as an ERROR result for the check before it
+  propagates (:func:`record_escape`), so a test that catches it still fails and every report says why. The
+  fixture's check methods do the same for what they do before ``run_check`` (pinning a config, checking a
+  shape: :func:`records_errors`).
 
 Finalization (the test's node id, kernel name, GPU, and whether a failure was expected) happens in
 :meth:`CheckContext.record`, through :func:`pytest_pipecheck.contract.finalize`, for every result.
@@ -17,10 +22,11 @@ Finalization (the test's node id, kernel name, GPU, and whether a failure was ex
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..children import NONE, Role
 from ..config import PipecheckConfig
@@ -39,7 +45,7 @@ from ..results import CheckResult, Verdict
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.spec import KernelSpec
 
-__all__ = ["CheckContext", "derive_seed", "run_check"]
+__all__ = ["CheckContext", "derive_seed", "record_escape", "records_errors", "run_check"]
 
 
 def derive_seed(run_seed: int, nodeid: str) -> int:
@@ -53,8 +59,11 @@ class CheckContext:
     where relative paths resolve, and the results recorded so far."""
 
     def __init__(self, nodeid: str, config: PipecheckConfig, tier: TierInfo, run_seed: int, *,
-                 role: Role = NONE, results: list[CheckResult] | None = None, rootdir: str = ".") -> None:
+                 role: Role = NONE, results: list[CheckResult] | None = None, rootdir: str = ".",
+                 reproduce: str | None = None) -> None:
         self.nodeid = nodeid
+        #: the run's line that reruns this test (children.reproduce_line); None: built from the node id and seed
+        self._reproduce = reproduce
         self.config = config
         self.tier = tier
         #: what this process is for: in a sanitizer child the checks launch kernels for the tool
@@ -102,8 +111,12 @@ class CheckContext:
 
     @property
     def reproduce(self) -> str:
-        """One command line that replays this test with the same seed."""
-        return f"pytest '{self.nodeid}' --pipecheck-seed={self.run_seed}"
+        """One command line that replays this test with the same seed, every argument shell-quoted."""
+        if self._reproduce is not None:
+            return self._reproduce
+        from ..reproduce import rerun_argv, shell_line
+
+        return shell_line(rerun_argv(self.nodeid, self.run_seed))
 
     def torch_generator(self, device: str | None = None, offset: int = 0) -> Any:
         """A ``torch.Generator`` seeded from this test's seed (plus ``offset``)."""
@@ -186,7 +199,84 @@ def run_check(ctx: CheckContext, check: str, fn: Callable[..., Any], *args: Any,
     policies ``launch`` and ``once`` (launch the kernel for the tool, record a skip); it also runs for a
     deselected ``launch`` check there, since the tool must still see the kernel. ``skip(ctx, check, reason,
     *args, **kwargs)`` records the skip of a check that did not run (default: a plain skip result).
+
+    An exception that escapes the call without a failure or error recorded for it is recorded as an ERROR
+    result first (:func:`record_escape`): a test that catches it does not pass with nothing recorded.
     """
+    __tracebackhide__ = True
+    start = len(ctx.results)
+    try:
+        return _dispatch(ctx, check, fn, *args, in_child=in_child, skip=skip, **kwargs)
+    except Exception as exc:  # only what a check raises; pytest's skip/fail/exit and interrupts pass through
+        record_escape(ctx, check, exc, start, _kernel_named(args, kwargs))
+        raise
+
+
+#: set on an exception once an ERROR result stands for it (a nested call must not record it twice)
+_RECORDED = "_pipecheck_recorded"
+_MAX_SUMMARY = 300
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _kernel_named(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    kernel = kwargs.get("kernel") or getattr(args[0] if args else None, "name", None)
+    return kernel if isinstance(kernel, str) else None
+
+
+def record_escape(ctx: CheckContext, check: str, exc: BaseException, start: int, kernel: str | None = None) -> None:
+    """Record an ERROR result of ``check`` for ``exc``, which escaped a check call that began when
+    ``ctx.results`` held ``start`` results, unless a failure or error recorded since stands for it.
+
+    A check that finds a defect records a FAIL and raises it (:class:`~pytest_pipecheck.results.PipecheckFailure`);
+    one that cannot reach a verdict records an ERROR and may raise (perf's missing baseline directory). An
+    exception with no such result behind it (a ``PipecheckError`` for a bad spec or argument, a bug) used to
+    leave nothing recorded: a test that caught it passed, and the reports said no check ran. The result's
+    message names the check and the exception, so the report says what happened without the test's own output.
+    """
+    if getattr(exc, _RECORDED, False):
+        return
+    if not any(r.verdict in (Verdict.FAIL, Verdict.ERROR) for r in ctx.results[start:]):
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else "(no message)"
+        if len(first) > _MAX_SUMMARY:
+            first = first[:_MAX_SUMMARY] + " ..."
+        name = type(exc).__name__
+        ctx.record(CheckResult(check, Verdict.ERROR, f"the check raised {name}: {first}", kernel=kernel,
+                               details={"message": f"pipecheck: {check} could not reach a verdict: it raised "
+                                                   f"{name}: {text or '(no message)'}",
+                                        "raised": name}))
+    try:
+        setattr(exc, _RECORDED, True)
+    except (AttributeError, TypeError):  # an exception type without a __dict__: a nested call may record it again
+        pass
+
+
+def records_errors(check: str) -> Callable[[_F], _F]:
+    """Decorate a fixture's check method: an exception escaping it, also from what it does before
+    :func:`run_check` (pinning an autotune config, checking the shape and keywords of ``check_kernel``), is
+    recorded as an ERROR result of ``check`` (:func:`record_escape`). Nested in ``run_check``'s own recording,
+    an exception is recorded once."""
+
+    def decorate(method: _F) -> _F:
+        @functools.wraps(method)
+        def checked(self: CheckContext, *args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            start = len(self.results)
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:  # see run_check
+                record_escape(self, check, exc, start, _kernel_named(args, kwargs))
+                raise
+
+        return cast(_F, checked)
+
+    return decorate
+
+
+def _dispatch(ctx: CheckContext, check: str, fn: Callable[..., Any], *args: Any,
+              in_child: Callable[..., Any] | None = None, skip: Skipper | None = None, **kwargs: Any) -> Any:
+    """The rules of :func:`run_check` that decide what runs: selection, REV's process, the sanitizer child."""
     __tracebackhide__ = True
     kind = kind_of(check)
     skipper = skip or _plain_skip

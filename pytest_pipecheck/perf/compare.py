@@ -12,6 +12,10 @@ registered, no index or ref is touched), removed when the run ends. Every child 
 tree's path (:data:`pytest_pipecheck.children.COMPARE_TREE`; pytest-xdist workers through their
 ``workerinput``), so it is made once per run. A copy of pipecheck itself inside REV's tree (the repository
 is pipecheck's own) is left out: the harness is the head's, so both processes speak one protocol.
+``git archive`` leaves submodules out, so each submodule REV records is archived into the tree at the commit
+REV records for it (from its checkout, else the superproject's ``modules/`` directory), nested ones too; a
+submodule whose commit is not available here (or whose files the head has without a repository) is a gap of
+the tree, and while there is one every compared check is an error that names it: REV's tree is not REV's.
 
 **REV's process.** At the first compared check, a second pytest process is started in REV's tree through
 :func:`pytest_pipecheck.children.command`, with the role ``compare`` (:class:`RevProcess`): the run's own
@@ -22,13 +26,21 @@ the tests it is told to, one at a time (:class:`RevChild`), each with its fixtur
 on its own (the order of the head's requests is not known ahead). In it every check but perf is
 recorded as skipped without running: only its times count.
 
+**What REV's process imports** (:class:`ForeignImports`). It inherits ``PYTHONPATH`` and the interpreter's
+path entries, so a module REV's tree lacks (untracked at the head, build output, a submodule) would be
+imported from the head's checkout and the head's code timed as REV's. At each ``arrive`` and after the
+warm-up REV's process lists the modules it imported from under the head's checkout outside REV's tree (the
+head's pytest_pipecheck and the interpreter's own directories excepted); any makes the check an error that
+names them.
+
 **The lockstep protocol** (JSON lines over a Unix socket; the parent speaks first and waits at most
 ``compare_timeout`` seconds for every answer):
 
 1. at its first ``check_perf`` in test T the parent sends ``run T``; REV's process runs T up to its own
    ``check_perf`` and says ``arrive T case``;
 2. the same case: ``pair``; another case: ``pass`` (REV's check is skipped and its test goes on) and the
-   parent waits on; REV's test ending (``done``) without the case: the check is *new at REV*;
+   parent waits on; REV's test ending (``done``) without the case: the check is *new at REV* when that test
+   passed there, and an error when it failed, was skipped or xfailed (it may have stopped before the case);
 3. ``warm``: REV warms its kernel up and probes it, then the head does, and the head keeps the GPU busy
    for ``settle_s``;
 4. ``sample`` n times: pair i is timed base then head for even i, head then base for odd i (A B B A ...),
@@ -43,6 +55,11 @@ A REV process that crashes (end of file on the socket) or does not answer in tim
 group killed) makes the check an error that says so, as does a REV kernel that raises while timed, or a
 REV test that called the case earlier than the head did (the calls are paired in the order both tests
 make them); a later check starts a fresh process (three failures in a run and no more are started).
+*New at REV* (a skip, the stored baseline deciding where there is one) is only what REV does not have: a test
+file REV's commit lacks, a test id REV's collection lacks, a case REV's passing test never called (or called
+with ``samples=``). A REV that could not be timed is an error with the reason: its test file is in REV's
+commit but not in the tree (``export-ignore``), collecting it failed or was skipped there (REV cannot import
+its kernel), or its test stopped before the case.
 
 **The test seam.** Timing needs a GPU. With ``PIPECHECK_TEST_FAKE_TIMER=return`` in the environment
 (for pipecheck's own tests, never for a real run) both processes take, instead of a device time, the
@@ -70,7 +87,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .. import children
+from .. import children, envvars
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from .stats import Samples, StatsError, compare
 
@@ -110,7 +127,7 @@ class CompareError(PipecheckError):
 
 def fake_timer() -> bool:
     """Whether the test seam is on (``PIPECHECK_TEST_FAKE_TIMER=return``)."""
-    return os.environ.get(FAKE_TIMER_ENV, "").strip().lower() == "return"
+    return bool(envvars.value(FAKE_TIMER_ENV))
 
 
 # --------------------------------------------------------------------------- REV and its tree
@@ -171,31 +188,114 @@ def _safe_members(tar: tarfile.TarFile, dest: str) -> Iterator[tarfile.TarInfo]:
         yield member
 
 
+def _archive_into(git: list[str], sha: str, prefix: str, tree: str, tmp: str, where: str) -> None:
+    """``git archive`` of ``sha`` (in the repository ``git`` names: ``-C DIR`` or ``--git-dir=DIR``), its
+    members under ``prefix``, extracted into ``tree``."""
+    archive = os.path.join(tmp, "part.tar")
+    with open(archive, "wb") as fh:
+        args = ["git", *git, "archive", "--format=tar", *([f"--prefix={prefix}"] if prefix else []), sha]
+        proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.PIPE, timeout=600)
+    if proc.returncode != 0:
+        raise CompareError(f"git archive {sha[:10]} failed in {where}: "
+                           f"{(proc.stderr or b'').decode(errors='replace').strip()}")
+    with tarfile.open(archive) as tar:
+        members = list(_safe_members(tar, tree))
+        tar.extractall(tree, members=members)
+    os.unlink(archive)
+
+
+def _gitlinks(git: list[str], sha: str) -> list[tuple[str, str]]:
+    """The submodules a commit records: (path, commit) of every gitlink in its tree."""
+    proc = subprocess.run(["git", *git, "ls-tree", "-r", "-z", sha], stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=120)
+    if proc.returncode != 0:
+        raise CompareError(f"git ls-tree {sha[:10]} failed: {_said(proc)}")
+    links = []
+    for entry in proc.stdout.split(b"\0"):
+        head, _, path = entry.partition(b"\t")
+        parts = head.split()
+        if len(parts) == 3 and parts[1] == b"commit":
+            links.append((path.decode(errors="surrogateescape"), parts[2].decode()))
+    return links
+
+
+def _submodule_repo(git: list[str], work: str | None, sha: str, path: str) -> tuple[list[str], str | None] | None:
+    """Where the submodule at ``path`` of the superproject (``git``, checked out at ``work`` or not) keeps its
+    objects: its checkout in the working tree, else the superproject's ``modules/<name>``; None where neither."""
+    if work is not None:
+        sub = os.path.join(work, path)
+        top = subprocess.run(["git", "-C", sub, "rev-parse", "--show-toplevel"], stdin=subprocess.DEVNULL,
+                             capture_output=True, timeout=120) if os.path.isdir(sub) else None
+        if top is not None and top.returncode == 0 and os.path.realpath(top.stdout.decode().strip()) == \
+                os.path.realpath(sub):
+            return ["-C", sub], sub
+    names = subprocess.run(["git", *git, "config", "--blob", f"{sha}:.gitmodules", "--get-regexp",
+                            r"^submodule\..*\.path$"], stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    for line in names.stdout.decode(errors="replace").splitlines():
+        key, _, value = line.partition(" ")
+        if value == path:
+            name = key[len("submodule."):-len(".path")]
+            found = subprocess.run(["git", *git, "rev-parse", "--path-format=absolute", "--git-path",
+                                    f"modules/{name}"], stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+            gitdir = found.stdout.decode().strip()
+            if found.returncode == 0 and os.path.isdir(gitdir):
+                return [f"--git-dir={gitdir}"], None
+    return None
+
+
+def _add_submodules(git: list[str], work: str | None, sha: str, prefix: str, tree: str, tmp: str,
+                    depth: int = 0) -> dict[str, str]:
+    """Extract every submodule ``sha`` records, at the commit it records, into ``tree`` (``git archive``
+    leaves submodules out), nested ones too. Returns what could not be: {path in the tree: why}.
+
+    A submodule the working tree has no files of either (never initialised) is left out on both sides
+    alike, so it is no gap; one whose repository is here but lacks REV's commit, or whose files the head
+    has without a repository to read REV's from, is a gap: REV's tree is then not REV's.
+    """
+    gaps: dict[str, str] = {}
+    if depth > 8:
+        return {prefix.rstrip("/"): "submodules nested deeper than 8 levels"}
+    for path, commit in _gitlinks(git, sha):
+        shown = f"{prefix}{path}"
+        repo = _submodule_repo(git, work, sha, path)
+        head_files = work is not None and os.path.isdir(os.path.join(work, path)) and bool(
+            os.listdir(os.path.join(work, path)))
+        if repo is None:
+            if head_files:
+                gaps[shown] = (f"the submodule {shown}: the head has its files but no repository of it is here to "
+                               f"read REV's commit {commit[:10]} from")
+            continue
+        sub_git, sub_work = repo
+        has = subprocess.run(["git", *sub_git, "cat-file", "-e", f"{commit}^{{commit}}"], stdin=subprocess.DEVNULL,
+                             capture_output=True, timeout=120)
+        if has.returncode != 0:
+            gaps[shown] = (f"the submodule {shown}: REV records its commit {commit[:10]}, which is not in its local "
+                           f"repository (fetch it there: git -C {shown} fetch, or git submodule update --init)")
+            continue
+        _archive_into(sub_git, commit, f"{shown}/", tree, tmp, f"the submodule {shown}")
+        gaps.update(_add_submodules(sub_git, sub_work, commit, f"{shown}/", tree, tmp, depth + 1))
+    return gaps
+
+
 def export_tree(revision: Revision) -> str:
     """Write REV's tree into a new temporary directory; returns the tree's path (``<tmp>/tree``).
 
     ``git archive`` reads the object store only: the repository's worktrees, index and refs are left as
-    they are. A copy of the running pytest_pipecheck package inside the tree is removed (the harness is the
-    head's). Raises :class:`CompareError` when git cannot write the tree.
+    they are. Submodules, which an archive leaves out, are archived each at the commit REV records for it
+    (:func:`_add_submodules`); those that cannot be are the tree's gaps (:func:`tree_gaps`). A copy of the
+    running pytest_pipecheck package inside the tree is removed (the harness is the head's). Raises
+    :class:`CompareError` when git cannot write the tree.
     """
     tmp = tempfile.mkdtemp(prefix="pipecheck-compare-")
     tree = os.path.join(tmp, "tree")
     os.mkdir(tree)
-    archive = os.path.join(tmp, "rev.tar")
     try:
-        with open(archive, "wb") as fh:
-            proc = subprocess.run(["git", "archive", "--format=tar", revision.sha], cwd=revision.toplevel,
-                                  stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.PIPE, timeout=600)
-        if proc.returncode != 0:
-            raise CompareError(f"git archive {revision.sha[:10]} failed in {revision.toplevel}: "
-                               f"{(proc.stderr or b'').decode(errors='replace').strip()}")
-        with tarfile.open(archive) as tar:
-            members = list(_safe_members(tar, tree))
-            tar.extractall(tree, members=members)
-        os.unlink(archive)
+        top = ["-C", revision.toplevel]
+        _archive_into(top, revision.sha, "", tree, tmp, revision.toplevel)
+        gaps = _add_submodules(top, revision.toplevel, revision.sha, "", tree, tmp)
         _drop_own_package(revision.toplevel, tree)
         with open(os.path.join(tmp, _INFO), "w", encoding="utf-8") as fh:
-            json.dump({"rev": revision.rev, "sha": revision.sha, "toplevel": revision.toplevel}, fh)
+            json.dump({"rev": revision.rev, "sha": revision.sha, "toplevel": revision.toplevel, "gaps": gaps}, fh)
     except (OSError, subprocess.TimeoutExpired, tarfile.TarError, CompareError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, CompareError):
@@ -219,6 +319,16 @@ def read_tree_info(tree: str) -> Revision:
         return Revision(str(data["rev"]), str(data["sha"]), str(data["toplevel"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CompareError(f"the tree {tree} handed to this process is not one compare mode made: {exc}") from None
+
+
+def tree_gaps(tree: str) -> dict[str, str]:
+    """What REV's tree lacks of REV (submodules that could not be archived): {path: why}; empty when whole."""
+    try:
+        with open(os.path.join(os.path.dirname(tree), _INFO), encoding="utf-8") as fh:
+            gaps = json.load(fh).get("gaps") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in gaps.items()} if isinstance(gaps, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -386,6 +496,7 @@ class RevProcess:
         self.revision = revision
         self.collected: set[str] = set()
         self.errors: dict[str, str] = {}
+        self.skipped: dict[str, str] = {}  # files (or directories) REV's process skipped collecting, and why
         self.current: str | None = None  # the test REV's process runs now
         self.passed: dict[str, list[str]] = {}  # test -> cases REV called that were not paired
         self.ended: set[str] = set()
@@ -469,6 +580,7 @@ class RevProcess:
             raise self._failed(f"collecting REV's tests (it said {ready.get('op')!r}, not 'ready')")
         self.collected = set(ready.get("collected") or [])
         self.errors = {str(k): str(v) for k, v in (ready.get("errors") or {}).items()}
+        self.skipped = {str(k): str(v) for k, v in (ready.get("skipped") or {}).items()}
 
     def send(self, message: dict[str, Any], what: str) -> None:
         assert self.channel is not None
@@ -569,6 +681,7 @@ class ComparePlugin:
         self.files: list[str] = []
         self.process: RevProcess | None = None
         self.failures: list[str] = []
+        self.gaps = tree_gaps(tree) if tree else {}  # what REV's tree lacks of REV: every compared check errs
         _ACTIVE.append(self)
         config.add_cleanup(self.close)
 
@@ -619,15 +732,37 @@ class ComparePlugin:
             raise
         return self.process
 
-    def _not_collected(self, nodeid: str) -> str:
+    def _in_rev_tree(self, nodeid: str) -> NewAtRev | None:
+        """None when the test's file is in REV's tree; :class:`NewAtRev` when REV's commit has no such file.
+        A file REV's commit has and its tree lacks (``export-ignore`` in ``.gitattributes``) was not timed, so
+        that is a :class:`CompareError`, not a new check."""
+        assert self.tree is not None
         file = nodeid.split("::", 1)[0]
-        for key, text in (self.process.errors if self.process else {}).items():
-            if key == file or key.endswith(file) or file.endswith(key):
-                last = [line for line in text.strip().splitlines() if line.strip()][-1:] or [""]
-                return f"new at {self.revision.label}: collecting {file} failed there ({last[0].strip()})"
-        if self.tree and not os.path.isfile(Relocation(self.revision.toplevel, self.tree)(
-                os.path.join(str(self.config.rootpath), file))):
-            return f"new at {self.revision.label}: {file} does not exist there"
+        head_path = os.path.join(str(self.config.rootpath), file)
+        if os.path.isfile(Relocation(self.revision.toplevel, self.tree)(head_path)):
+            return None
+        rel = os.path.relpath(head_path, self.revision.toplevel).replace(os.sep, "/")
+        listed = _git(["ls-tree", "--name-only", self.revision.sha, "--", rel], self.revision.toplevel)
+        if listed.returncode == 0 and listed.stdout.strip():
+            raise CompareError(f"{file} is in REV's commit {self.revision.sha[:10]} but not in the tree `git archive` "
+                               "wrote of it (export-ignore in .gitattributes leaves it out): REV's test could not be "
+                               "timed")
+        return NewAtRev(f"new at {self.revision.label}: {file} does not exist there")
+
+    def _not_collected(self, nodeid: str) -> str:
+        """Why REV's process has no ``nodeid``: :class:`CompareError` when collecting there failed or was skipped
+        for its file (or a directory or conftest above it), else the reason it is new at REV."""
+        file = nodeid.split("::", 1)[0]
+        proc = self.process
+        for kind, found in (("failed", proc.errors if proc else {}), ("was skipped", proc.skipped if proc else {})):
+            for key, text in found.items():
+                where = key.split("::", 1)[0].rstrip("/")
+                above = os.path.dirname(where) if os.path.basename(where) == "conftest.py" else where
+                if where in ("", ".", file) or file.startswith(above + "/") or key.endswith(file):
+                    last = ([line.strip() for line in text.strip().splitlines() if line.strip()][-1:] or [""])[0]
+                    last = last[1:].strip() if last.startswith("E ") else last  # pytest's mark of an error line
+                    raise CompareError(f"collecting {key or file} {kind} at {self.revision.label} ({last}): "
+                                       f"REV's {nodeid} could not be timed")
         return f"new at {self.revision.label}: no test {nodeid} there"
 
     def pair(self, ctx: CheckContext, case: str, head: Callable[[], Any], *, n_samples: int,
@@ -650,6 +785,11 @@ class ComparePlugin:
     def _pair(self, ctx: CheckContext, case: str, head: Callable[[], Any], *, n_samples: int,
               max_time_s: float, settle_s: float, timeout: float) -> Paired | NewAtRev:
         nodeid = ctx.nodeid
+        if self.gaps:
+            raise CompareError("REV's tree is not REV's whole: " + "; ".join(self.gaps.values()))
+        absent = self._in_rev_tree(nodeid)
+        if absent is not None:
+            return absent
         got = self._process(timeout)
         if isinstance(got, NewAtRev):
             return got
@@ -664,13 +804,13 @@ class ComparePlugin:
                 f"{', '.join(repr(c) for c in proc.passed[nodeid])}); pairs are timed in the order both tests call "
                 "check_perf, so the order must match")
         if nodeid in proc.ended and proc.current != nodeid:
-            return NewAtRev(self._ended_without(proc, nodeid, case))
+            return self._ended_without(proc, nodeid, case)
         proc.start_test(nodeid, timeout)
         while True:
             message = proc.next_message(timeout, f"running {nodeid} up to check_perf(case={case!r})")
             op = message.get("op")
             if op == "done":
-                return NewAtRev(self._ended_without(proc, nodeid, case))
+                return self._ended_without(proc, nodeid, case)
             if op != "arrive":
                 raise CompareError(f"REV's process said {op!r} while {nodeid} ran, not 'arrive' or 'done'")
             if message.get("case") == case:
@@ -678,17 +818,26 @@ class ComparePlugin:
                     proc.send({"op": "pass", "why": "samples= given at REV: nothing to time"}, "passing a check")
                     return NewAtRev(f"new at {label}: its check_perf(case={case!r}) passes samples=, so there is "
                                     "no kernel of REV to time")
+                if message.get("foreign"):
+                    proc.send({"op": "pass", "why": "REV's process imported the head's code"}, "passing a check")
+                    raise CompareError(_foreign(message["foreign"], self.revision))
                 break
             proc.passed.setdefault(nodeid, []).append(str(message.get("case")))
             proc.send({"op": "pass", "why": f"the head's test waits for case {case!r}"}, "passing a check")
         return self._lockstep(proc, nodeid, case, head, n_samples=n_samples, max_time_s=max_time_s,
                               settle_s=settle_s, timeout=timeout)
 
-    def _ended_without(self, proc: RevProcess, nodeid: str, case: str) -> str:
+    def _ended_without(self, proc: RevProcess, nodeid: str, case: str) -> NewAtRev:
+        """REV's test ended without reaching ``case``: new at REV when it ran to the end and passed; a test that
+        failed, was skipped or xfailed there may have stopped before the case, so that is a :class:`CompareError`."""
         calls = proc.passed.get(nodeid, [])
         made = f"its check_perf calls there: {', '.join(repr(c) for c in calls)}" if calls else "no check_perf call there"
-        return (f"new at {self.revision.label}: {nodeid} does not call check_perf(case={case!r}) there (the test "
-                f"{proc.outcomes.get(nodeid, 'ended')}; {made})")
+        outcome = proc.outcomes.get(nodeid, "ended")
+        if outcome != "passed":
+            raise CompareError(f"at {self.revision.label}, {nodeid} {outcome} before it called "
+                               f"check_perf(case={case!r}) ({made}): REV's kernel could not be timed")
+        return NewAtRev(f"new at {self.revision.label}: {nodeid} does not call check_perf(case={case!r}) there (the test "
+                        f"passed; {made})")
 
     def _lockstep(self, proc: RevProcess, nodeid: str, case: str, head: Callable[[], Any], *, n_samples: int,
                   max_time_s: float, settle_s: float, timeout: float) -> Paired:
@@ -697,6 +846,11 @@ class ComparePlugin:
         proc.send({"op": "warm"}, f"warming REV's kernel of {where}")
         warmed = proc.recv(timeout, f"warming REV's kernel of {where}")
         self._raise_rev_error(warmed, where, "warming it up")
+        if warmed.get("foreign"):  # imported while REV's kernel warmed up: end its check, time nothing
+            proc.send({"op": "end", "why": "REV's process imported the head's code"}, f"ending {where}")
+            with contextlib.suppress(CompareError):
+                proc.hold(timeout, f"running the rest of {nodeid} after case {case!r}")
+            raise CompareError(_foreign(warmed["foreign"], self.revision))
         rev_meta = dict(warmed.get("meta") or {})
         try:
             sampler = head()
@@ -788,7 +942,8 @@ def check(ctx: CheckContext, session: ComparePlugin, fn: Callable[..., Any] | No
     Returns the recorded result, or :class:`.compare.NewAtRev` when REV has nothing to pair with (the caller
     then goes on as without compare mode). Raises :class:`PipecheckFailure` on a regression against REV and
     :class:`PipecheckError` when the pairing failed (REV's process crashed or hung, REV's kernel raised, the
-    calls came in another order), recorded as an error.
+    calls came in another order), REV could not be timed (the module's "new at REV"), or the ties left the
+    pairs undecided (:attr:`.paired.PairedComparison.inconclusive`), recorded as an error.
     """
     __tracebackhide__ = True
     from . import timing
@@ -848,7 +1003,11 @@ def check(ctx: CheckContext, session: ComparePlugin, fn: Callable[..., Any] | No
         paired = paired_compare(got.base, got.head, threshold=ctx.config.compare_threshold,
                                 alpha=ctx.config.perf_alpha)
     except StatsError as exc:
-        raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {exc}") from None
+        message = f"perf not compared with {rev.label}: the pairs cannot be decided: {exc}"
+        ctx.record(CheckResult("perf", Verdict.ERROR, message, kernel=kernel,
+                               details={"case": case_id, "decided_by": "compare",
+                                        "compare": {**info, "status": "error", "reason": str(exc)}}))
+        raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {message}") from None
     head_samples = got.head
     summary = paired.describe(rev.label)
     stored = _stored_alongside(ctx, found, head_samples)
@@ -876,7 +1035,7 @@ def check(ctx: CheckContext, session: ComparePlugin, fn: Callable[..., Any] | No
         "regressed": paired.regressed,
         "significant": paired.significant,
         "compare": {**info, "status": "compared", "reason": "", **paired.to_json(),
-                    "decision": "fail" if paired.regressed else "pass", "base_timing": dict(got.base.meta),
+                    "decision": paired.decision, "base_timing": dict(got.base.meta),
                     "summary": summary},
         "stored": stored,
     }
@@ -898,19 +1057,101 @@ def check(ctx: CheckContext, session: ComparePlugin, fn: Callable[..., Any] | No
         raise PipecheckFailure(
             f"perf regression against {rev.label} in {nodeid} [case {case_id}]: {summary}{extra}\n"
             f"  gate (--pipecheck-compare): the median of the per-pair ratios head/REV, timed in turns on one GPU, "
-            f"slower by more than {ctx.config.compare_threshold * 100:g}% and one-sided Wilcoxon signed-rank "
-            f"p < {ctx.config.perf_alpha:g} ({paired.n_pairs} pairs)\n"
+            f"slower by more than {ctx.config.compare_threshold * 100:g}%, with the one-sided sign test's "
+            f"p < {ctx.config.perf_alpha:g} or its 95% interval wholly above the threshold ({paired.n_pairs} pairs; "
+            f"a tied pair counts as not slower)\n"
             f"  REV: {rev.rev} = {rev.sha}\n"
             f"  stored baseline, reported only (compare mode decides): {stored['summary']}",
             record,
         )
+    if paired.inconclusive:
+        # a median above the threshold the ties left no way to confirm: neither a regression nor a pass
+        details["compare"]["reason"] = paired.inconclusive
+        message = f"perf not decided against {rev.label}: {summary}: {paired.inconclusive}"
+        ctx.record(CheckResult("perf", Verdict.ERROR, f"{message}{extra}{alongside}", kernel=kernel, details=details))
+        raise PipecheckError(f"check_perf in {nodeid} [case {case_id}]: {message}")
     return ctx.record(CheckResult("perf", Verdict.PASS, f"{summary}{extra}{alongside}", kernel=kernel,
                                   details=details))
+
+
+# --------------------------------------------------------------------------- what REV's process imports
+
+
+class ForeignImports:
+    """Finds the modules REV's process imported from the head's checkout outside REV's tree.
+
+    REV's process inherits ``PYTHONPATH`` and the interpreter's path entries (a ``.pth`` of an editable
+    install, a build directory), so a module REV's tree lacks (a file untracked at the head, build output,
+    a submodule that could not be archived) is imported from the head's checkout instead of failing; its
+    times would be the head's code's. Files under the head's checkout count unless they lie in REV's tree,
+    in the head's pytest_pipecheck (the harness both processes share by design) or in the interpreter's own
+    directories (a virtual environment inside the checkout).
+    """
+
+    def __init__(self, toplevel: str, tree: str) -> None:
+        import site
+        import sysconfig
+
+        self.head = os.path.realpath(toplevel)
+        own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the harness: .../pytest_pipecheck
+        dirs = [tree, own, sys.prefix, sys.exec_prefix, sys.base_prefix, *sysconfig.get_paths().values()]
+        with contextlib.suppress(AttributeError):  # site's functions are missing under some embedders
+            dirs += [*site.getsitepackages(), site.getusersitepackages()]
+        self.allowed = tuple(dict.fromkeys(os.path.realpath(d) for d in dirs if d))
+        self.seen: dict[str, str | None] = {}  # module name -> its file when foreign, None when not
+
+    @staticmethod
+    def _under(path: str, root: str) -> bool:
+        return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+    def scan(self) -> dict[str, str]:
+        """{module: file} of every foreign module imported so far (cumulative: a module stays imported)."""
+        for name, module in list(sys.modules.items()):
+            if name in self.seen:
+                continue
+            file = getattr(module, "__file__", None)
+            path = os.path.realpath(file) if isinstance(file, str) else ""
+            foreign = bool(path) and self._under(path, self.head) and not any(
+                self._under(path, root) for root in self.allowed)
+            self.seen[name] = path if foreign else None
+        return {name: path for name, path in self.seen.items() if path is not None}
+
+
+_GUARD: ForeignImports | None = None  # REV's process: its import guard (one per process)
+
+
+def _foreign_now() -> dict[str, str]:
+    return _GUARD.scan() if _GUARD is not None else {}
+
+
+def _foreign(found: Any, revision: Revision) -> str:
+    """The error of a check whose REV process imported the head's code (``found``: {module: file})."""
+    items = sorted(dict(found).items()) if isinstance(found, dict) else []
+    shown = ", ".join(f"{name} ({os.path.relpath(str(path), revision.toplevel)})" for name, path in items[:5])
+    more = f" and {len(items) - 5} more" if len(items) > 5 else ""
+    return (f"REV's process imported {shown}{more} from the head's checkout {revision.toplevel}, outside REV's tree: "
+            f"REV's tree has no such module at {revision.sha[:10]} (untracked at the head, build output, a submodule, "
+            "or a path on PYTHONPATH into the checkout), so REV's times would be the head's code's")
 
 
 # --------------------------------------------------------------------------- REV's process, its own side
 
 _CHANNEL: Channel | None = None  # REV's process: the connection to the parent (one per process)
+
+
+def _said_by(report: pytest.CollectReport | pytest.TestReport) -> str:
+    """A report's reason in one line: a skip's reason, or the last line of a failure."""
+    longrepr = report.longrepr
+    crash: Any = getattr(longrepr, "reprcrash", None)
+    said = str(getattr(crash, "message", None) or "").strip()
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        text = str(longrepr[2]).removeprefix("Skipped: ")
+    elif said:
+        text = said.splitlines()[0]
+    else:
+        lines = [line.strip() for line in str(longrepr or "").splitlines() if line.strip()]
+        text = lines[-1] if lines else ""
+    return text[:300]
 
 
 class RevChild:
@@ -920,18 +1161,28 @@ class RevChild:
         self.config = config
         self.role = role
         self.errors: dict[str, str] = {}
+        self.skipped: dict[str, str] = {}
         self.failed = False
         self.outcome = ""
+        global _GUARD
+        tree = config.getoption("pipecheck_compare_tree", default=None)
+        if tree:
+            _GUARD = ForeignImports(read_tree_info(str(tree)).toplevel, str(tree))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        where = report.nodeid or str(getattr(report, "fspath", ""))
         if report.failed:
-            self.errors[report.nodeid or str(getattr(report, "fspath", ""))] = str(report.longrepr)[-_TAIL:]
+            self.errors[where] = str(report.longrepr)[-_TAIL:]
+        elif report.skipped:  # a module-level skip (importorskip of a kernel library REV lacks): nothing timed
+            self.skipped[where] = _said_by(report)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
-            self.outcome = f"failed at {report.when}"
+            self.outcome = f"failed at {report.when} ({_said_by(report)})"
         elif report.skipped and not self.outcome:
-            self.outcome = "was skipped"
+            xfail = getattr(report, "wasxfail", None)
+            self.outcome = (f"xfailed ({xfail or _said_by(report)})" if xfail is not None
+                            else f"was skipped ({_said_by(report)})")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
@@ -943,7 +1194,7 @@ class RevChild:
         sock.connect(self.role.socket)
         channel = _CHANNEL = Channel(sock)
         items = {item_nodeid(item): item for item in session.items}
-        channel.send({"op": "ready", "collected": list(items), "errors": self.errors})
+        channel.send({"op": "ready", "collected": list(items), "errors": self.errors, "skipped": self.skipped})
         try:
             while True:
                 try:
@@ -981,7 +1232,7 @@ def rev_check(ctx: CheckContext, fn: Callable[..., Any] | None, case: str, *, sa
     if channel is None:
         return "not timed: REV's process has no parent to time with"
     channel.send({"op": "arrive", "nodeid": ctx.nodeid, "case": case,
-                  "callable": fn is not None and samples is None})
+                  "callable": fn is not None and samples is None, "foreign": _foreign_now()})
     answer = channel.recv(None)
     if answer.get("op") != "pair":
         return f"not paired by the head: {answer.get('why', '')}"
@@ -999,7 +1250,9 @@ def rev_check(ctx: CheckContext, fn: Callable[..., Any] | None, case: str, *, sa
             except Exception as exc:
                 channel.send({"op": "error", "message": f"{type(exc).__name__}: {exc}"})
                 raise
-            channel.send({"op": "warmed", "meta": sampler.meta(int(timing_kw.get("n_samples", 100)))})
+            # the warm-up ran REV's kernel: whatever it imports lazily (a JIT, an extension) is imported by now
+            channel.send({"op": "warmed", "meta": sampler.meta(int(timing_kw.get("n_samples", 100))),
+                          "foreign": _foreign_now()})
         elif op == "sample":
             try:
                 us, _ = sampler.one()

@@ -39,7 +39,9 @@ new there) is decided by the stored baseline when there is one, and is otherwise
 "new at REV"; a check given ``samples=`` times nothing, so the stored gate decides it as without compare
 mode. In compare mode a missing baseline directory is no error (compare mode needs none). On the CPU tier
 the check skips with the reason; REV's process failing, hanging, or calling the cases in another order is
-an error. Compare mode and ``--pipecheck-baseline-save`` exclude each other.
+an error, and so is a REV that could not be timed (its test skipped, xfailed or failed before the case, its
+file failed to collect or was left out of REV's tree, REV's tree lacks a submodule, REV's process imported
+the head's code) and a comparison the ties left undecided. Compare mode and ``--pipecheck-baseline-save`` exclude each other.
 
 **Details** of a perf result (``CheckResult.details``, for the JSON, HTML and Markdown reports):
 
@@ -55,9 +57,11 @@ an error. Compare mode and ``--pipecheck-baseline-save`` exclude each other.
 * ``compare`` (compare mode only): ``rev`` (as given), ``sha``, ``status`` (``"compared"``, ``"new"``,
   ``"skipped"``, ``"error"`` or ``"not-compared"``) and ``reason``; when compared also ``base_median_us``,
   ``head_median_us``, ``ratio``, ``change``, ``ci_low``, ``ci_high`` (95%, distribution-free), ``p_value``
-  (one-sided Wilcoxon signed-rank), ``threshold``, ``alpha``, ``n_pairs``, ``regressed``, ``significant``,
-  ``raw_ratio`` (ratio of the two medians), ``decision`` (``"pass"`` or ``"fail"``), ``base_timing`` (how
-  REV's samples were taken) and ``summary``;
+  (the one-sided sign test, ``test``: ``"sign"``), ``threshold``, ``alpha``, ``n_pairs``, ``n_slower``,
+  ``n_tied`` (pairs where the head took longer, where both took the same time), ``regressed``,
+  ``significant``, ``inconclusive`` (why the ties left nothing to decide, else empty), ``raw_ratio`` (ratio
+  of the two medians), ``decision`` (``"pass"``, ``"fail"`` or ``"inconclusive"``, the last an error),
+  ``base_timing`` (how REV's samples were taken) and ``summary``;
 * ``stored`` (compare mode, when compared): the stored baseline's view of the head's samples, reported and
   not gated: ``status`` (``"compared"``, ``"none"`` or ``"off"``), ``summary``, ``verdict`` (what the stored
   gate alone would say: ``"pass"``, ``"fail"`` or ``"skip"``) and, when compared, the fields of

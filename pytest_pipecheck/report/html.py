@@ -55,8 +55,9 @@ from typing import Any, TypeVar
 
 from ..config import CHECKS, PipecheckConfig
 from ..device import TierInfo
+from ..reproduce import rerun_argv, shell_line
 from ..results import CheckResult, PipecheckError, Verdict
-from . import plots
+from . import json_report, plots
 from .interrupt import FINISHED, INTERRUPTED, RUNNING, STATES, Interruption
 from .json_report import write_atomic
 from .outcomes import TestOutcomes
@@ -392,10 +393,21 @@ def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int, outcomes
     elif exitstatus not in (None, 0):
         out.append(f'<div class="banner bad" id="exit-status"><b>The run exited with status {_e(exitstatus)}</b> '
                    "(not 0): it did not pass.</div>")
+    if outcomes is not None and state == FINISHED and not tests_bad and json_report.nothing_checked(results, outcomes):
+        # every test skipped or xfailed and no check passed: a gate that checked nothing is not a pass
+        out.append('<div class="banner bad" id="nothing-checked"><b>Nothing was checked</b>: no test passed and no '
+                   "pipecheck check passed (every test skipped, xfailed or none ran). It did not pass.</div>")
+    # the run passed as the JSON report's ok and the Markdown's "merge OK" say it did: the page says so too
+    run_passed = (outcomes is not None and not tests_bad and exitstatus in (None, 0) and outcomes.ok(exitstatus)
+                  and state == FINISHED and not json_report.nothing_checked(results, outcomes)
+                  and not any(status(r) in ("fail", "error") for r in results))
     if not results:
         out.append('<div class="banner warn" id="no-results"><b>No pipecheck checks ran.</b> No test recorded '
                    "a check result: did a test use the <code>pipecheck</code> fixture, and was "
                    "<code>--pipecheck</code> (or a <code>pipecheck</code> marker) given?</div>")
+        if run_passed:
+            out.append('<div class="banner good" id="all-passed"><b>Every test passed</b>; no pipecheck check '
+                       "ran.</div>")
         return "".join(out)
     if not tier.has_gpu:
         out.append(f'<div class="banner warn"><b>CPU tier.</b> Checks that need a GPU were skipped, not '
@@ -410,6 +422,11 @@ def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int, outcomes
                        "own outcomes were not given to this report: it cannot say whether the tests passed.</div>")
         elif not tests_bad and exitstatus in (None, 0) and outcomes.ok(exitstatus) and state == FINISHED:
             out.append('<div class="banner good" id="all-passed"><b>Every test and every check passed.</b></div>')
+    elif run_passed:
+        skipped = sum(status(r) == "skip" for r in results)
+        out.append(f'<div class="banner good" id="all-passed"><b>Every test passed, and every check that ran.</b> '
+                   f'{skipped} check result{"s" if skipped != 1 else ""} skipped: not run, not passed (see '
+                   '<a href="#skipped">Skipped checks</a>).</div>')
     return "".join(out)
 
 
@@ -452,7 +469,7 @@ def _failures(results: Sequence[CheckResult], seed: int) -> str:
         r = group[0]
         message = r.details.get("message") if isinstance(r.details, Mapping) else None
         msg = f"<pre>{_e(message)}</pre>" if isinstance(message, str) and message.strip() else ""
-        reproduce = f"pytest '{r.nodeid}' --pipecheck-seed={seed}" if r.nodeid else ""
+        reproduce = shell_line(rerun_argv(r.nodeid, seed)) if r.nodeid else ""
         where = f"in <code>{_e(r.nodeid or '?')}</code>"
         if len(group) > 1:
             tests = "".join(f"<div><code>{_e(g.nodeid or '?')}</code></div>" for g in group)

@@ -5,7 +5,7 @@ Schema (version 2)::
     {
       "schema": "pytest-pipecheck/results", "version": 2,
       "created": "2026-11-22T02:00:00+00:00", "seed": 1234,
-      "ok": false, "exitstatus": 1,
+      "ok": false, "exitstatus": 1, "reason": "1 failing check", "nothing_checked": false,
       "state": "finished", "finished": true, "interrupted": null,
       "tier": {"tier": "gpu", "reason": "", "device": {...} | null, "backends": {...}},
       "test_totals": {"passed": 9, "failed": 1, "error": 0, "crashed": 0, "not run": 0,
@@ -13,13 +13,23 @@ Schema (version 2)::
       "tests": [{"nodeid": ..., "outcome": "failed", "when": "call", "message": "AssertionError: ..."}],
       "totals": {"pass": 10, "fail": 1, "caught": 2, "skip": 3, "error": 0},
       "results": [{"nodeid": ..., "kernel": ..., "check": ..., "verdict": ..., "expected": false,
-                   "summary": ..., "details": {...}}]
+                   "summary": ..., "details": {...}}],
+      "not_written": []
     }
 
 ``ok`` is the run's verdict: true only when the run finished, the exit status is 0, at least one
-test ran, no test failed, errored, crashed its worker or was left unrun, and no check result is a
-fail or an error. It is null only for a finished run whose tests' outcomes were not given
-(:func:`build` called as a library).
+test ran, no test failed, errored, crashed its worker or was left unrun, no check result is a
+fail or an error, and something was checked: at least one test passed or one check passed (or
+caught its mutant). It is null only for a finished run whose tests' outcomes were not given
+(:func:`build` called as a library). ``reason`` says why ``ok`` is false, in the words of the
+Markdown verdict after "do not merge —" (null when ``ok`` is not false).
+
+``nothing_checked`` is true for a finished run in which no test passed and no check passed: every
+test skipped or xfailed (a runner without an optional kernel library, a GPU tier run on a machine
+without a GPU), or none ran. A gate that checked nothing is not a pass: ``ok`` is false, and under
+``--pipecheck`` or with a report requested the run ends with a failure of its own (see
+docs/verdicts.md, "A run that checked nothing"). A run in which tests passed is not such a run, even
+when every pipecheck check in it was skipped (the CPU tier without a GPU).
 
 ``state`` says whether the run reached its end (:mod:`.interrupt`): ``"running"`` is what the
 report writer puts at the path when the session starts (``ok`` false, ``exitstatus`` null, no
@@ -39,7 +49,10 @@ counts only the others.
 Version 1 had no ``ok``, ``exitstatus``, ``tests`` or ``test_totals``: a reader of version 1 that
 looked only at ``totals`` saw ``fail: 0`` for a run whose tests failed after their checks.
 ``state``, ``finished`` and ``interrupted`` were added within version 2 (nothing else changed: a
-reader that ignores them still finds ``ok`` false for a run that did not finish).
+reader that ignores them still finds ``ok`` false for a run that did not finish), and so were
+``reason``, ``nothing_checked`` (``ok`` is false for a run that checked nothing) and ``not_written``
+(the other requested reports that could not be written at the end; ``ok`` is then false and the
+exit status 4).
 
 The file is strict JSON (RFC 8259): a non-finite number in a result's details (a NaN tolerance,
 an infinite error) is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as
@@ -56,27 +69,29 @@ import dataclasses
 import datetime as _dt
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._atomic import atomic_write_text
 from ..device import TierInfo
 from ..results import CheckResult
 from .interrupt import FINISHED, STATES, Interruption
+from .merge_verdict import not_ok_reason  # the Markdown verdict's own words: the two cannot disagree
 from .outcomes import TestOutcomes
 
 SCHEMA = "pytest-pipecheck/results"
 VERSION = 2
 
-__all__ = ["SCHEMA", "VERSION", "build", "dumps", "strict", "write", "write_atomic"]
+__all__ = ["SCHEMA", "VERSION", "build", "dumps", "nothing_checked", "strict", "write", "write_atomic"]
 
 
 def build(results: Iterable[CheckResult], tier: TierInfo, seed: int, outcomes: TestOutcomes | None = None,
           exitstatus: int | None = None, *, state: str = FINISHED,
-          interrupted: Interruption | None = None) -> dict[str, Any]:
+          interrupted: Interruption | None = None, not_written: Sequence[str] = ()) -> dict[str, Any]:
     """The JSON document for ``results`` and the tests' ``outcomes`` (see the module's schema).
 
-    ``state`` is the run's (:data:`.interrupt.STATES`); ``interrupted`` says why it ended early.
+    ``state`` is the run's (:data:`.interrupt.STATES`); ``interrupted`` says why it ended early;
+    ``not_written``: the lines saying which other requested reports could not be written (``ok`` false).
     """
     if state not in STATES:
         raise ValueError(f"unknown run state {state!r}: expected one of {', '.join(STATES)}")
@@ -87,10 +102,13 @@ def build(results: Iterable[CheckResult], tier: TierInfo, seed: int, outcomes: T
     for r in results:
         totals[status(r)] += 1
     checks_ok = totals["fail"] == 0 and totals["error"] == 0
-    ok = None if outcomes is None else (checks_ok and outcomes.ok(exitstatus))
-    if state != FINISHED:
-        ok = False  # a run that did not reach its end never reads as a pass, whatever finished in it
-    return {
+    nothing = None if outcomes is None else (state == FINISHED and nothing_checked(results, outcomes))
+    ok = None if outcomes is None else (checks_ok and outcomes.ok(exitstatus) and not nothing)
+    if state != FINISHED or not_written:
+        # a run that did not reach its end never reads as a pass, whatever finished in it; nor one whose other
+        # reports are missing (its exit status is 4, though this report was written before it was decided)
+        ok = False
+    doc = {
         "schema": SCHEMA,
         "version": VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -110,7 +128,23 @@ def build(results: Iterable[CheckResult], tier: TierInfo, seed: int, outcomes: T
         "tests": outcomes.to_json() if outcomes is not None else [],
         "totals": totals,
         "results": [r.to_json() for r in results],
+        "nothing_checked": nothing,
+        "reason": None,
+        "not_written": list(not_written),
     }
+    if ok is False:
+        doc["reason"] = not_ok_reason(doc)
+    return doc
+
+
+def nothing_checked(results: Iterable[CheckResult], outcomes: TestOutcomes) -> bool:
+    """No test passed and no check passed or caught its mutant: every test skipped, xfailed, did not pass,
+    or there was none. An xpass that is not strict verifies nothing either: its test was declared broken."""
+    from .terminal import status
+
+    if any(t.outcome == "passed" for t in outcomes.tests()):
+        return False
+    return not any(status(r) in ("pass", "caught") for r in results)
 
 
 def strict(value: Any) -> Any:
@@ -160,7 +194,7 @@ def write_atomic(path: str, text: str, what: str = "report") -> None:
 
 def write(path: str, results: Iterable[CheckResult], tier: TierInfo, seed: int,
           outcomes: TestOutcomes | None = None, exitstatus: int | None = None, *, state: str = FINISHED,
-          interrupted: Interruption | None = None) -> None:
+          interrupted: Interruption | None = None, not_written: Sequence[str] = ()) -> None:
     """Write the JSON report to ``path`` (strict JSON, atomically, as a regular file)."""
     write_atomic(path, dumps(build(results, tier, seed, outcomes, exitstatus, state=state,
-                                   interrupted=interrupted)), "JSON report")
+                                   interrupted=interrupted, not_written=not_written)), "JSON report")

@@ -9,7 +9,11 @@ The first line is the verdict, and nothing else::
 
 "merge OK" is written only where the JSON report's ``ok`` is true: the run finished (``state`` is
 ``"finished"``), at least one test ran, no test failed, errored, crashed its worker or was left unrun,
-no check result is a fail or an error, and the exit status is 0. The text is rendered from the very
+no check result is a fail or an error, something was checked (a test or a check passed: a run in which
+every test skipped or xfailed reads "do not merge — nothing was checked: ..." with the counts and the
+first reasons), and the exit status is 0. Where every check skipped but tests passed (the CPU tier),
+the line says so: "merge OK — 3 tests passed; 0 checks passed, 5 skipped". The JSON report's ``reason``
+is this line's text after "do not merge —". The text is rendered from the very
 document :func:`.json_report.build` makes, so the two reports cannot disagree. Every verdict that is
 not "merge OK" starts with ``❌ pipecheck: do not merge —``; an inconclusive check is one whose verdict
 is ``error`` (the check could not reach a verdict: a crashed sanitizer child, a compile error).
@@ -44,7 +48,6 @@ import html
 import math
 import os
 import re
-import shlex
 import stat
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,10 +55,22 @@ from typing import Any
 
 from .._atomic import refuse_non_regular
 from ..device import TierInfo
+from ..reproduce import rerun_argv, shell_line
 from ..results import CheckResult, Verdict
 from .interrupt import FINISHED, INTERRUPTED, RUNNING, Interruption
 from .json_report import build, write_atomic
-from .outcomes import BAD_OUTCOMES, TestOutcomes
+from .merge_verdict import (
+    bad_check_nodeids,
+    clip,
+    interruption_words,
+    markdown_text,
+    other_bad_tests,
+    plural,
+    results_of,
+    tests_of,
+    verdict_line,
+)
+from .outcomes import TestOutcomes
 from .terminal import status
 
 __all__ = ["STEP_SUMMARY_ENV", "StepSummary", "render", "render_document", "verdict_line", "write"]
@@ -63,10 +78,6 @@ __all__ = ["STEP_SUMMARY_ENV", "StepSummary", "render", "render_document", "verd
 #: the variable GitHub Actions sets to the file of the running step's job summary
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
-OK_MARK = "✅"
-NOT_OK_MARK = "❌"
-#: how every verdict that does not allow the merge begins
-DO_NOT_MERGE = f"{NOT_OK_MARK} pipecheck: do not merge — "
 
 _MAX_FAILURE_GROUPS = 30
 _MAX_TESTS_PER_GROUP = 20
@@ -79,16 +90,6 @@ _SHORT_MESSAGE = 200  # a one-line message up to this long is shown inline, not 
 
 
 # ----------------------------------------------------------------------------- escaping
-
-
-def _text(value: Any) -> str:
-    """``value`` as one line of Markdown text that renders as itself (no emphasis, links, HTML or table
-    cells made of what a kernel or a test id happens to contain)."""
-    s = " ".join(str(value).split())
-    s = s.replace("&", "&amp;")
-    s = re.sub(r"([\\`*\[\]<>|~#])", r"\\\1", s)
-    # an underscore between two letters or digits never starts emphasis: sm_90 stays as it is written
-    return re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", s)
 
 
 def _code(value: Any, *, table: bool = False) -> str:
@@ -111,16 +112,6 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{text.rstrip()}\n{fence}"
 
 
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit].rstrip() + f" … ({len(text) - limit} more characters in the JSON report)"
-
-
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -135,102 +126,6 @@ def _float(value: Any) -> float | None:
 # ----------------------------------------------------------------------------- the verdict
 
 
-def _results(doc: Mapping[str, Any]) -> list[CheckResult]:
-    out = []
-    for data in doc.get("results") or []:
-        try:
-            out.append(CheckResult.from_json(data))
-        except (KeyError, TypeError, ValueError):  # a foreign entry: not a check result this report can show
-            continue
-    return out
-
-
-def _tests(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [t for t in doc.get("tests") or [] if isinstance(t, Mapping)]
-
-
-def _interruption(doc: Mapping[str, Any]) -> str:
-    info = doc.get("interrupted")
-    if isinstance(info, Mapping):
-        return Interruption(info.get("signal"), str(info.get("reason") or "")).describe()
-    return "interrupted"
-
-
-_OUTCOME_WORDS = {"failed": "failed", "error": "errored", "crashed": "crashed its worker", "not run": "not run"}
-_EXIT_WORDS = {1: "tests failed", 2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests ran"}
-
-
-def _bad_check_nodeids(results: Sequence[CheckResult]) -> set[str]:
-    return {r.nodeid for r in results if status(r) in ("fail", "error")}
-
-
-def _other_bad_tests(doc: Mapping[str, Any], results: Sequence[CheckResult]) -> list[Mapping[str, Any]]:
-    """The tests that did not pass for a reason other than a failing or inconclusive check of theirs."""
-    explained = _bad_check_nodeids(results)
-    return [t for t in _tests(doc) if t.get("outcome") in BAD_OUTCOMES and t.get("nodeid") not in explained]
-
-
-def _problems(doc: Mapping[str, Any], results: Sequence[CheckResult], not_written: Sequence[str] = (), *,
-              so_far: bool = False) -> list[str]:
-    """What keeps a run from passing, in the verdict line's words (empty for a run that passed). ``so_far``:
-    only what the tests that ran found (for a run that did not finish)."""
-    counts = Counter(status(r) for r in results)
-    out = []
-    if counts["fail"]:
-        out.append(_plural(counts["fail"], "failing check"))
-    if counts["error"]:
-        out.append(_plural(counts["error"], "inconclusive check"))
-    others = Counter(str(t.get("outcome")) for t in _other_bad_tests(doc, results))
-    prefix = "other " if out else ""
-    for outcome in ("failed", "error", "crashed") + (() if so_far else ("not run",)):
-        if others[outcome]:
-            out.append(f"{_plural(others[outcome], prefix + 'test')} {_OUTCOME_WORDS[outcome]}")
-    if so_far:
-        return out
-    if not _tests(doc) and doc.get("test_totals") is not None:
-        out.append("no test ran")
-    if not_written:
-        out.append("a requested report could not be written")
-    exitstatus = doc.get("exitstatus")
-    if not out and isinstance(exitstatus, int) and exitstatus != 0:
-        words = _EXIT_WORDS.get(exitstatus)
-        out.append(f"pytest exited with status {exitstatus}" + (f" ({words})" if words else ""))
-    return out
-
-
-def verdict_line(doc: Mapping[str, Any], not_written: Sequence[str] = ()) -> str:
-    """The first line of the report for the JSON report's document ``doc``; ``not_written``: the lines
-    saying which requested reports could not be written."""
-    state = doc.get("state", FINISHED)
-    results = _results(doc)
-    if state == RUNNING:
-        return DO_NOT_MERGE + "the run has not finished"
-    if state == INTERRUPTED:
-        tests = _tests(doc)
-        ran = sum(t.get("outcome") != "not run" for t in tests)
-        found = _problems(doc, results, so_far=True)
-        facts = [f"{ran} of {_plural(len(tests), 'test')} ran"] if tests else []
-        if found:
-            facts.append(", ".join(found) + " so far")
-        return DO_NOT_MERGE + f"the run was {_interruption(doc)} before it finished" + \
-            (f" ({'; '.join(facts)})" if facts else "")
-    ok = doc.get("ok")
-    if ok is True and not not_written:
-        counts = Counter(status(r) for r in results)
-        if not results:
-            passed = int((doc.get("test_totals") or {}).get("passed", 0))
-            return f"{OK_MARK} pipecheck: merge OK — {_plural(passed, 'test')} passed; no pipecheck check ran"
-        parts = [f"{_plural(counts['pass'], 'check')} passed", f"{counts['skip']} skipped"]
-        if counts["caught"]:
-            parts.append(f"{_plural(counts['caught'], 'expected failure')} caught")
-        return f"{OK_MARK} pipecheck: merge OK — " + ", ".join(parts)
-    if ok is None and not not_written:
-        return (f"{NOT_OK_MARK} pipecheck: no merge verdict — the tests' own outcomes were not given to this "
-                "report")
-    problems = _problems(doc, results, not_written) or ["the run did not pass"]
-    return DO_NOT_MERGE + ", ".join(problems)
-
-
 # ----------------------------------------------------------------------------- sections
 
 
@@ -243,7 +138,7 @@ def _facts(doc: Mapping[str, Any], results: Sequence[CheckResult]) -> list[str]:
         where = f"tier gpu ({device.get('name', '?')}, {arch}, driver {device.get('driver') or '?'})"
     else:
         where = f"tier cpu (GPU checks skipped: {tier.get('reason') or 'no usable CUDA device'})"
-    parts = [_text(where), f"seed {_code(doc.get('seed'))}"]
+    parts = [markdown_text(where), f"seed {_code(doc.get('seed'))}"]
     exitstatus = doc.get("exitstatus")
     parts.append(f"exit status {exitstatus}" if exitstatus is not None else "no exit status yet")
     revs = sorted({rev for r in results if (rev := _compare(r.details).get("rev"))})
@@ -280,8 +175,8 @@ def _failures(results: Sequence[CheckResult], seed: Any) -> list[str]:
         groups.setdefault((status(r), r.check, r.summary), []).append(r)
     fails = sum(status(r) == "fail" for r in bad)
     errors = len(bad) - fails
-    title = " and ".join(p for p in (_plural(fails, "failing check") if fails else "",
-                                     _plural(errors, "inconclusive check") if errors else "") if p)
+    title = " and ".join(p for p in (plural(fails, "failing check") if fails else "",
+                                     plural(errors, "inconclusive check") if errors else "") if p)
     out = [f"#### {title}", ""]
     for (verdict, check, summary), group in list(groups.items())[:_MAX_FAILURE_GROUPS]:
         r = group[0]
@@ -289,15 +184,15 @@ def _failures(results: Sequence[CheckResult], seed: Any) -> list[str]:
         kernel = f" on {_code(r.kernel)}" if r.kernel else ""
         where = f"in {_code(r.nodeid or '?')}" if len(group) == 1 else \
             f"in {len(group)} tests, first {_code(r.nodeid or '?')}"
-        head = _clip(summary, _MAX_CELL_CHARS) if len(summary) <= _SHORT_MESSAGE else \
-            _clip(summary.splitlines()[0] if summary.strip() else "", _SHORT_MESSAGE)
-        out.append(f"**{label}** {_code(check)}{kernel} {where}: {_text(head)}")
+        head = clip(summary, _MAX_CELL_CHARS) if len(summary) <= _SHORT_MESSAGE else \
+            clip(summary.splitlines()[0] if summary.strip() else "", _SHORT_MESSAGE)
+        out.append(f"**{label}** {_code(check)}{kernel} {where}: {markdown_text(head)}")
         message = r.details.get("message")
         long_text = (message.strip() if isinstance(message, str) else "") or (summary if len(summary) > _SHORT_MESSAGE or "\n" in summary else "")
         if long_text:
             lines = long_text.count("\n") + 1
-            out += ["", *_details_block(f"message ({_plural(lines, 'line')})",
-                                        _fenced(_clip(long_text, _MAX_MESSAGE_CHARS)))]
+            out += ["", *_details_block(f"message ({plural(lines, 'line')})",
+                                        _fenced(clip(long_text, _MAX_MESSAGE_CHARS)))]
         if len(group) > 1:
             shown = "\n".join(f"- {_code(g.nodeid or '?')}" for g in group[:_MAX_TESTS_PER_GROUP])
             rest = len(group) - _MAX_TESTS_PER_GROUP
@@ -305,7 +200,7 @@ def _failures(results: Sequence[CheckResult], seed: Any) -> list[str]:
                 shown += f"\n- … and {rest} more (the JSON report lists every one)"
             out += ["", *_details_block(f"the {len(group)} tests", shown)]
         if r.nodeid:
-            out += ["", f"reproduce: {_code(f'pytest {shlex.quote(r.nodeid)} --pipecheck --pipecheck-seed={seed}')}"]
+            out += ["", f"reproduce: {_code(shell_line(rerun_argv(r.nodeid, seed)))}"]
         out.append("")
     rest = len(groups) - _MAX_FAILURE_GROUPS
     if rest > 0:
@@ -314,15 +209,15 @@ def _failures(results: Sequence[CheckResult], seed: Any) -> list[str]:
 
 
 def _other_tests(doc: Mapping[str, Any], results: Sequence[CheckResult]) -> list[str]:
-    others = _other_bad_tests(doc, results)
+    others = other_bad_tests(doc, results)
     if not others:
         return []
-    besides = " besides the checks above" if _bad_check_nodeids(results) else ""
-    out = [f"#### {_plural(len(others), 'test')} did not pass{besides}", "",
+    besides = " besides the checks above" if bad_check_nodeids(results) else ""
+    out = [f"#### {plural(len(others), 'test')} did not pass{besides}", "",
            "| test | outcome | phase | message |", "|---|---|---|---|"]
     for t in others[:_MAX_TEST_ROWS]:
-        out.append(f"| {_code(t.get('nodeid') or '?', table=True)} | {_text(t.get('outcome', '?'))} | "
-                   f"{_text(t.get('when') or '–')} | {_text(_clip(str(t.get('message') or ''), _MAX_CELL_CHARS))} |")
+        out.append(f"| {_code(t.get('nodeid') or '?', table=True)} | {markdown_text(t.get('outcome', '?'))} | "
+                   f"{markdown_text(t.get('when') or '–')} | {markdown_text(clip(str(t.get('message') or ''), _MAX_CELL_CHARS))} |")
     if len(others) > _MAX_TEST_ROWS:
         out.append(f"| … and {len(others) - _MAX_TEST_ROWS} more | | | the JSON report lists every one |")
     return [*out, ""]
@@ -390,7 +285,7 @@ def _perf(results: Sequence[CheckResult]) -> list[str]:
         rows.append(((not bad, -(numbers["ratio"] or 0.0), label),
                      f"| {_code(label, table=True)} | {against} | {numbers['base']:.1f} | {numbers['head']:.1f} | "
                      f"{'**' if bad else ''}{_pct(numbers['ratio'])}{'**' if bad else ''} | {ci} | "
-                     f"{f'{p:.2g}' if p is not None else '–'} | {_text(_clip(decision, _MAX_CELL_CHARS))} |"))
+                     f"{f'{p:.2g}' if p is not None else '–'} | {markdown_text(clip(decision, _MAX_CELL_CHARS))} |"))
     if not rows:
         return []
     rows.sort(key=lambda row: row[0])
@@ -420,7 +315,7 @@ def _grouped(title: str, entries: Iterable[tuple[str, str]], what: str) -> list[
         shown = ", ".join(_code(n, table=True) for n in distinct[:5])
         if len(distinct) > 5:
             shown += f" and {len(distinct) - 5} more"
-        out.append(f"| {len(names)} | {_text(_clip(reason or '(no reason given)', _MAX_CELL_CHARS))} | {shown} |")
+        out.append(f"| {len(names)} | {markdown_text(clip(reason or '(no reason given)', _MAX_CELL_CHARS))} | {shown} |")
     if len(ordered) > _MAX_SKIP_ROWS:
         rest = ordered[_MAX_SKIP_ROWS:]
         out.append(f"| {sum(len(v) for _, v in rest)} | … {len(rest)} more reasons: the JSON report has them | |")
@@ -431,7 +326,7 @@ def _skips(doc: Mapping[str, Any], results: Sequence[CheckResult]) -> list[str]:
     checks = _grouped("Skipped checks, not run and not passed",
                       ((r.summary, r.check) for r in results if r.verdict == Verdict.SKIP), "checks")
     tests = _grouped("Skipped tests", ((str(t.get("message") or ""), str(t.get("nodeid") or "?"))
-                                       for t in _tests(doc) if t.get("outcome") == "skipped"), "tests")
+                                       for t in tests_of(doc) if t.get("outcome") == "skipped"), "tests")
     return checks + tests
 
 
@@ -448,14 +343,14 @@ def render_document(doc: Mapping[str, Any], *, not_written: Sequence[str] = ()) 
                   "over, it died before it could write its results (killed, out of memory, a crash): nothing "
                   "here is a pass.", ""]
         return "\n".join(lines)
-    results = _results(doc)
+    results = results_of(doc)
     if state == INTERRUPTED:
-        lines += [f"The run was {_text(_interruption(doc))}: what follows are the results of the tests that "
+        lines += [f"The run was {markdown_text(interruption_words(doc))}: what follows are the results of the tests that "
                   "finished before it; the others are counted as not run. It did not pass.", ""]
     lines += [*_facts(doc, results), ""]
     if not_written:
         lines += ["#### Reports that could not be written", ""]
-        lines += [f"- {_text(line)}" for line in not_written] + [""]
+        lines += [f"- {markdown_text(line)}" for line in not_written] + [""]
     lines += _failures(results, doc.get("seed"))
     lines += _other_tests(doc, results)
     lines += _perf(results)

@@ -5,13 +5,14 @@ worker down; a collection error runs no test at all. The JSON and HTML reports t
 (``ok``, the headline) from these outcomes as well as from the check results, so a report never
 reads "every check passed" for a run that failed.
 
-:class:`TestOutcomes` is fed every ``TestReport`` and failed ``CollectReport`` on the process that
+:class:`TestOutcomes` is fed every ``TestReport`` and failed or skipped ``CollectReport`` on the process that
 writes the reports (the controller under pytest-xdist, which also receives the report xdist makes
 for a test whose worker crashed). One outcome per test, the worst of its phases:
 
 ``crashed``   the worker running it died (xdist's report for the crashed item)
 ``failed``    its call failed (including a strict xpass)
 ``error``     its setup or teardown failed, or a collector failed to collect (the node id is the collector's)
+``skipped``   also a collector skipped as a whole (a module's ``pytest.importorskip``): its node id
 ``not run``   collected but no report of its call or of a skip arrived (an interrupted run)
 ``xpassed``   marked xfail (not strict) and passed
 ``passed`` ``skipped`` ``xfailed``  as pytest says
@@ -81,12 +82,16 @@ class TestOutcomes:
             self._expected = list(nodeids)
 
     def add(self, report: Any) -> None:
-        """Take one ``TestReport`` (any phase), or a ``CollectReport`` (only a failed one counts)."""
+        """Take one ``TestReport`` (any phase), or a ``CollectReport`` (a failed or skipped one)."""
         nodeid = str(getattr(report, "nodeid", "") or "?")
         when = getattr(report, "when", None)
         if when is None:  # a CollectReport
             if getattr(report, "failed", False):
                 self._phases.setdefault(nodeid, {})["collect"] = ("error", _message(report))
+            elif getattr(report, "skipped", False):
+                # a module skipped as a whole (pytest.importorskip of an optional kernel library): its tests
+                # were never collected, so it stands for them, with its reason
+                self._phases.setdefault(nodeid, {})["collect"] = ("skipped", _message(report))
             return
         wasxfail = hasattr(report, "wasxfail")
         if _crashed(report):

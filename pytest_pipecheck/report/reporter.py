@@ -11,8 +11,9 @@ report at its path never reads as a pass for a run that did not finish.
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -42,6 +43,12 @@ REPORT_WRITE_FAILED = int(pytest.ExitCode.USAGE_ERROR)
 REPORTS = ("json", "html", "markdown")
 #: how messages name the job summary file, which no option gives
 STEP_SUMMARY = "$GITHUB_STEP_SUMMARY"
+#: the node id of the failure a run that checked nothing ends with (docs/verdicts.md, "A run that checked nothing")
+NOTHING_CHECKED = "pipecheck::nothing_checked"
+#: the node id of the failure a run whose requested report could not be written ends with
+REPORTS_NOT_WRITTEN = "pipecheck::reports"
+#: the node id of the failure an interrupted run ends with, where none of its tests failed
+INTERRUPTED_RUN = "pipecheck::interrupted"
 
 
 def step_summary_path(run_config: PipecheckConfig) -> str | None:
@@ -180,13 +187,15 @@ class ReportPlugin:
 
     # ------------------------------------------------------------------ gathering
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if getattr(report, "pipecheck_run_failure", False):
+            return  # the run's own failure, not a test's: the reports say it in their words (nothing_checked, ...)
         self.config.stash[SESSION_OUTCOMES].add(report)
         data = getattr(report, "pipecheck_results", None)
         if data:
             self.config.stash[SESSION_RESULTS].extend(CheckResult.from_json(d) for d in data)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
+        if report.failed or report.skipped:  # a skipped module is in the reports, with its reason
             self.config.stash[SESSION_OUTCOMES].add(report)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -198,6 +207,50 @@ class ReportPlugin:
         # the controller of pytest-xdist collects nothing itself: each worker sends its node ids
         if not self.config.option.collectonly:
             self.config.stash[SESSION_OUTCOMES].expect(ids)
+
+    # outermost (tryfirst) of the wrappers: the tests other plugins log after the loop (the held tests of the
+    # sanitizer, the tests no xdist worker ran) are in before the run is judged
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        self._fail_a_run_that_checked_nothing(session)
+        return result
+
+    def _fail_a_run_that_checked_nothing(self, session: pytest.Session) -> None:
+        """A run under pipecheck (``--pipecheck`` or a report asked for) in which no test passed and no check
+        passed ends with a failure of its own, so that pytest's exit status (1) and the JUnit XML say what the
+        reports say (``nothing_checked``): a gate that checked nothing is not a pass. pytest alone exits 0
+        when every test skipped (5 when none was collected). Not for a run that failed, stopped early or only
+        collected: its status says that already."""
+        run_config = self.config.stash[RUN_CONFIG]
+        if not self.writes or not (run_config.enabled or self._wants_reports()):
+            return
+        if session.config.option.collectonly or session.testsfailed or session.shouldfail or session.shouldstop:
+            return
+        outcomes = self.config.stash[SESSION_OUTCOMES]
+        results = self.config.stash[SESSION_RESULTS]
+        from . import json_report
+
+        if outcomes.bad() or not json_report.nothing_checked(results, outcomes):
+            return
+        doc = json_report.build(results, self.config.stash[TIER], self.config.stash[RUN_SEED], outcomes, 0)
+        text = (f"pipecheck: {doc['reason']}\n(a merge gate that checked nothing does not pass: run the tests "
+                "where they can run, with their kernel library and the GPU they need; docs/verdicts.md, \"A run "
+                "that checked nothing\")")
+        self._run_failure(NOTHING_CHECKED, text)
+
+    def _run_failure(self, nodeid: str, text: str) -> None:
+        """Log a failure of the run itself (not of a test) as pytest logs a test's: the JUnit XML, the terminal
+        and every other plugin see it; pipecheck's own reports say it in their own words instead."""
+        path, _, name = nodeid.partition("::")
+        phases: tuple[tuple[Literal["call", "teardown"], Literal["failed", "passed"]], ...] = (
+            ("call", "failed"), ("teardown", "passed"))
+        for when, outcome in phases:
+            report = pytest.TestReport(nodeid=nodeid, location=(path, None, name), keywords={},
+                                       outcome=outcome, longrepr=text if outcome == "failed" else None,
+                                       when=when, user_properties=[])
+            report.pipecheck_run_failure = True  # type: ignore[attr-defined]
+            self.config.hook.pytest_runtest_logreport(report=report)
 
     # ------------------------------------------------------------------ the summary and the files
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -211,6 +264,8 @@ class ReportPlugin:
 
         terminal.write_summary(terminalreporter, results, config.stash[TIER], run_config)
 
+    # first: before pytest's JUnit XML is written, so that a report that could not be written is a failure there too
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.writes:
             return
@@ -219,8 +274,17 @@ class ReportPlugin:
         if interruption is not None and interruption.signal and tr is not None:
             said = "; the reports say the run was interrupted and did not pass" if self._wants_reports() else ""
             tr.write_line(f"pipecheck: {interruption.signal} received: the session ended early{said}", red=True)
+        gates = self.config.stash[RUN_CONFIG].enabled or self._wants_reports()
+        if interruption is not None and gates and session.exitstatus == 0:
+            # pytest.exit(returncode=0) in a test or a plugin: the run did not finish, and its reports say so; its
+            # exit status must not say pass
+            session.exitstatus = exitstatus = pytest.ExitCode.INTERRUPTED
         with self._deferred(raise_after=False):  # a second signal must not leave a report half-decided
             failed = self._write_reports(INTERRUPTED if interruption is not None else FINISHED, int(exitstatus))
+        if interruption is not None and gates and not session.testsfailed:
+            # nothing failed before the interruption: the JUnit XML (written after this) would list only passes
+            self._run_failure(INTERRUPTED_RUN, f"pipecheck: the run was {interruption.describe()} before it finished: "
+                                               "the tests it did not reach were not run, and it did not pass")
         if failed:
             if session.exitstatus == 0:
                 # a report that CI relies on is missing: the run must not read as a success
@@ -228,6 +292,8 @@ class ReportPlugin:
                 if tr is not None:
                     tr.write_line(f"pipecheck: exit status {REPORT_WRITE_FAILED}: a requested report could not be "
                                   "written", red=True)
+                # the JUnit XML (written after this) and the terminal's counts say so too, not "all passed"
+                self._run_failure(REPORTS_NOT_WRITTEN, "\n".join(failed))
 
     def _write_reports(self, state: str, status: int | None, *, quiet: bool = False) -> list[str]:
         """Write the requested reports for a run in ``state`` with exit status ``status``; the lines saying
@@ -241,30 +307,46 @@ class ReportPlugin:
         if state == RUNNING:  # the run's start: nothing gathered yet, whatever this process holds
             results, outcomes = [], TestOutcomes()
         failed: list[str] = []
-        if run_config.json:
-            from . import json_report
+        # a report that fails changes the run's verdict (a passing run's exit status becomes 4): the reports written
+        # before it are written again with that status, so that none of them says "ok" for that run
+        broken: set[str] = set()
+        seen = -1
+        while len(failed) != seen:
+            seen = len(failed)
+            shown = REPORT_WRITE_FAILED if failed and status == 0 and state == FINISHED else status
+            again = seen > 0
+            if run_config.json and "json" not in broken:
+                from . import json_report
 
-            try:
-                json_report.write(run_config.json, results, config.stash[TIER], config.stash[RUN_SEED], outcomes,
-                                  status, state=state, interrupted=interruption)
-            except Exception as exc:  # a bug in the report must not hide the results: it fails the run instead
-                reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
-                failed.append(f"pipecheck: could not write the JSON report to {run_config.json!r} "
-                              f"({report_option(run_config, 'json')}): {reason}")
-        if run_config.html:
-            from . import html as html_report
+                try:
+                    json_report.write(run_config.json, results, config.stash[TIER], config.stash[RUN_SEED],
+                                      outcomes, shown, state=state, interrupted=interruption,
+                                      not_written=list(failed))
+                except Exception as exc:  # a bug in the report must not hide the results: it fails the run instead
+                    reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) \
+                        else f"{type(exc).__name__}: {exc}"
+                    failed.append(f"pipecheck: could not write the JSON report to {run_config.json!r} "
+                                  f"({report_option(run_config, 'json')}): {reason}")
+                    broken.add("json")
+            if run_config.html and "html" not in broken:
+                from . import html as html_report
 
-            # never raises: a bad path or a plotting bug becomes a red line and a failed run
-            written, line = html_report.write_html_for_run(run_config.html, results, config.stash[TIER],
-                                                           config.stash[RUN_SEED], run_config, outcomes=outcomes,
-                                                           exitstatus=status, source_roots=[str(config.rootpath)],
-                                                           state=state, interrupted=interruption)
-            if written:
-                if tr is not None and not quiet and state != RUNNING:
-                    tr.write_line(line)
-            else:
-                failed.append(f"{line} ({report_option(run_config, 'html')})")
-        self._write_markdown(state, status, interruption, results, outcomes, failed, quiet=quiet)
+                # never raises: a bad path or a plotting bug becomes a red line and a failed run
+                written, line = html_report.write_html_for_run(run_config.html, results, config.stash[TIER],
+                                                               config.stash[RUN_SEED], run_config, outcomes=outcomes,
+                                                               exitstatus=shown, source_roots=[str(config.rootpath)],
+                                                               state=state, interrupted=interruption)
+                if written:
+                    if tr is not None and not quiet and state != RUNNING and not again:
+                        tr.write_line(line)
+                else:
+                    failed.append(f"{line} ({report_option(run_config, 'html')})")
+                    broken.add("html")
+            if "markdown" not in broken:
+                before = len(failed)
+                self._write_markdown(state, status, interruption, results, outcomes, failed, quiet=quiet or again)
+                if len(failed) > before:
+                    broken.add("markdown")  # its targets that could be written say so already
         if state == RUNNING and failed:
             failed = [f"{line}; a run that ends without its reports leaves the previous ones at their paths"
                       for line in failed]
@@ -293,6 +375,7 @@ class ReportPlugin:
         # a target that fails changes the run's verdict (its exit status becomes 4): the others are written
         # again, so that none of them says "merge OK" for that run
         ok = list(targets)
+        rendered: dict[int, str] = {}
         seen = -1
         while len(failed) != seen:
             seen = len(failed)
@@ -300,8 +383,13 @@ class ReportPlugin:
                 path, option, write = target
                 shown = REPORT_WRITE_FAILED if failed and status == 0 and state == FINISHED else status
                 try:
-                    write(markdown.render(results, config.stash[TIER], config.stash[RUN_SEED], outcomes, shown,
-                                          state=state, interrupted=interruption, not_written=failed))
+                    # rendered once for what has failed so far: the file and the job summary get the same text,
+                    # to its time stamp
+                    if len(failed) not in rendered:
+                        rendered[len(failed)] = markdown.render(results, config.stash[TIER], config.stash[RUN_SEED],
+                                                                outcomes, shown, state=state, interrupted=interruption,
+                                                                not_written=failed)
+                    write(rendered[len(failed)])
                 except Exception as exc:  # a bug in the report must not hide the results: it fails the run
                     reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) \
                         else f"{type(exc).__name__}: {exc}"

@@ -12,7 +12,7 @@ disabled so memcheck sees the real allocation bounds. Without CuPy the canary re
 
 from __future__ import annotations
 
-import os
+from .. import envvars
 
 __all__ = ["CANARY_SOURCE", "run_canary"]
 
@@ -48,7 +48,7 @@ def run_canary(tool: str) -> tuple[str, str]:
     ``outcome`` is ``passed`` when the kernel was launched (whatever the device then reported),
     ``unavailable`` when it could not be (no CuPy, compile failure), with the reason in ``message``.
     """
-    if os.environ.get("PIPECHECK_CANARY_DRYRUN"):
+    if envvars.value("PIPECHECK_CANARY_DRYRUN"):
         # used by pipecheck's own CPU tests: a fake compute-sanitizer prints the canary finding
         return "passed", "dry run"
     try:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shlex
 import shutil
 import tempfile
 import time
@@ -57,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import children
+from ..reproduce import shell_line
 from ..results import Verdict
 from .parse import Segment, split_markers
 from .runner import (
@@ -406,8 +406,8 @@ class ConsanRunner:
 
     def reproduce_command(self, spec: BatchSpec, nodeid: str) -> str:
         """The command that replays one test under ConSan, as the runner ran it."""
-        return (f"(cd {shlex.quote(self.cwd)} && env {KNOB_ENV}={MODE} TRITON_CACHE_DIR=\"$(mktemp -d)\" "
-                f"{shlex.join(self.command([nodeid], spec.scope))})")
+        return shell_line(self.command([nodeid], spec.scope), cwd=self.cwd, env={KNOB_ENV: MODE},
+                          fresh_dirs=("TRITON_CACHE_DIR",))
 
     def run(self, spec: BatchSpec) -> dict[str, TestOutcome]:
         """ConSan verdicts for every test of ``spec``; a cache directory of the run's own is removed afterwards."""

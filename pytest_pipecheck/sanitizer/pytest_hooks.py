@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from .. import cuda_probe, state
+from .. import cuda_probe, envvars, state
 from ..children import CHILD_ENV, Role
 from ..config import CONSAN
 from ..cuda_probe import cupy_context
@@ -221,7 +221,7 @@ class SanitizerPlugin:
         # (neither faster nor slower there: 72.2 and 73.9 s against 62.1 and 70.9 s for the bundled suite,
         # 93.3 s against 99.9 s for examples/, on H100s of one morning).
         # An xdist worker does the same with each share it is sent.
-        mode = os.environ.get("PIPECHECK_SANITIZER_OVERLAP", "1")
+        mode = envvars.value("PIPECHECK_SANITIZER_OVERLAP")  # "1", "0" or "trail", checked at start-up
         self.overlap = mode != "0"
         self.trails = mode == "trail"
         self.pending = Pending()
@@ -720,7 +720,7 @@ class SanitizerPlugin:
             return None
         device = tier.device
         env = default_child_env(device.uuid or str(device.index))
-        use_xml = os.environ.get("PIPECHECK_SANITIZER_XML", "1") != "0"
+        use_xml = bool(envvars.value("PIPECHECK_SANITIZER_XML"))
         run_config = self.config.stash[state.RUN_CONFIG]
         jobs = children_at_once(run_config.sanitizer_jobs)
         if self.worker_count > 1 and "sanitizer_jobs" not in run_config.sources:
@@ -1006,7 +1006,7 @@ class ChildPlugin:
     def _disable_pools() -> None:
         import importlib.util
 
-        if os.environ.get("PIPECHECK_CANARY_DRYRUN") or importlib.util.find_spec("cupy") is None:
+        if envvars.value("PIPECHECK_CANARY_DRYRUN") or importlib.util.find_spec("cupy") is None:
             return
         try:
             import cupy

@@ -27,7 +27,6 @@ import functools
 import json
 import os
 import queue
-import shlex
 import signal
 import subprocess
 import tempfile
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import children
+from ..reproduce import shell_line
 from ..results import Verdict
 from .allocations import attribute
 from .known import filter_findings, option_args
@@ -659,7 +659,7 @@ class SanitizerRunner:
     def reproduce_command(self, spec: BatchSpec, nodeid: str) -> str:
         """The command that replays one test under the tool, as the runner ran it."""
         cmd = build_command(self.sanitizer, spec, self.child_args, [nodeid], version=self.version_tuple)
-        return f"(cd {shlex.quote(self.cwd)} && {shlex.join(cmd)})"
+        return shell_line(cmd, cwd=self.cwd)
 
     def run(self, spec: BatchSpec) -> dict[str, TestOutcome]:
         """Sanitize every test of ``spec``; returns one outcome per node id."""

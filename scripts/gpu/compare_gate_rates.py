@@ -2,7 +2,7 @@
 
 Usage::
 
-    python3 scripts/gpu/compare_gate_rates.py OUTDIR [--budget 330] [--reps 8]
+    python3 scripts/gpu/compare_gate_rates.py OUTDIR [--budget 330] [--reps 8] [--gates both|compare]
 
 Run from this checkout installed with ``python3 -m pip install -e .`` (``scripts/gpu-check.sh OUTDIR
 compare-gate`` installs it and runs this with its budget). Offline: it builds a small git repository in a temporary directory (a test file, a conftest that logs the
@@ -15,20 +15,26 @@ minutes on one H100 with start-up). Writes ``OUTDIR/compare_gate_rates.{json,md}
 The checks: ``--reps`` repetitions each (separate tests: their own inputs and warm-up) of two kernels
 calibrated to about 70 us (a memory-bound fp32 add and a compute-bound bf16 matmul, sized as
 ``scripts/gpu/perf_gate_rates.py`` sizes them, declaring FLOPs and bytes so that the stored gate anchors
-them as a user's test would), plus the bundled Triton GEMM (``reference_kernels/triton/gemm.py``, 4096^3
-fp16) at ``num_stages`` 3. The sessions, in order:
+them as a user's test would), a tied-timer kernel (an fp32 add of 2^16 elements, a few microseconds, timed
+one launch per sample as the default cold mode times it, so its times land on a few ticks of the event
+timer and pairs tie often), plus the bundled Triton GEMM (``reference_kernels/triton/gemm.py``, 4096^3
+fp16) at ``num_stages`` 3. The sessions, in order (``--gates compare`` leaves out the stored gate's):
 
 1. stored: ``--pipecheck-baseline-save`` (REV's code), then the gate on the same code (A/A);
 2. compare A/A: REV = HEAD, the working tree unchanged (REV's process and the head time the same code);
-3. the head changed: both kernels' work +3% (the add's elements, the matmul's K) and the GEMM at
+3. the head changed: every kernel's work +3% (the adds' elements, the matmul's K) and the GEMM at
    ``num_stages=1``; once in compare mode against REV, once through the stored gate;
-4. more compare A/A sessions (fresh processes each) while the budget lasts.
+4. the head changed by +2% (the GEMM unchanged), in compare mode;
+5. more compare A/A sessions (fresh processes each) while the budget lasts.
 
-Reported: the fraction of A/A checks failing (target <= 1%), of +3% checks caught (>= 95%), whether
+Reported: the fraction of A/A checks failing (target <= 1%), of +3% checks caught (>= 95%) and of +2% ones,
+the tied-timer kernel's verdicts and ties (with the timer's tick as the samples show it), whether
 ``num_stages=1`` was caught, the time per check (junit: setup + call + teardown; median over checks) in
 compare mode against the stored gate's (target <= 2x), for both gates; and the same rates re-decided from
-the logged samples (scaled +3% on every A/A check). Checks of one session share its two processes, so
-they are not independent trials: the count of sessions is given with each rate.
+the logged samples (every A/A check scaled +2% and +3%). A check the paired gate leaves inconclusive (an
+error) is counted apart, never as a pass. Checks of one session share its two processes, so they are not
+independent trials: the count of sessions is given with each rate. ``--budget`` bounds the whole run (the
+calibration included): 200 s with ``--gates compare`` is about four minutes of device time with start-up.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -55,8 +62,13 @@ for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-SLOWDOWN = 0.03
-FAMILIES = ("add_fp32", "matmul_bf16")
+SLOWDOWN = 0.03  # the "slow" scenario; "slow2" is SLOWDOWN_2
+SLOWDOWN_2 = 0.02
+FAMILIES = ("add_fp32", "matmul_bf16")  # calibrated to about 70 us
+TIED = "tiny_add_fp32"  # the tied-timer kernel: a fixed small size, timed at the event timer's resolution
+TIED_N = 1 << 16
+#: rounding of the sizes (elements, K), as scripts/gpu/perf_gate_rates.py rounds them
+GRANULARITY = {"add_fp32": 4096, "matmul_bf16": 64, TIED: 256}
 
 CONFTEST = '''
 """Logs what each gate decides on (compare_gate_rates.py): the paired series, the stored baseline and run."""
@@ -119,11 +131,16 @@ if not FAKE:
     import torch
 
 
-def _fake(scale):
+def _fake(scale, us=70.0, tick=None):
     import numpy as np
 
     rng = np.random.default_rng()
-    return lambda: float(70.0 * scale * np.exp(rng.normal(0.0, 0.02)))
+
+    def kernel():
+        t = float(us * scale * np.exp(rng.normal(0.0, 0.02)))
+        return max(tick, round(t / tick) * tick) if tick else t
+
+    return kernel
 
 
 def _add(n):
@@ -143,11 +160,15 @@ def _matmul(k, mn=2048):
 
 
 @pytest.mark.parametrize("rep", range(REPS))
-@pytest.mark.parametrize("family", ["add_fp32", "matmul_bf16"])
+@pytest.mark.parametrize("family", ["add_fp32", "matmul_bf16", "tiny_add_fp32"])
 def test_kernel(pipecheck, family, rep):
     size = SIZES[family]
     base = SIZES["declared"][family]  # the counts REV declares: the anchor choice is the same on both sides
-    if family == "add_fp32":
+    if family == "tiny_add_fp32":
+        # no declared counts: no anchor, one launch per sample (cold): its times sit on the timer's ticks
+        kernel = _fake(size / base, us=3.0, tick=0.5) if FAKE else _add(size)
+        pipecheck.check_perf(kernel, case=family)
+    elif family == "add_fp32":
         pipecheck.check_perf(_add(size), flops=float(base), bytes=12.0 * base, case=family)
     else:
         pipecheck.check_perf(_matmul(size), flops=2.0 * 2048 * 2048 * base,
@@ -185,10 +206,12 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
 
 
-def _sizes(base: dict[str, Any], slower: bool) -> dict[str, Any]:
-    out = {"declared": {f: base["sizes"][f]["0"] for f in FAMILIES}, "gemm_stages": 1 if slower else 3}
-    for f in FAMILIES:
-        out[f] = base["sizes"][f][str(SLOWDOWN)] if slower else base["sizes"][f]["0"]
+def _sizes(base: dict[str, Any], slowdown: float) -> dict[str, Any]:
+    """The kernels' sizes with ``slowdown`` more work (0: REV's), and the GEMM's stages (1 at SLOWDOWN)."""
+    zero = {**{f: base["sizes"][f]["0"] for f in FAMILIES}, TIED: TIED_N}
+    out: dict[str, Any] = {"declared": zero, "gemm_stages": 1 if slowdown == SLOWDOWN else 3}
+    for f, size in zero.items():
+        out[f] = size if slowdown == 0 else round(size * (1 + slowdown) / GRANULARITY[f]) * GRANULARITY[f]
     return out
 
 
@@ -251,6 +274,29 @@ def _count(sessions: list[dict[str, Any]], scenario: str, cases: tuple[str, ...]
     return out
 
 
+def _tied(sessions: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tied-timer kernel in compare mode: its verdicts per scenario, the share of its pairs that tied, and
+    the timer's tick as its samples show it (the smallest gap between two distinct times)."""
+    out: dict[str, Any] = {}
+    for scenario in ("aa", "slow", "slow2"):
+        checks = [c for x in sessions if x.get("scenario") == scenario for c in x.get("checks", [])
+                  if c["case"] == TIED]
+        mine = [r for r in records if r.get("kind") == "paired" and r.get("case") == TIED
+                and r.get("scenario") == scenario]
+        pairs = [(b, h) for r in mine for b, h in zip(r["base"], r["head"])]
+        out[scenario] = {"checks": len(checks), "fail": sum(c["verdict"] == "fail" for c in checks),
+                         "pass": sum(c["verdict"] == "pass" for c in checks),
+                         "error": sum(c["verdict"] == "error" for c in checks),
+                         "tied_share": (sum(b == h for b, h in pairs) / len(pairs)) if pairs else 0.0,
+                         "summaries": [c["summary"][:200] for c in checks[:3]]}
+    times = sorted({t for r in records if r.get("kind") == "paired" and r.get("case") == TIED
+                    for t in (*r["base"], *r["head"])})
+    gaps = [b - a for a, b in itertools.pairwise(times) if b - a > 1e-9]
+    out["tick_us"] = min(gaps) if gaps else None
+    out["median_us"] = statistics.median(times) if times else None
+    return out
+
+
 def _median_duration(sessions: list[dict[str, Any]], prefix: str) -> float | None:
     values = [t for x in sessions if x.get("label", "").startswith(prefix) for t in x.get("durations_s", {}).values()]
     return statistics.median(values) if values else None
@@ -266,20 +312,38 @@ def _seconds(value: float | None, unit: str = " s") -> str:
     return "-" if value is None else f"{value:.2f}{unit}"
 
 
+def _tied_line(r: dict[str, Any] | None) -> str:
+    if not r or not r.get("checks"):
+        return "-"
+    return (f"{r['fail']} fail, {r['error']} inconclusive or error, {r['pass']} pass of {r['checks']}; "
+            f"{r['tied_share']:.0%} of pairs tied")
+
+
 def render(result: dict[str, Any]) -> str:
     c, s = result["counted"]["compare"], result["counted"]["stored"]
     t = result["time_per_check_s"]
+    tied = result["counted"]["tied"]
     lines = [
         "# compare mode on the GPU: false alarms, detection, time per check", "",
         f"{result['gpu']}; torch {result['torch']}, triton {result['triton']}; {result['date']}; "
         f"`{result['command']}`; {result['elapsed_s']:.0f} s", "",
-        "Counted from the pytest sessions (each check as pytest reported it; the +3% column counts the two "
-        "calibrated kernels, the GEMM has its own column):", "",
-        "| gate | A/A checks failing (<= 1%) | +3% checks caught (>= 95%) | num_stages=1 | time per check |",
-        "|---|---|---|---|---|",
-        f"| compare (`--pipecheck-compare`) | {_rate(c['aa'])} | {_rate(c['slow'])} | {c['gemm_stages1']} | "
-        f"{_seconds(t['compare'])} |",
-        f"| stored baseline | {_rate(s['aa'])} | {_rate(s['slow'])} | {s['gemm_stages1']} | {_seconds(t['stored'])} |",
+        "Counted from the pytest sessions (each check as pytest reported it; the A/A, +2% and +3% columns count the "
+        "two calibrated kernels, the GEMM and the tied-timer kernel have their own):", "",
+        "| gate | A/A checks failing (<= 1%) | +2% checks caught | +3% checks caught (>= 95%) | num_stages=1 | "
+        "time per check |",
+        "|---|---|---|---|---|---|",
+        f"| compare (`--pipecheck-compare`) | {_rate(c['aa'])} | {_rate(c['slow2'])} | {_rate(c['slow'])} | "
+        f"{c['gemm_stages1']} | {_seconds(t['compare'])} |",
+        f"| stored baseline | {_rate(s['aa'])} | - | {_rate(s['slow'])} | {s['gemm_stages1']} | "
+        f"{_seconds(t['stored'])} |",
+        "",
+        f"The tied-timer kernel ({TIED}, {TIED_N} elements, one launch per sample) in compare mode; the timer's "
+        f"tick as its samples show it (the smallest gap between two distinct times): {_seconds(tied.get('tick_us'), ' us')} "
+        f"of a median {_seconds(tied.get('median_us'), ' us')}:", "",
+        "| scenario | verdicts |", "|---|---|",
+        f"| A/A | {_tied_line(tied.get('aa'))} |",
+        f"| +2% | {_tied_line(tied.get('slow2'))} |",
+        f"| +3% | {_tied_line(tied.get('slow'))} |",
         "",
         f"Time per check, compare / stored: {_seconds(t['ratio'], 'x')} (target <= 2x; medians over the checks of "
         "the A/A sessions, junit setup + call + teardown).", "",
@@ -298,6 +362,8 @@ def main() -> int:
     ap.add_argument("outdir")
     ap.add_argument("--budget", type=float, default=330.0, help="seconds of work before sessions are cut short")
     ap.add_argument("--reps", type=int, default=8, help="repetitions of each kernel's check per session")
+    ap.add_argument("--gates", choices=("both", "compare"), default="both",
+                    help="compare: leave out the stored gate's sessions (compare mode's rates only, in less time)")
     ap.add_argument("--cpu-rehearsal", action="store_true",
                     help="check this script's own machinery without a GPU: fake kernels through compare mode's test "
                          "seam (the stored gate skips on the CPU); its numbers mean nothing")
@@ -318,7 +384,8 @@ def main() -> int:
               file=sys.stderr)
         return 2
     if args.cpu_rehearsal:
-        calibrated: dict[str, Any] = {f: {"sizes": {"0": 1000, str(SLOWDOWN): 1030}} for f in FAMILIES}
+        # whole multiples of the sizes' rounding, so that +2% and +3% stay +2% and +3%
+        calibrated: dict[str, Any] = {f: {"sizes": {"0": 1000 * GRANULARITY[f]}} for f in FAMILIES}
     elif not torch.cuda.is_available():
         print("compare_gate_rates: needs a CUDA GPU (torch.cuda.is_available() is False); --cpu-rehearsal checks "
               "the script alone", file=sys.stderr)
@@ -337,7 +404,7 @@ def main() -> int:
         (repo / "pytest.ini").write_text("[pytest]\n")
         (repo / "conftest.py").write_text(CONFTEST)
         (repo / "test_cg.py").write_text(TESTS)
-        (repo / "cg_sizes.json").write_text(json.dumps(_sizes(base, slower=False)))
+        (repo / "cg_sizes.json").write_text(json.dumps(_sizes(base, 0.0)))
         _git(repo, "init", "-q")
         _git(repo, "add", "-A")
         _git(repo, "commit", "-q", "-m", "REV")
@@ -349,13 +416,18 @@ def main() -> int:
 
         stored = ["--pipecheck-baseline-dir=bl"]
         off = ["--pipecheck-baseline-dir=none"]
-        run("stored-save", "save", [*stored, "--pipecheck-baseline-save"])
-        run("stored-aa", "aa", stored)
+        with_stored = args.gates == "both"
+        if with_stored:
+            run("stored-save", "save", [*stored, "--pipecheck-baseline-save"])
+            run("stored-aa", "aa", stored)
         run("compare-aa-1", "aa", ["--pipecheck-compare=HEAD", *off])
-        (repo / "cg_sizes.json").write_text(json.dumps(_sizes(base, slower=True)))
+        (repo / "cg_sizes.json").write_text(json.dumps(_sizes(base, SLOWDOWN)))
         run("compare-slow", "slow", ["--pipecheck-compare=HEAD", *off])
-        run("stored-slow", "slow", stored)
-        (repo / "cg_sizes.json").write_text(json.dumps(_sizes(base, slower=False)))
+        if with_stored:
+            run("stored-slow", "slow", stored)
+        (repo / "cg_sizes.json").write_text(json.dumps(_sizes(base, SLOWDOWN_2)))
+        run("compare-slow2", "slow2", ["--pipecheck-compare=HEAD", *off])
+        (repo / "cg_sizes.json").write_text(json.dumps(_sizes(base, 0.0)))
         k = 2
         while deadline - time.monotonic() > 45:
             run(f"compare-aa-{k}", "aa", ["--pipecheck-compare=HEAD", *off])
@@ -373,21 +445,24 @@ def main() -> int:
 
     t_cmp = _median_duration(sessions, "compare-aa")
     t_st = _median_duration(sessions, "stored-aa")
-    counted = {
-        "compare": {"aa": _count(compare_s, "aa"), "slow": _count(compare_s, "slow", FAMILIES),
-                    "gemm_stages1": gemm_caught(compare_s)},
-        "stored": {"aa": _count(stored_s, "aa"), "slow": _count(stored_s, "slow", FAMILIES),
-                   "gemm_stages1": gemm_caught(stored_s)},
-    }
+    untied = (*FAMILIES, "triton_gemm")  # the tied-timer kernel is counted on its own
     cgm = _load("compare_gate_model", ROOT / "scripts" / "compare_gate_model.py")
     records = cgm.read_records([str(log)])
-    measured = cgm.measured_rows(records, SLOWDOWN)
+    counted = {
+        "compare": {"aa": _count(compare_s, "aa", untied), "slow": _count(compare_s, "slow", FAMILIES),
+                    "slow2": _count(compare_s, "slow2", FAMILIES), "gemm_stages1": gemm_caught(compare_s)},
+        "stored": {"aa": _count(stored_s, "aa", untied), "slow": _count(stored_s, "slow", FAMILIES),
+                   "gemm_stages1": gemm_caught(stored_s)},
+        "tied": _tied(compare_s, records),
+    }
+    measured = cgm.measured_rows(records, (SLOWDOWN_2, SLOWDOWN))
     result: dict[str, Any] = {
         "gpu": "CPU rehearsal (fake kernels: the numbers mean nothing)" if args.cpu_rehearsal
         else torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
         "python": platform.python_version(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]), "budget_s": args.budget,
-        "reps": args.reps, "slowdown": SLOWDOWN, "calibration": calibrated,
+        "reps": args.reps, "gates": args.gates, "slowdowns": {"slow": SLOWDOWN, "slow2": SLOWDOWN_2},
+        "calibration": calibrated, "sizes": {str(sd): _sizes(base, sd) for sd in (0.0, SLOWDOWN_2, SLOWDOWN)},
         "counted": counted,
         "time_per_check_s": {"compare": t_cmp, "stored": t_st,
                              "ratio": (t_cmp / t_st) if t_cmp is not None and t_st else None},

@@ -151,20 +151,22 @@ def test_what_is_new_at_rev_is_reported_new_never_failed(pytester: pytest.Pytest
     assert perf["test_k.py::test_cases[z]"]["details"]["compare"]["status"] == "new"
 
 
-def test_a_case_or_a_file_that_fails_to_collect_at_rev_is_new(pytester: pytest.Pytester, repo: Any) -> None:
+def test_a_renamed_case_is_new_and_a_file_that_fails_to_collect_at_rev_is_an_error(pytester: pytest.Pytester,
+                                                                                    repo: Any) -> None:
     write, commit = repo
     commit(kernel=KERNEL.format(factor=1.00, mode="ok"), test_k=TESTS.replace('case="a"', 'case="old"'),
            test_b="import no_such_module\n" + TESTS)
     write(kernel=KERNEL.format(factor=1.5, mode="ok"), test_k=TESTS, test_b=TESTS)
     result = _run(pytester, "--pipecheck-compare=HEAD")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=1, failed=1)
     perf = _perf(pytester)
-    renamed = perf["test_k.py::test_gemm[a]"]
+    renamed = perf["test_k.py::test_gemm[a]"]  # REV's test passed without calling case 'a': genuinely new
     assert renamed["verdict"] == "skip" and renamed["details"]["compare"]["status"] == "new"
     assert "does not call check_perf(case='a') there" in renamed["summary"] and "'old'" in renamed["summary"]
+    # REV cannot import what its test needs: its kernel was never timed, so nothing was compared (not "new")
     broken = perf["test_b.py::test_gemm[a]"]
-    assert broken["verdict"] == "skip" and "collecting test_b.py failed there" in broken["summary"]
-    assert "no_such_module" in broken["summary"]
+    assert broken["verdict"] == "error" and broken["details"]["compare"]["status"] == "error"
+    assert "collecting test_b.py failed at HEAD" in broken["summary"] and "no_such_module" in broken["summary"]
 
 
 def test_a_rev_that_does_not_resolve_is_a_usage_error(pytester: pytest.Pytester, repo: Any) -> None:
@@ -297,3 +299,21 @@ def test_gemm(pipecheck):
     stored = perf["details"]["stored"]
     assert stored["status"] == "compared" and stored["verdict"] == "fail" and stored["regressed"]
     assert "stored baseline (fail, not gated)" in perf["summary"]
+
+
+def test_pairs_the_ties_leave_undecided_are_an_error_never_a_pass(pytester: pytest.Pytester, repo: Any) -> None:
+    # a kernel timed at the timer's resolution: REV's always takes 100 us; the head's ties with it twice, then
+    # takes 120 us. With 2 of 10 pairs tied no data could have failed the check, so its +20% decides nothing
+    write, commit = repo
+    tied = ("import itertools\n\n\ndef make(case=''):\n    times = itertools.chain([100.0, 100.0], "
+            "itertools.repeat({slow}))\n    return lambda: next(times)\n")
+    tests = "from kernel import make\n\n\ndef test_gemm(pipecheck):\n    pipecheck.check_perf(make(), n_samples=10)\n"
+    commit(kernel=tied.format(slow=100.0), test_k=tests)
+    write(kernel=tied.format(slow=120.0))
+    result = _run(pytester, "--pipecheck-compare=HEAD")
+    result.assert_outcomes(failed=1)
+    perf = _perf(pytester)["test_k.py::test_gemm[default]"]
+    assert perf["verdict"] == "error", perf["summary"]
+    cmp = perf["details"]["compare"]
+    assert cmp["decision"] == "inconclusive" and cmp["n_tied"] == 2 and cmp["ratio"] == pytest.approx(1.2)
+    assert "perf not decided against HEAD" in perf["summary"] and "2 of 10 pairs tie" in perf["summary"]

@@ -268,10 +268,10 @@ def test_checks_option_deselects_every_check(pytester: pytest.Pytester) -> None:
 
 
 @pytest.mark.parametrize("args, ini, message", [
-    (["--pipecheck-sanitizer="], "", "*`--pipecheck-sanitizer=` from the command line is empty: name at least one "
-                                     "of racecheck, synccheck, memcheck, initcheck, consan or `none` to turn it off*"),
+    (["--pipecheck-sanitizer="], "", "*--pipecheck-sanitizer= is empty (an unset variable?): give the tools to run "
+                                     "(racecheck, synccheck, memcheck, initcheck, consan) or none*"),
     ([], "pipecheck_sanitizer = ,", "*`pipecheck_sanitizer = ,` from the ini file (tox.ini) is empty*"),
-    ([], "pipecheck_sanitizer =", "*`pipecheck_sanitizer = ` from the ini file (tox.ini) is empty*"),
+    ([], "pipecheck_sanitizer =", "*`pipecheck_sanitizer =` in the ini file (tox.ini) is empty*"),
     (["--pipecheck-checks=sanitizer", "--pipecheck-sanitizer=none"], "",
      "*checks=sanitizer (from command line) selects the sanitizer, but sanitizer=none (from command line) runs "
      "no tool*"),

@@ -4,6 +4,7 @@ never a traceback and never "merge OK" for a run that exits non-zero."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -150,9 +151,16 @@ def test_a_job_summary_that_cannot_be_written_at_the_end_fails_the_run_and_the_m
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     summary = _summary(tmp_path, monkeypatch)
     pytester.makepyfile(SUMMARY_GOES_AWAY)
-    result = pytester.runpytest_subprocess(*OPTIONS, "--pipecheck-markdown=r.md", "--pipecheck-json=r.json")
-    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess(*OPTIONS, "--pipecheck-markdown=r.md", "--pipecheck-json=r.json",
+                                           "--junitxml=junit.xml")
+    # the run's own failure (pipecheck::reports) is logged as a test's, so the JUnit XML says it too
+    result.assert_outcomes(passed=1, failed=1)
     assert result.ret == 4
+    assert 'failures="1"' in (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    # the JSON report, written before the job summary failed, is written again: not "ok" for a run that exits 4
+    doc = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    assert (doc["ok"], doc["exitstatus"], doc["reason"]) == (False, 4, "a requested report could not be written")
+    assert "($GITHUB_STEP_SUMMARY): job summary" in doc["not_written"][0]
     result.stdout.fnmatch_lines([
         f"pipecheck: could not write the Markdown report to '{summary}' ($GITHUB_STEP_SUMMARY): job summary "
         f"($GITHUB_STEP_SUMMARY) '{summary}' is a directory*",

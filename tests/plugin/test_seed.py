@@ -50,4 +50,5 @@ def test_failure_ends_with_reproduce_line(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("--pipecheck-seed=42")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*pipecheck: reproduce*", "pytest 'test_failure_ends_with_reproduce_line.py::test_fails' --pipecheck-seed=42"])
+    result.stdout.fnmatch_lines(["*pipecheck: reproduce*",
+                                 "pytest test_failure_ends_with_reproduce_line.py::test_fails --pipecheck --pipecheck-seed=42"])

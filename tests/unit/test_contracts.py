@@ -12,6 +12,16 @@ torch = pytest.importorskip("torch")
 from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
+
+def _own_context(name: str):
+    """A fixture object of its own, not the test's: a check that raises records an ERROR result in it (so it
+    would fail the test it belongs to); here the error itself is what is tested."""
+    from pytest_pipecheck.config import PipecheckConfig
+    from pytest_pipecheck.device import TierInfo
+    from pytest_pipecheck.fixture import Pipecheck
+
+    return Pipecheck(f"tests/unit/test_contracts.py::{name}", PipecheckConfig(), TierInfo("cpu", None, "unit test"), 1)
+
 # ----------------------------------------------------------------------------- inout
 
 
@@ -187,7 +197,8 @@ def test_tolerance_callable_of_the_shape(pipecheck):
         pipecheck.check_coverage(_sum_spec(rounds_per_split, rtol=1e-3, name="fixed_rtol"), "M64-K800")
 
 
-def test_a_tolerance_callable_returning_nan_is_an_error_naming_spec_and_shape(pipecheck):
+def test_a_tolerance_callable_returning_nan_is_an_error_naming_spec_and_shape():
+    pipecheck = _own_context("nan")
     bad = _sum_spec(rounds_per_split, rtol=lambda dims: float("nan"), name="nan_rtol")
     with pytest.raises(PipecheckError, match=r"spec 'nan_rtol': rtol\(dims\) returned nan at \{'M': 2, 'K': 9\}: "
                                              r"must be a number, not NaN"):
@@ -195,6 +206,10 @@ def test_a_tolerance_callable_returning_nan_is_an_error_naming_spec_and_shape(pi
     unknown = _sum_spec(rounds_per_split, rtol=lambda dims: {"q": 1e-3}, name="unknown_rtol")
     with pytest.raises(PipecheckError, match=r"rtol\(dims\) names 'q', which is not an output"):
         pipecheck.check_tile_probe(unknown, "M2-K9")
+    # each is an ERROR result of its check that names the exception, never nothing recorded
+    assert [(r.check, r.verdict) for r in pipecheck.results] == [("coverage", Verdict.ERROR),
+                                                                  ("tile_probe", Verdict.ERROR)]
+    assert "PipecheckError: spec 'nan_rtol'" in pipecheck.results[0].summary
 
 
 # ----------------------------------------------------------------------------- calibrated tile probe
@@ -221,8 +236,10 @@ def test_tile_probe_uses_the_calibrated_tolerance(pipecheck):
     assert pipecheck.check_tile_probe(spec, "M3-K40").verdict is Verdict.PASS
     with pipecheck.expecting_failures(), pytest.raises(PipecheckFailure, match="tile probe along K"):
         pipecheck.check_tile_probe(spec, "M3-K40", tolerance="fixed")
+    own = _own_context("calibrated")
     with pytest.raises(PipecheckError, match="tolerance='calibrated' needs the spec's same_precision"):
-        pipecheck.check_tile_probe(_sum_spec(rounds_per_split, rtol=None), "M3-K40", tolerance="calibrated")
+        own.check_tile_probe(_sum_spec(rounds_per_split, rtol=None), "M3-K40", tolerance="calibrated")
+    assert [(r.check, r.verdict) for r in own.results] == [("tile_probe", Verdict.ERROR)]
 
 
 def test_an_expectation_a_sanitizer_alone_can_meet_needs_no_judging_check() -> None:

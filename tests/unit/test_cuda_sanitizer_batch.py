@@ -125,8 +125,9 @@ def test_generated_module_collects_and_skips_without_gpu(pytester: pytest.Pytest
     pytester.makepyfile(test_batch=src)
     result = pytester.runpytest_subprocess("--pipecheck", f"--pipecheck-sanitizer={','.join(TOOLS)}",
                                            "-p", "no:cacheprovider", "-rA", "-v")
-    result.assert_outcomes(skipped=len(cases()))
-    result.stdout.fnmatch_lines(["*needs a CUDA GPU*"])
+    # every test skipped: under --pipecheck a run that checked nothing ends with a failure of its own
+    result.assert_outcomes(skipped=len(cases()), failed=1)
+    result.stdout.fnmatch_lines(["*needs a CUDA GPU*", "FAILED pipecheck::nothing_checked - pipecheck: nothing was*"])
     text = result.stdout.str()
     for c in cases():
         assert f"{MODULE}::{c.test} SKIPPED" in text, c.test

@@ -87,7 +87,8 @@ def test_a_relay_child_is_killed_when_the_run_is_interrupted(tmp_path: Path, mon
 
     monkeypatch.setattr(containment.children, "command",
                         lambda *args, **kwargs: [sys.executable, "-c", "import time; time.sleep(60)"])
-    config = types.SimpleNamespace(rootpath=tmp_path, stash={state.RUN_SEED: 1})
+    config = types.SimpleNamespace(rootpath=tmp_path, invocation_params=types.SimpleNamespace(dir=tmp_path),
+                                   stash={state.RUN_SEED: 1})
     child = containment._Child(config, ["t.py::test_a"], "crash", 600.0)  # type: ignore[arg-type]
     reads = []
 

@@ -66,12 +66,102 @@ def test_a_shared_clock_cancels_in_the_pairs() -> None:
     assert paired_compare(base, head * clock).ratio > 1.05
 
 
-def test_equal_pairs_carry_no_sign() -> None:
+#: the timer's resolution in the tied samples below (us): times are whole ticks, so pairs tie
+TICK = 0.5
+
+
+def _h200_shape(hiccups: int = 21, ties: int = 14) -> tuple[list[float], list[float]]:
+    """100 pairs of a memory-bound kernel of about 20 us, made 2.4% slower, at a timer of 0.5 us (one tick is
+    2.2-2.7% of it): the head takes one tick more than REV in most pairs, ``ties`` pairs tie (the slowdown fell
+    below a tick), and in ``hiccups`` pairs REV's sample caught a 3-tick hiccup, so the head reads faster
+    there by more than it is slower elsewhere: a shape on which a signed-rank test (p = 0.12) passed a change
+    whose interval lies wholly above the 1.5% threshold."""
+    base: list[float] = []
+    head: list[float] = []
+    for i in range(100):
+        level = 37 + i % 9  # ticks, shared by the two samples of pair i
+        if i % 4 == 1 and hiccups > 0:
+            hiccups -= 1
+            base.append((level + 3) * TICK)
+            head.append((level + 1) * TICK)
+        elif i % 4 == 3 and ties > 0:
+            ties -= 1
+            base.append(level * TICK)
+            head.append(level * TICK)
+        else:
+            base.append(level * TICK)
+            head.append((level + 1) * TICK)
+    return base, head
+
+
+def test_the_h200_case_fails_where_its_interval_lies_above_the_threshold() -> None:
+    base, head = _h200_shape()
+    c = paired_compare(base, head)
+    # a signed-rank test on these pairs says p = 0.12 (the hiccups outweigh the one-tick slowdowns); the
+    # sign test counts 65 of 100 pairs slower, the interval lies wholly above 1.5%: a regression
+    assert c.describe() == "21.0 us vs 20.8 us at REV (+2.3% paired, 95% CI +2.2%..+2.4%, p=0.0018, 100 pairs, 14 tied)"
+    assert c.ci_low > 1 + DEFAULT_PAIRED_THRESHOLD and c.n_slower == 65 and c.n_tied == 14
+    assert c.p_value >= 0.001 and not c.significant  # not significant at alpha on its own ...
+    assert c.regressed and c.decision == "fail" and c.to_json()["test"] == "sign"  # ... the interval fails it
+    # the same shape with a few hiccups fewer: significant at alpha as well
+    more = paired_compare(*_h200_shape(hiccups=12, ties=14))
+    assert more.significant and more.regressed
+
+
+def test_all_tied_pairs_pass_with_a_point_interval() -> None:
     c = paired_compare([100.0] * 20, [100.0] * 20)
     assert c.p_value == 1.0 and not c.regressed and c.ratio == 1.0 and c.ci_low == c.ci_high == 1.0
-    # equal pairs are left out of the rank test: 10 pairs all slower give the exact p = 2**-10
-    mixed = paired_compare([100.0] * 20, [100.0] * 10 + [110.0] * 10)
-    assert mixed.p_value == pytest.approx(2.0**-10) and mixed.regressed and mixed.ratio == pytest.approx(math.sqrt(1.1))
+    assert c.decision == "pass" and c.n_tied == 20 and c.n_slower == 0 and c.describe().endswith("20 pairs, 20 tied)")
+    # timed at a timer's resolution, each pair at its own level: still every pair tied, a pass
+    levels = [TICK * (40 + i % 3) for i in range(30)]
+    assert paired_compare(levels, levels).decision == "pass"
+
+
+def test_a_tie_at_the_fewest_pairs_no_longer_lets_a_slowdown_pass() -> None:
+    # 10 pairs is the fewest at alpha = 0.001; one tie left 9 untied pairs, which cannot reach it, so +20% passed
+    c = paired_compare([100.0] * 10, [100.0] + [120.0] * 9)
+    assert c.n_pairs == 10 and c.n_tied == 1 and c.regressed and c.decision == "fail"
+    assert c.ci_low == pytest.approx(1.2) and c.p_value == pytest.approx(11 / 1024)
+
+
+def test_ties_that_leave_no_way_to_fail_are_inconclusive_never_a_pass() -> None:
+    # two ties of 10: with the other 8 slower the sign test's best p is 56/1024 and the interval's lower end is a
+    # tie, so no data could have failed the check: a +20% median decides nothing
+    c = paired_compare([100.0] * 10, [100.0] * 2 + [120.0] * 8)
+    assert not c.regressed and c.decision == "inconclusive" and c.ratio == pytest.approx(1.2)
+    assert c.inconclusive.startswith("2 of 10 pairs tie") and "n_samples" in c.inconclusive
+    half = paired_compare([100.0] * 20, [100.0] * 10 + [110.0] * 10)
+    assert half.decision == "inconclusive" and half.ratio == pytest.approx(math.sqrt(1.1))
+    # ties that still leave the gate its teeth: a median below the threshold passes as usual
+    assert paired_compare([100.0] * 20, [100.0] * 12 + [110.0] * 8).decision == "pass"
+
+
+def test_the_verdict_never_contradicts_the_interval() -> None:
+    rng = np.random.default_rng(43)
+    seen = {"fail": 0, "pass": 0, "above": 0, "below": 0}
+    for trial in range(600):
+        n = int(rng.choice([10, 12, 20, 40, 100]))
+        slowdown = float(rng.choice([0.0, 0.01, 0.015, 0.02, 0.03, 0.1]))
+        level = 20.0 * np.exp(rng.normal(0.0, 0.05, n))
+        base = level * np.exp(rng.normal(0.0, 0.01, n))
+        head = level * (1 + slowdown) * np.exp(rng.normal(0.0, 0.01, n))
+        skew = rng.random(n) < rng.choice([0.0, 0.25])  # REV's samples that caught a hiccup
+        base = base * np.where(skew, 1.0 + rng.uniform(0.05, 0.2, n), 1.0)
+        if trial % 2:  # half of them at the timer's resolution: many pairs tie
+            base, head = np.maximum(1, np.round(base / TICK)) * TICK, np.maximum(1, np.round(head / TICK)) * TICK
+        c = paired_compare(base, head)
+        t = 1 + DEFAULT_PAIRED_THRESHOLD
+        if c.ci_low > t:
+            assert c.decision == "fail", c.describe()
+            seen["above"] += 1
+        if c.ci_high < t:
+            assert c.decision == "pass", c.describe()
+            seen["below"] += 1
+        # the p-value and the interval are one law: the interval clears no change exactly when p <= 2.5%
+        assert (c.ci_low > 1.0) == (c.p_value <= 0.025), c.describe()
+        assert c.ci_low <= c.ratio <= c.ci_high
+        seen[c.decision] = seen.get(c.decision, 0) + 1
+    assert min(seen[k] for k in ("fail", "pass", "above", "below")) > 10, seen  # every region was reached
 
 
 def test_invalid_series_are_errors() -> None:
@@ -93,11 +183,13 @@ def test_vectorised_rule_is_the_gates_rule() -> None:
     rows = [_pairs(10 + i, s) for i, s in enumerate((0.0, 0.012, 0.02, 0.03, -0.03, 0.05))]
     base = np.stack([r[0] for r in rows])
     head = np.stack([r[1] for r in rows])
-    regressed, significant, ratio, p = paired_decide(base, head, DEFAULT_PAIRED_THRESHOLD, 0.001)
+    rule = paired_decide(base, head, DEFAULT_PAIRED_THRESHOLD, 0.001)
+    assert rule[0] is rule.regressed  # the rate estimators read the verdicts as the first entry
     for i, (b, h) in enumerate(rows):
         c = paired_compare(b, h)
-        assert (c.regressed, c.significant) == (bool(regressed[i]), bool(significant[i]))
-        assert c.ratio == pytest.approx(ratio[i]) and c.p_value == pytest.approx(p[i])
+        assert (c.regressed, c.significant) == (bool(rule.regressed[i]), bool(rule.significant[i]))
+        assert c.ratio == pytest.approx(rule.ratio[i]) and c.p_value == pytest.approx(rule.p[i])
+        assert (c.ci_low, c.ci_high) == (pytest.approx(rule.ci_low[i]), pytest.approx(rule.ci_high[i]))
 
 
 def test_the_interval_covers_the_true_ratio() -> None:

@@ -122,7 +122,7 @@ def test_failures_listed_with_message_and_reproduce_line_worst_first() -> None:
     assert section.index("determinism") < section.index("K tile 7 of 8") < section.index("sm_86 2 blocks/SM")
     assert "K tile 7 of 8 (the last) never reached the output\nworst C[3,5]" in section
     assert "reproduce: <code>pytest &#x27;tests/test_gemm.py::test_cov[M128-N64-K256]&#x27; " \
-           "--pipecheck-seed=1234</code>" in section
+           "--pipecheck --pipecheck-seed=1234</code>" in section
     assert "coverage" in section and "max rel err" not in section  # passes are not failures
 
 
