@@ -4,10 +4,11 @@ spec's constants, for inputs whose sizes derive from the kernel's dimensions::
     Tensor("w", ("K/8", "N"), "int32")            # eight 4-bit weights packed in each int32 along K
     Tensor("scales", ("K/group", "N"))            # one scale per group of K (KernelSpec(constants={"group": 128}))
     Tensor("x", ("M", "2*N"))                     # gate and up projections side by side
+    Tensor("states", ("B", "cdiv(L, chunk)", "D"))  # one state per chunk of L, the last chunk ragged
 
 Grammar
     Names (a dimension of the spec, or one of its ``constants``), non-negative integer literals, ``+ - * /``,
-    unary ``+``/``-`` and parentheses. The text is parsed with :mod:`ast` and only those nodes are accepted;
+    unary ``+``/``-``, parentheses and ``cdiv(a, b)``, the ceiling of ``a / b`` (Triton's ``cdiv``). The text is parsed with :mod:`ast` and only those nodes are accepted;
     it is never evaluated by Python. A name that is neither a dimension (a plain dim of some tensor, a
     ``tiles`` key or the ``loop_dim``) nor a constant is refused, and so is a divisor that holds a dimension
     (``K/N``): divisors are literals and constants; a misspelt constant (``K/grp``) is caught that way. A
@@ -23,6 +24,12 @@ Exact division
     other expression (``(K+16)/16``, ``K-8``, ``M*K/8``) implies nothing the generator can align to: shapes
     at which it is not a positive whole size are not generated, and a shape given to a check is rejected
     with a message naming the spec, the tensor, the expression and the shape.
+
+Ceiling division
+    ``cdiv(L, chunk)`` is the number of chunks of ``chunk`` that cover L, the last one ragged where L is not a
+    multiple of it (``cdiv(L, 64)`` is 3 at L=129): it implies no divisibility, so the generated shapes keep
+    their ragged lengths and a chunked kernel meets a last chunk shorter than the others. Its divisor, as
+    ``/``'s, holds only literals and constants.
 
 Tiles, guards and the tile probe
     An axis that is a multiple ``c * D`` of one dimension (:meth:`DimExpr.multiple`) is mapped to D's
@@ -64,7 +71,9 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _REFUSED_OPS = {ast.FloorDiv: "'//' (use '/', which is exact division)", ast.Mod: "'%'", ast.Pow: "'**'",
                 ast.LShift: "'<<'", ast.RShift: "'>>'", ast.BitOr: "'|'", ast.BitAnd: "'&'", ast.BitXor: "'^'",
                 ast.MatMult: "'@'", ast.Invert: "'~'", ast.Not: "'not'"}
-_ALLOWED = "only dimension names, constants, integer literals, + - * / and parentheses"
+_ALLOWED = "only dimension names, constants, integer literals, + - * /, parentheses and cdiv(a, b)"
+#: the one function a dimension expression may call: ceiling division
+CDIV = "cdiv"
 
 # an affine form over the dimensions, {dimension name or None (the constant term): coefficient};
 # None stands for a form that is not affine (a product or quotient of two dimensions)
@@ -112,8 +121,32 @@ def _check_nodes(node: ast.expr, names: list[str]) -> None:
     elif isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int):
             raise _refuse(node)
+    elif _is_cdiv(node):
+        assert isinstance(node, ast.Call)
+        for arg in node.args:
+            _check_nodes(arg, names)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == CDIV:
+        raise DimExprError(f"cdiv takes two arguments, cdiv(a, b) (the ceiling of a / b): got "
+                           f"{ast.unparse(node)!r}; {_ALLOWED}")
     else:
         raise _refuse(node)
+
+
+def _is_cdiv(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == CDIV
+            and len(node.args) == 2 and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args))
+
+
+def _divisions(tree: ast.expr) -> list[tuple[ast.expr, ast.expr, ast.expr]]:
+    """Each division in ``tree``, exact or ceiling: (the node, its dividend, its divisor)."""
+    out: list[tuple[ast.expr, ast.expr, ast.expr]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            out.append((node, node.left, node.right))
+        elif _is_cdiv(node):
+            assert isinstance(node, ast.Call)
+            out.append((node, node.args[0], node.args[1]))
+    return out
 
 
 @functools.lru_cache(maxsize=1024)
@@ -170,17 +203,16 @@ class DimExpr:
                 consts = ", ".join(sorted(constants)) or "none"
                 return (f"unknown name {name!r}: neither a dimension of the spec (a plain dim of some tensor, a "
                         f"tiles key or the loop_dim: {dims}) nor one of its constants ({consts})")
-        for node in ast.walk(self._tree):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-                held = [n.id for n in ast.walk(node.right) if isinstance(n, ast.Name) and n.id not in constants]
-                if held:
-                    return (f"divides by {ast.unparse(node.right)!r}, which holds the dimension {held[0]!r}: a "
-                            "divisor may hold only integer literals and constants")
-                if not any(isinstance(n, ast.Name) and n.id not in constants for n in ast.walk(node.left)):
-                    try:  # constants alone: whole at every shape, or at none
-                        self._eval(node, constants)
-                    except DimExprError as exc:
-                        return str(exc)
+        for node, dividend, divisor in _divisions(self._tree):
+            held = [n.id for n in ast.walk(divisor) if isinstance(n, ast.Name) and n.id not in constants]
+            if held:
+                return (f"divides by {ast.unparse(divisor)!r}, which holds the dimension {held[0]!r}: a "
+                        "divisor may hold only integer literals and constants")
+            if not any(isinstance(n, ast.Name) and n.id not in constants for n in ast.walk(dividend)):
+                try:  # constants alone: whole at every shape, or at none
+                    self._eval(node, constants)
+                except DimExprError as exc:
+                    return str(exc)
         if not self.dims(constants):
             try:
                 self.value(constants)
@@ -209,6 +241,11 @@ class DimExpr:
         if isinstance(node, ast.UnaryOp):
             inner = self._eval(node.operand, sizes)
             return -inner if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.Call):  # cdiv(a, b): parse() admits no other call
+            a, b = (self._eval(arg, sizes) for arg in node.args)
+            if b <= 0:
+                raise DimExprError(f"{ast.unparse(node)} divides by {b}, not a positive number")
+            return Fraction(math.ceil(a / b))
         assert isinstance(node, ast.BinOp)  # parse() admits nothing else
         left = self._eval(node.left, sizes)
         right = self._eval(node.right, sizes)
@@ -239,6 +276,8 @@ class DimExpr:
             if node.id in constants:
                 return {None: Fraction(int(constants[node.id]))}
             return {node.id: Fraction(1)}
+        if isinstance(node, ast.Call):  # cdiv: a ceiling is not affine
+            return None
         if isinstance(node, ast.UnaryOp):
             inner = self._affine(node.operand, constants)
             if inner is None or isinstance(node.op, ast.UAdd):
@@ -319,6 +358,9 @@ class DimExpr:
             return Fraction(int(tiles.get(node.id, 1)))
         if isinstance(node, ast.UnaryOp):
             return self._reach(node.operand, tiles, constants)
+        if isinstance(node, ast.Call):  # cdiv(a, b): a program reaches at most one more chunk
+            a, b = (self._reach(arg, tiles, constants) for arg in node.args)
+            return Fraction(math.ceil(a / b)) + 1 if b else a
         assert isinstance(node, ast.BinOp)
         left = self._reach(node.left, tiles, constants)
         right = self._reach(node.right, tiles, constants)

@@ -65,7 +65,7 @@ from .terminal import status, unpoisoned
 
 __all__ = ["HtmlReportError", "render", "write_html", "write_html_for_run"]
 
-_ORDER = {"error": 0, "fail": 1, "skip": 2, "caught": 3, "pass": 4}
+_ORDER = {"error": 0, "fail": 1, "skip": 2, "xfailed": 3, "caught": 4, "pass": 5}
 _MAX_PLOTS_PER_KIND = 3  # per kernel: distinct configurations drawn before the rest are only tabled
 _MAX_DETAILS_CHARS = 20_000
 _MAX_SOURCE_CHARS = 240
@@ -279,6 +279,7 @@ pre { background: #f6f8fa; padding: 8px; overflow-x: auto; max-height: 360px; wh
 .badge.v-pass { background: #1a7f37; } .badge.v-fail { background: #cf222e; }
 .badge.v-skip { background: #9a6700; } .badge.v-error { background: #8250df; }
 .badge.v-caught { background: #0969da; } td.v-caught { background: #ddf4ff; }
+.badge.v-xfailed { background: #57606a; } td.v-xfailed { background: #f6f8fa; }
 td.v-pass { background: #dafbe1; } td.v-fail { background: #ffebe9; }
 td.v-skip { background: #fff8c5; } td.v-error { background: #fbefff; }
 td.v-none { background: #ffffff; color: #8c959f; }
@@ -322,7 +323,8 @@ def _header(results: Sequence[CheckResult], tier: TierInfo, seed: int, run_confi
         versions.append(f"{name} {version or 'not installed'}")
     totals = Counter(status(r) for r in results)
     badges = " ".join(_badge(v, f"{totals.get(v, 0)} {v}")
-                      for v in ("pass", "fail", "skip", "error", "caught") if v != "caught" or totals.get(v))
+                      for v in ("pass", "fail", "skip", "error", "caught", "xfailed")
+                      if v not in ("caught", "xfailed") or totals.get(v))
     meta = [
         ("tier", where),
         ("seed", str(seed)),
@@ -424,9 +426,12 @@ def _banners(results: Sequence[CheckResult], tier: TierInfo, seed: int, outcomes
             out.append('<div class="banner good" id="all-passed"><b>Every test and every check passed.</b></div>')
     elif run_passed:
         skipped = sum(status(r) == "skip" for r in results)
+        xfailed = sum(status(r) == "xfailed" for r in results)
         out.append(f'<div class="banner good" id="all-passed"><b>Every test passed, and every check that ran.</b> '
                    f'{skipped} check result{"s" if skipped != 1 else ""} skipped: not run, not passed (see '
-                   '<a href="#skipped">Skipped checks</a>).</div>')
+                   '<a href="#skipped">Skipped checks</a>).'
+                   + (f" {xfailed} check result{'s' if xfailed != 1 else ''} xfailed: in tests their xfail markers "
+                      "expect to fail, as pytest counts them." if xfailed else "") + "</div>")
     return "".join(out)
 
 

@@ -153,7 +153,7 @@ def _facts(doc: Mapping[str, Any], results: Sequence[CheckResult]) -> list[str]:
     checks = Counter(status(r) for r in results)
     if results:
         words = {"pass": "pass", "fail": "fail", "error": "inconclusive", "skip": "skip",
-                 "caught": "caught (mutants)"}
+                 "caught": "caught (mutants)", "xfailed": "xfailed (xfail markers)"}
         shown = ", ".join(f"{checks[k]} {w}" for k, w in words.items() if checks[k])
         counted.append(f"**Checks:** {shown}")
     else:
@@ -280,7 +280,8 @@ def _perf(results: Sequence[CheckResult]) -> list[str]:
         ci = f"{_pct(low)} … {_pct(high)}" if low is not None and high is not None else "–"
         p = numbers["p"]
         decision = numbers["decision"] or {"pass": "pass", "fail": "regression", "skip": "skipped",
-                                           "error": "inconclusive", "caught": "caught"}[status(r)]
+                                           "error": "inconclusive", "caught": "caught",
+                                           "xfailed": "xfailed"}[status(r)]
         bad = status(r) in ("fail", "error")
         rows.append(((not bad, -(numbers["ratio"] or 0.0), label),
                      f"| {_code(label, table=True)} | {against} | {numbers['base']:.1f} | {numbers['head']:.1f} | "

@@ -179,6 +179,8 @@ def verdict_line(doc: Mapping[str, Any], not_written: Sequence[str] = ()) -> str
         parts = [f"{plural(counts['pass'], 'check')} passed", f"{counts['skip']} skipped"]
         if counts["caught"]:
             parts.append(f"{plural(counts['caught'], 'expected failure')} caught")
+        if counts["xfailed"]:
+            parts.append(f"{counts['xfailed']} xfailed (in tests their xfail markers expect to fail)")
         head = ""
         if not counts["pass"] and not counts["caught"]:
             # what passed was the tests alone (every check skipped: the CPU tier without a GPU): said first

@@ -18,14 +18,17 @@ from ..results import CheckResult, Verdict
 
 __all__ = ["STATUSES", "format_summary", "status", "unpoisoned", "write_summary"]
 
-STATUSES = ("pass", "fail", "caught", "skip", "error")
-_ORDER = {"error": 0, "fail": 1, "skip": 2, "caught": 3, "pass": 4}
+STATUSES = ("pass", "fail", "caught", "skip", "error", "xfailed")
+_ORDER = {"error": 0, "fail": 1, "skip": 2, "xfailed": 3, "caught": 4, "pass": 5}
 
 
 def status(r: CheckResult) -> str:
-    """A result's status for reports: its verdict, with expected failures (mutants) as "caught"."""
+    """A result's status for reports: its verdict, with expected failures (mutants) as "caught", and the
+    failures and errors of a test its xfail marker made xfailed as "xfailed" (pytest does not count it failed)."""
     if r.verdict == Verdict.FAIL and r.expected:
         return "caught"
+    if r.xfailed and r.verdict in (Verdict.FAIL, Verdict.ERROR):
+        return "xfailed"
     return r.verdict.value
 
 
@@ -114,6 +117,8 @@ def format_summary(results: Iterable[CheckResult], tier: TierInfo, verbosity: in
     text = ", ".join(f"{totals.get(v, 0)} {v}" for v in ("pass", "fail", "skip", "error"))
     if totals.get("caught"):
         text += f", {totals['caught']} caught (expected failures: mutants the checks caught)"
+    if totals.get("xfailed"):
+        text += f", {totals['xfailed']} xfailed (in tests their xfail markers expect to fail)"
     colour = "red" if bad else ("yellow" if skips else "green")
     lines.append((f"pipecheck checks: {text}", colour))
     return lines

@@ -15,9 +15,10 @@ Child side
 
 Parent side
     :func:`attribute` names, for each invalid access of a test that carries an address, the array it is
-    past (or before): ``tensor`` says which (``past 'a'``) and ``tensor_note`` how far; the allocation the tool calls the nearest one when the test's ALLOC lines hold it,
-    else the one nearest to the address; the latest of that test's allocations at that place, since a
-    freed allocation's addresses are reused. The finding then reads ``reads past 'a' (ends at 0x..., read
+    past (or before): ``tensor`` says which (``past 'a'``) and ``tensor_note`` how far; the allocation the
+    tool calls the nearest one when the test's ALLOC lines hold it, else the one nearest to the address; the
+    latest of that test's allocations at that place, since a freed allocation's addresses are reused. All
+    records of one instruction name one tensor (:func:`attribute`). The finding then reads ``reads past 'a' (ends at 0x..., read
     at 0x...+16)``, with the element the address would be by the array's strides where they say one.
 """
 
@@ -171,22 +172,68 @@ def _gap(a: Mapping[str, Any], address: int) -> int:
     return a["start"] - address if address < a["start"] else 0
 
 
+def _inside(a: Mapping[str, Any], address: Any) -> bool:
+    return bool(a["start"] <= address < a["start"] + a["bytes"])
+
+
+def _instruction(f: Finding) -> tuple[Any, ...] | None:
+    """Which instruction ``f`` is a record of: the kernel and the instruction's offset, or without one the
+    kernel and its source line; None where neither says (a record of its own)."""
+    if f.kernel is None:
+        return None
+    if f.pc is not None:
+        return (f.kernel, f.access, "pc", f.pc)
+    if f.file is not None and f.line is not None:
+        return (f.kernel, f.access, "line", f.file, f.line)
+    return None
+
+
+def _nearest(f: Finding, known: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The allocation one record is about on its own: the one the tool calls the nearest when the test's
+    ALLOC lines hold it, else the nearest one to the address (the latest at that distance)."""
+    if f.nearest is not None:
+        chosen = next((a for a in reversed(known) if a["start"] == f.nearest), None)
+        if chosen is not None:
+            return chosen
+    assert f.address is not None
+    gaps = [_gap(a, f.address) for a in known]
+    best = min(gaps)
+    return known[len(gaps) - 1 - gaps[::-1].index(best)]
+
+
+def _closest_named(address: int, name: str, known: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """Of the allocations called ``name``, the one nearest ``address`` (the latest at that distance)."""
+    same = [a for a in known if a["name"] == name]
+    gaps = [_gap(a, address) for a in same]
+    best = min(gaps)
+    return same[len(gaps) - 1 - gaps[::-1].index(best)]
+
+
 def attribute(findings: Sequence[Finding], allocations: Sequence[Any]) -> None:
     """Set ``tensor`` and ``tensor_note`` of each invalid access in ``findings`` that carries an address, from
-    the ALLOC payloads of the same test (see the module's docstring); the others are left alone."""
+    the ALLOC payloads of the same test (see the module's docstring); the others are left alone.
+
+    The records of one load or store instruction are about one tensor: a warp's reads that run past the end
+    of 'a' into the gap before 'b' are nearer 'b''s start for their last threads, but they are the same
+    instruction's reads past 'a'. So each instruction is named by its record nearest to an edge (the one
+    whose address says the tensor plainest), and each of its records by the allocation of that name nearest
+    to it (a test launches its kernel at several cases, each with its own allocations)."""
     known = [a for a in allocations if _valid(a)]
     if not known:
         return
-    for f in findings:
-        if f.kind != "invalid_access" or f.address is None:
-            continue
-        chosen = None
-        if f.nearest is not None:
-            chosen = next((a for a in reversed(known) if a["start"] == f.nearest), None)
-        if chosen is None:
-            gaps = [_gap(a, f.address) for a in known]
-            best = min(gaps)
-            chosen = known[len(gaps) - 1 - gaps[::-1].index(best)]  # the latest at that distance
+    records = [f for f in findings if f.kind == "invalid_access" and f.address is not None]
+    own = {id(f): _nearest(f, known) for f in records}
+    named: dict[tuple[Any, ...], str] = {}  # instruction -> the tensor its records are about
+    for key in {k for k in map(_instruction, records) if k is not None}:
+        group = [f for f in records if _instruction(f) == key]
+        edge = [f for f in group if not _inside(own[id(f)], f.address)] or group  # an access inside a
+        # (freed) allocation says nothing of an edge; it names the instruction only when no record does
+        anchor = min(edge, key=lambda f: _gap(own[id(f)], f.address))  # type: ignore[arg-type]
+        named[key] = own[id(anchor)]["name"]
+    for f in records:
+        assert f.address is not None
+        key = _instruction(f)
+        chosen = own[id(f)] if key is None else _closest_named(f.address, named[key], known)
         end = chosen["start"] + chosen["bytes"]
         where = "past" if f.address >= end else "before" if f.address < chosen["start"] else "inside"
         f.tensor = f"{where} '{chosen['name']}'"

@@ -98,6 +98,7 @@ class Finding:
     size: int | None = None  # bytes of the access ("of size 2 bytes")
     address: int | None = None  # where it went ("Access to 0x... is out of bounds")
     nearest: int | None = None  # the start of the allocation the tool calls the nearest one
+    pc: int | None = None  # the instruction's offset in its kernel ("at gemm+0x1a0"): records of one instruction
     tensor: str | None = None  # the array pipecheck allocated there ("past 'a'"; sanitizer/allocations.py)
     tensor_note: str | None = None  # how the access relates to it ("reads past 'a' (ends at 0x..., ...)")
     cause: str | None = None  # which bound the access misses, at which case (sanitizer/allocations.py)
@@ -167,11 +168,11 @@ class ParsedOutput:
 
 # --------------------------------------------------------------------------- text
 
-_AT = r"(?P<func>.+?)\+0x[0-9a-fA-F]+(?: in (?P<file>.+?):(?P<line>\d+))?"
+_AT = r"(?P<func>.+?)\+(?P<pc>0x[0-9a-fA-F]+)(?: in (?P<file>.+?):(?P<line>\d+))?"
 _RE_RACE_HEAD = re.compile(r"^(?P<sev>Error|Warning): Race reported between (?P<a1>\w+) access at " + _AT + r"\s*$")
 _RE_RACE_SECOND = re.compile(
     r"^and (?P<a2>\w+) access at " + _AT.replace("?P<func>", "?P<func2>").replace("?P<file>", "?P<file2>")
-    .replace("?P<line>", "?P<line2>") + r"(?:\s*\[(?P<count>\d+) hazards?\])?\s*$"
+    .replace("?P<line>", "?P<line2>").replace("?P<pc>", "?P<pc2>") + r"(?:\s*\[(?P<count>\d+) hazards?\])?\s*$"
 )
 _RE_HAZARD = re.compile(
     r"^(?P<sev>Error|Warning): (?:\([^)]*\) )?Potential (?P<type>RAW|WAR|WAW) hazard detected"
@@ -369,6 +370,7 @@ def _continue(f: Finding, line: str) -> None:
     if m and f.kernel is None:
         f.kernel, f.file = m.group("func"), m.group("file")
         f.line = int(m.group("line")) if m.group("line") else None
+        f.pc = int(m.group("pc"), 16)
         return
     m = _RE_BY.match(line)
     if m and f.thread is None:
@@ -479,6 +481,12 @@ def _xml_record(rec: ET.Element, tool: str) -> Finding:
     f.thread = _xyz(rec.find("who/threadIdx"))
     f.block = _xyz(rec.find("who/blockIdx"))
     f.kernel, f.file, f.line = _text(rec, "where/func"), _text(rec, "where/path"), _int(_text(rec, "where/line"))
+    pc = _text(rec, "where/pc")
+    if pc:
+        try:
+            f.pc = int(pc, 16)
+        except ValueError:
+            pass
     low = msg.lower()
     space = _text(what, "space")
     if space:
@@ -519,7 +527,7 @@ def merge_xml(text_findings: list[Finding], xml_findings: list[Finding]) -> list
         return text_findings
     for t, x in zip(text_findings, xml_findings):
         for name in ("hazard", "space", "access", "kernel", "file", "line", "second_kernel", "second_file",
-                     "second_line", "block", "thread", "second_thread", "size", "address"):
+                     "second_line", "block", "thread", "second_thread", "size", "address", "pc"):
             if getattr(t, name) is None and getattr(x, name) is not None:
                 setattr(t, name, getattr(x, name))
     return text_findings

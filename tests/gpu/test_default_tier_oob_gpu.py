@@ -66,4 +66,8 @@ def test_default_tools_fail_discarded_reads_past_a_tensor(pytester: pytest.Pytes
             assert res[(twin, f"sanitizer:{tool}")][0] == "pass", (kernel, tool, res.get((twin, f"sanitizer:{tool}")))
         for check in ("coverage", "tile_probe", "determinism"):
             assert res[(twin, check)][0] == "pass", (kernel, check, res.get((twin, check)))
+    # every record of the GEMMs' one load instruction is about A: none reads as "before B" (the rows past A's
+    # end lie nearer B's start for a warp's last threads; docs/validation/2026-12-02-h200-1805.md)
+    for wrong in ("before 'b'", "before 'B'", "before the start of 'b'", "before the start of 'B'"):
+        assert wrong not in text, (wrong, text[-8000:])
     result.assert_outcomes(failed=len(EXPECT), passed=len(EXPECT))

@@ -195,16 +195,20 @@ def test_the_second_tools_parts_run_their_tests_from_the_end_and_keep_their_own_
 @pytest.mark.parametrize("again", ["dies_once", "dies_after"])
 def test_a_child_that_fails_only_after_every_test_ended_is_run_once_more(
         pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, again: str) -> None:
-    """No finding, every test ended, and only then the process failed: the tests run once more in a fresh
-    child, whose clean verdicts stand; a child that fails the same way again leaves them inconclusive
-    (errors, never passes), and there is no third child."""
-    log = _fake(tmp_path, monkeypatch, {"synccheck": {again: "test_last"}})
+    """No finding, every test ended, and only then the process failed, in a child whose canary was not
+    reported: the tests run once more in a fresh child, whose clean verdicts stand; a child that fails the
+    same way again leaves them inconclusive (errors, never passes), and there is no third child for them (the
+    third is the canary's own, run alone because the batch did not report it)."""
+    log = _fake(tmp_path, monkeypatch, {"synccheck": {again: "test_last", "canary": "blind_in_batch"}})
     _setup(pytester)
     pytester.makepyfile(test_d=noop_tests("test_first", "test_last"))
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=synccheck", "-p", "no:cacheprovider")
     res = _results(result.stdout.str())
     assert "re-running 2 test(s) once in a fresh child" in result.stdout.str()
-    assert len(log.read_text().splitlines()) == 2  # the batch, then the same two tests once more
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    # the batch, the same two tests once more, then (where a test passed) the canary alone
+    assert [sum("::test_" in a for a in argv) for argv in calls[:2]] == [2, 2], calls
+    assert [("--deselect" in argv) for argv in calls[2:]] == ([True] if again == "dies_once" else []), calls
     for name in ("test_first", "test_last"):
         verdict, summary = res[(name, "sanitizer:synccheck")]
         if again == "dies_once":
@@ -216,6 +220,51 @@ def test_a_child_that_fails_only_after_every_test_ended_is_run_once_more(
     else:
         result.assert_outcomes(passed=2, errors=2)
         assert "the first child ran every test, then: tool error: Error: process didn't terminate" in result.stdout.str()
+
+
+@pytest.mark.parametrize("canary", ["catch", "blind_in_batch"])
+def test_a_child_that_fails_at_exit_after_its_canary_keeps_its_verdicts(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, canary: str) -> None:
+    """Every test ended, the canary ran after them and its bug was reported, the tool's count reconciles, and
+    only then did the process fail at exit: the tool was live to the end and accounted for every error, so
+    the verdicts stand with no second child (examples/ on an H200: the re-run of 96 tests was its suite's
+    longest part). A canary that was not reported there leaves the crash unexplained: the tests run again."""
+    log = _fake(tmp_path, monkeypatch, {"synccheck": {"dies_after": "test_last", "canary": canary}})
+    _setup(pytester)
+    pytester.makepyfile(test_d=noop_tests("test_first", "test_last"))
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=synccheck", "-p", "no:cacheprovider",
+                                           "--pipecheck-json=report.json")
+    res = _results(result.stdout.str())
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    if canary == "catch":
+        assert len(calls) == 1, calls
+        assert "after every test and the canary had ended; the tool's count reconciles" in result.stdout.str()
+        for name in ("test_first", "test_last"):
+            assert res[(name, "sanitizer:synccheck")] == ("pass", "0 hazards"), res
+        report = json.loads((pytester.path / "report.json").read_text())
+        mine = [json.dumps(r) for r in report["results"] if r["check"] == "sanitizer:synccheck"]
+        assert len(mine) == 2 and all("the child did not exit cleanly (tool error: Error: process didn't terminate"
+                                      in r for r in mine), mine
+        result.assert_outcomes(passed=2)
+    else:
+        assert "re-running 2 test(s) once in a fresh child" in result.stdout.str()
+        assert [sum("::test_" in a for a in argv) for argv in calls] == [2, 2], calls  # no pass: no canary alone
+        for name in ("test_first", "test_last"):
+            assert res[(name, "sanitizer:synccheck")][0] == "error", res
+        result.assert_outcomes(passed=2, errors=2)
+
+
+def test_a_finding_before_the_exit_failure_is_never_washed_out_by_the_canary(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error the tool counted but printed no record of, then a failed exit, with the canary reported: the
+    count does not reconcile, so the canary rule does not apply and the test that holds it is not passed."""
+    _fake(tmp_path, monkeypatch, {"synccheck": {"hidden": "test_last", "dies_after": "test_last"}})
+    _setup(pytester)
+    pytester.makepyfile(test_d=noop_tests("test_first", "test_last"))
+    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=synccheck", "-p", "no:cacheprovider")
+    res = _results(result.stdout.str())
+    assert "the verdicts stand" not in result.stdout.str()
+    assert res[("test_last", "sanitizer:synccheck")][0] == "error", res
 
 
 def test_a_retried_child_does_not_wash_out_an_error_the_tool_counted(

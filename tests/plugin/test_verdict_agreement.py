@@ -110,6 +110,43 @@ def test_never_runs(pipecheck):
 def test_claims_a_catch(pipecheck):
     pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)", expected=True))
 """, False),
+    "a strict xfail for an upstream bug, whose checks fail with it": Kind(PASSING + """
+@pytest.mark.xfail(reason="upstream: the wrapper raises TypeError for D=None", strict=True, raises=TypeError)
+def test_upstream_bug(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.ERROR, "the kernel raised TypeError"))
+    raise TypeError("D must be a tensor")
+""", True),
+    "an xfail marker whose check fails without the body raising": Kind(PASSING + """
+@pytest.mark.xfail(reason="known wrong at the tail")
+def test_known_wrong(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
+""", True),
+    "a strict xfail whose only failure is a check": Kind(PASSING + """
+@pytest.mark.xfail(reason="known wrong at the tail", strict=True)
+def test_known_wrong(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
+""", True),
+    "a failing check, then pytest.xfail() in the body": Kind(PASSING + """
+def test_hides_it(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
+    pytest.xfail("flaky")
+""", False),
+    "an xfail(raises=TypeError) whose check fails with another exception": Kind(PASSING + """
+@pytest.mark.xfail(reason="upstream TypeError", raises=TypeError)
+def test_other_failure(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
+    raise AssertionError("coverage failed")
+""", False),
+    "an xfail marker whose condition is false, with a failing check": Kind(PASSING + """
+@pytest.mark.xfail(False, reason="only on old drivers")
+def test_not_expected_here(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
+""", False),
+    "--runxfail, an xfail marker and a failing check": Kind(PASSING + """
+@pytest.mark.xfail(reason="known wrong at the tail")
+def test_known_wrong(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
+""", False, args=("--runxfail",)),
 }
 
 OK_LINE = "✅ pipecheck: merge OK — "

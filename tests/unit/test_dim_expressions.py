@@ -73,6 +73,10 @@ def _dequant_spec(launch=_dequant, name="dequant", **kw):
     ("M*N", ("M", "N"), {"M": 3, "N": 4}, 12),
     ("group", ("group",), {"group": 128}, 128),
     ("8", (), {}, 8),
+    ("cdiv(L, chunk)", ("L", "chunk"), {"L": 129, "chunk": 64}, 3),
+    ("cdiv(L, 64)", ("L",), {"L": 128}, 2),
+    ("cdiv(L, chunk) * chunk", ("L", "chunk"), {"L": 65, "chunk": 16}, 80),
+    ("cdiv(L + 1, 2)", ("L",), {"L": 4}, 3),
 ])
 def test_allowed_expressions(text, names, sizes, value):
     e = parse(text)
@@ -86,6 +90,9 @@ def test_allowed_expressions(text, names, sizes, value):
     ("K**2", r"'\*\*' is not allowed"),
     ("K<<1", "'<<' is not allowed"),
     ("abs(K)", "a function call is not allowed"),
+    ("cdiv(K)", r"cdiv takes two arguments, cdiv\(a, b\)"),
+    ("cdiv(K, 2, 3)", r"cdiv takes two arguments"),
+    ("cdiv(K, b=2)", r"cdiv takes two arguments"),
     ("K.real", r"'K.real' \(an attribute or subscript\) is not allowed"),
     ("K[0]", "an attribute or subscript"),
     ("K/2.5", r"the literal 2.5 \(only integers\) is not allowed"),
@@ -103,7 +110,7 @@ def test_allowed_expressions(text, names, sizes, value):
 def test_refused_expressions_say_why(text, fragment):
     with pytest.raises(_dimexpr_error(), match=fragment) as info:
         parse(text)
-    assert "only dimension names, constants, integer literals, + - * / and parentheses" in str(info.value) or \
+    assert "only dimension names, constants, integer literals, + - * /, parentheses and cdiv(a, b)" in str(info.value) or \
         fragment in ("non-empty string", "at most 200 characters")
 
 
@@ -115,6 +122,7 @@ def test_refused_expressions_say_why(text, fragment):
     ("K-8", {"K": 3}, "K-8 is -5, not a positive size"),
     ("K/(g-g)", {"K": 8, "g": 2}, "divides by zero"),
     ("K/g", {"K": 8}, "unknown name 'g'"),
+    ("cdiv(K, g-g)", {"K": 8, "g": 2}, "divides by 0, not a positive number"),
 ])
 def test_values_that_are_not_sizes(text, sizes, fragment):
     with pytest.raises(_dimexpr_error(), match=fragment):
@@ -245,6 +253,52 @@ def test_generated_shapes_drop_sizes_no_divisibility_can_promise():
                                              r"first refused, K9-N9: tensor 'x' dim '\(K\+8\)/16': \(K\+8\)/16 is "
                                              r"17/16, not a whole number"):
         generate(never)
+
+
+def _chunk_sums_ref(a, d):
+    x = a["x"].double()
+    pad = -d["L"] % CHUNK
+    return {"s": torch.nn.functional.pad(x, (0, pad)).reshape(x.shape[0], -1, CHUNK).sum(-1)}
+
+
+def _chunk_sums(drop_ragged: bool):
+    def launch(a, d):
+        whole = d["L"] // CHUNK if drop_ragged else -(-d["L"] // CHUNK)  # the bug: L // chunk chunks
+        out = _chunk_sums_ref(a, d)["s"].float()
+        a["s"][:, :whole].copy_(out[:, :whole])
+    return launch
+
+
+CHUNK = 16
+
+
+def _chunk_spec(drop_ragged: bool = False) -> KernelSpec:
+    return KernelSpec("chunk_sums", _chunk_sums(drop_ragged), _chunk_sums_ref,
+                      [Tensor("x", ("B", "L"), "float32"), Tensor("s", ("B", "cdiv(L, chunk)"), "float32", role="output")],
+                      tiles={"B": 1, "L": CHUNK}, loop_dim="L", constants={"chunk": CHUNK})
+
+
+def test_ceiling_division_implies_no_divisibility_so_ragged_chunks_are_generated():
+    """``cdiv(L, chunk)`` chunks: the generated lengths keep a ragged last chunk (L not a multiple of chunk), which
+    ``L/chunk`` would have aligned away; the output has one more chunk there."""
+    spec = _chunk_spec()
+    assert not [p for p in spec.preconditions if isinstance(p, Divisible)]
+    shapes = generate(spec, "medium")
+    ragged = [s for s in shapes if s["L"] % CHUNK]
+    assert ragged, shapes
+    s = ragged[0]
+    assert spec.shape_of(spec.tensors[1], s) == (s["B"], -(-s["L"] // CHUNK))
+    # the expression's divisor may not hold a dimension, as '/''s may not
+    with pytest.raises(PipecheckError, match=r"divides by 'B', which holds the dimension 'B'"):
+        dataclasses.replace(spec, tensors=[Tensor("x", ("B", "L")), Tensor("s", ("B", "cdiv(L, B)"), role="output")])
+
+
+@pytest.mark.pipecheck(expect_failures=True)
+def test_coverage_catches_a_dropped_ragged_chunk_at_a_generated_shape(pipecheck):
+    ragged = next(s for s in generate(_chunk_spec(), "small") if s["L"] % CHUNK)
+    assert coverage.check_coverage(pipecheck, _chunk_spec(), Shape(**ragged)).verdict is Verdict.PASS
+    with pytest.raises(PipecheckFailure, match="never written"):
+        coverage.check_coverage(pipecheck, _chunk_spec(drop_ragged=True), Shape(**ragged))
 
 
 def test_generated_shapes_align_a_scaled_multiple():

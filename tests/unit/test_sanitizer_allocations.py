@@ -136,3 +136,65 @@ def test_alloc_guarded_allocates_exactly_while_switched() -> None:
     assert seen[0] == ("a", (8 * 64 + 40) * 2, True)
     assert seen[1][0].startswith("torch.empty at test_sanitizer_allocations.py:") and seen[1][1:] == (60, False)
     assert arrays.alloc_guarded("a", (9, 40), "float16", role="input", values=torch.ones(9, 40)).offset > 0
+
+
+def _record(pc: int, address: int, thread: int, line: int = 40, kernel: str = "gemm") -> str:
+    return (f"========= Invalid __global__ read of size 16 bytes\n"
+            f"=========     at {kernel}+{pc:#x} in gemm.py:{line}\n"
+            f"=========     by thread ({thread},0,0) in block (1,0,0)\n"
+            f"=========     Access to {address:#x} is out of bounds\n=========\n")
+
+
+# the Triton GEMM's layout on the device (docs/validation/2026-12-02-h200-1805.md): A ends at +0x80 of its
+# page, B starts at +0x200; one load instruction's threads 0-7 read +0x80..+0xff and threads 8-15 read
+# +0x100..+0x17f, the later ones nearer B's start than A's end
+BASE = 0x7F0000000000
+A = {"name": "a", "start": BASE - 0x100, "bytes": 0x180, "itemsize": 2, "shape": [3, 64], "strides": [64, 1],
+     "offset": 0}
+B = {"name": "b", "start": BASE + 0x200, "bytes": 0x400, "itemsize": 2, "shape": [8, 64], "strides": [64, 1],
+     "offset": 0}
+
+
+def test_the_records_of_one_load_instruction_name_one_tensor() -> None:
+    text = "".join(_record(0x1A0, BASE + 0x80 + 16 * t, t) for t in range(16))
+    findings = parse_text(text, "memcheck").findings
+    assert {f.pc for f in findings} == {0x1A0}
+    attribute(findings, [A, B])
+    assert {f.tensor for f in findings} == {"past 'a'"}
+    last = findings[-1]  # 0x17f is 0x81 before b's start and 0xff past a's end
+    assert last.tensor_note.startswith("reads past 'a' (ends at ") and "before" not in last.cause
+    assert last.cause.startswith("a load past the end of 'a': a[4, 56] is dim 0 index 4 of 3")
+    # without the grouping the last threads would read as before 'b': each record alone
+    alone = parse_text(_record(0x1A0, BASE + 0x170, 14), "memcheck").findings
+    attribute(alone, [A, B])
+    assert alone[0].tensor == "before 'b'"
+
+
+def test_two_instructions_keep_their_own_tensors() -> None:
+    """A load past 'a' and another instruction's load just before 'b' are two bugs: each names its own."""
+    text = _record(0x1A0, BASE + 0x80, 0) + _record(0x2C0, BASE + 0x1F0, 0, line=41)
+    findings = parse_text(text, "memcheck").findings
+    attribute(findings, [A, B])
+    assert [f.tensor for f in findings] == ["past 'a'", "before 'b'"]
+    # the same instruction in two kernels is two instructions
+    text = _record(0x1A0, BASE + 0x80, 0) + _record(0x1A0, BASE + 0x1F0, 0, kernel="other")
+    findings = parse_text(text, "memcheck").findings
+    attribute(findings, [A, B])
+    assert [f.tensor for f in findings] == ["past 'a'", "before 'b'"]
+
+
+def test_one_instruction_at_two_cases_names_each_cases_allocation() -> None:
+    """A test launches at several cases, each with its own 'a': a record is named by the 'a' nearest it."""
+    a2 = {**A, "start": BASE + 0x10000, "case": "gemm at M3"}
+    text = _record(0x1A0, BASE + 0x80, 0) + _record(0x1A0, a2["start"] + a2["bytes"] + 0x100, 1)
+    findings = parse_text(text, "memcheck").findings
+    attribute(findings, [A, B, a2])
+    assert [f.tensor for f in findings] == ["past 'a'", "past 'a'"]
+    assert findings[1].tensor_note.endswith(", at gemm at M3")
+
+
+def test_the_xml_record_carries_the_instruction() -> None:
+    xml = parse_xml((DATA / "memcheck_oob_x.xml").read_text(), "memcheck")[0]
+    assert xml.pc == 0x90
+    text = parse_text((DATA / "memcheck_oob_x.txt").read_text(), "memcheck").findings[0]
+    assert text.pc == 0x90
