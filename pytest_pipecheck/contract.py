@@ -22,7 +22,7 @@ decided in a child process, goes through :func:`finalize`, which applies the sam
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,6 +209,23 @@ def unmet_expectation(results: Iterable[CheckResult], expect: Any, source: str) 
     else:
         what = "expected at least one check to catch a bug, but none did"
     return f"pipecheck: expect_failures from {source} {what} (the mutant was missed). Verdicts: {seen}"
+
+
+def caught_names(results: Iterable[CheckResult], expect: Any) -> list[str]:
+    """Which of the expectation's checks caught the bug in ``results`` (``["any check"]`` for a plain True
+    that some check met; empty where none did)."""
+    results = list(results)
+    names = expected_checks(expect)
+    if names:
+        return [n for n in names if _caught_by(results, n)]
+    return ["any check"] if any(r.expected and r.verdict == Verdict.FAIL for r in results) else []
+
+
+def unmet_across_cases(cases: Mapping[str, Sequence[str]], expect: Any) -> list[str]:
+    """The expectation's checks that caught the bug at no case of a parametrized mutant test (``cases``: each
+    case's node id and the names :func:`caught_names` gave it); empty when each caught it at some case."""
+    names = list(expected_checks(expect)) or ["any check"]
+    return [n for n in names if not any(n in got for got in cases.values())]
 
 
 def _verdict_list(results: list[CheckResult]) -> str:

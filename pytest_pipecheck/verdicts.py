@@ -97,9 +97,42 @@ def _checks_that_fail_a_passing_test(item: pytest.Item, results: list[CheckResul
     # a child pipecheck started has only some of the verdicts (a sanitizer child none of the checks', a
     # relay child none of the sanitizer's): whether the mutant was caught is decided in the parent
     if cfg.expect_failures and not role(item.config).child:
+        if mutant_function(item) is not None:
+            return None  # one case of a parametrized mutant test: its cases decide together (expect_at_cases)
         where = "the pipecheck marker" if cfg.sources.get("expect_failures") == "marker" else "the configuration"
         return unmet_expectation(results, cfg.expect_failures, f"{where} on {item_nodeid(item)}")
     return None
+
+
+def mutant_function(item: pytest.Item) -> str | None:
+    """For one case of a parametrized test that expects failures (``expect_failures``): the test function's
+    node id without the case (``test_mutants.py::test_k_tail``), which its cases share; else None.
+
+    A planted bug need not show at every case (a K-tail bug at a K that is a multiple of the tile): the
+    expectation is met when the checks it names caught the bug at some case of the parametrization. Each
+    case's report says what it caught (``pipecheck_expect``); the reporter decides for the function once every
+    case has run and fails the run where no case caught it (:mod:`.report.reporter`)."""
+    if getattr(item, "callspec", None) is None or not item_config(item).expect_failures:
+        return None
+    nodeid = item_nodeid(item)
+    return nodeid[:nodeid.index("[")] if "[" in nodeid else None
+
+
+def _note_expectation(item: pytest.Item, report: pytest.TestReport, results: list[CheckResult]) -> None:
+    """On the call report of a case of a parametrized mutant test: what the case caught, for the reporter."""
+    from .contract import caught_names
+
+    function = mutant_function(item)
+    if function is None or role(item.config).child:
+        return
+    expect = item_config(item).expect_failures
+    caught = caught_names(results, expect)
+    report.pipecheck_expect = {  # type: ignore[attr-defined]
+        "function": function, "case": item_nodeid(item), "caught": caught,
+        "expect": list(expect) if isinstance(expect, tuple) else True}
+    if report.passed and not caught:
+        report.sections.append(("pipecheck: expect_failures", "the planted bug did not show at this case; the "
+                                f"other cases of {function} decide whether it was caught"))
 
 
 def caught_ending(item: pytest.Item, results: list[CheckResult], raised: BaseException | None) -> CheckResult | None:
@@ -145,9 +178,25 @@ def _declared_xfail(item: pytest.Item, raised: BaseException | None) -> Any:
         declared = evaluate_xfail_marks(item)
     if declared is None or not declared.run:
         return None
-    if raised is not None and declared.raises is not None and not isinstance(raised, declared.raises):
+    if raised is not None and declared.raises is not None and not _raised_as(raised, declared.raises):
         return None
     return declared
+
+
+def _raised_as(raised: BaseException, raises: Any) -> bool:
+    """Whether ``raised`` is one of ``raises``, or a check's failure caused by one: a check that launches a
+    kernel whose entry point raises (an upstream TypeError) records it and raises ``PipecheckFailure`` from it,
+    and a marker's ``raises=TypeError`` names that TypeError."""
+    seen: set[int] = set()
+    current: BaseException | None = raised
+    while current is not None and id(current) not in seen:
+        if isinstance(current, raises):
+            return True
+        if current is not raised and not isinstance(raised, PipecheckFailure):
+            return False
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _expected_by_marker(item: pytest.Item, report: pytest.TestReport, results: list[CheckResult],
@@ -234,6 +283,7 @@ def apply(item: pytest.Item, report: pytest.TestReport, carried: list[CheckResul
                     _fail(report, why)
         if report.failed:
             item.stash[CALL_FAILED] = True
+        _note_expectation(item, report, results)
     elif report.when == "setup":
         if report.skipped:  # a fixture recorded a check that did not pass, then skipped the test
             why = _checks_not_passed(results, "and then the setup skipped the test: "

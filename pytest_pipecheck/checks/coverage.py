@@ -401,8 +401,8 @@ def _explained(check: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
         try:
             return check(ctx, spec, shape, **kwargs)
         except PipecheckFailure as exc:
-            if exc.result is None or exc.result.expected:
-                raise
+            if exc.result is None or exc.result.expected or exc.result.details.get("not_additive"):
+                raise  # a probe whose reference is not additive names no cause in the pipeline
             from .diagnose import diagnose
 
             causes = diagnose(ctx, check, spec, shape, kwargs)
@@ -566,7 +566,8 @@ def _output_verdict(ctx: CheckContext, spec: KernelSpec, shp: Shape, t: Tensor, 
     tol = _output_tolerance(ctx, "coverage", spec, shp, t, want, lowp, pattern, spec_rtol=tolerances.spec_rtol,
                             spec_atol=tolerances.spec_atol, rtol=tolerances.rtol, atol=tolerances.atol)
     nonfinite_lines, exclude = _nonfinite_expectations(pattern, t, got, want, unwritten, spec)
-    cmp = _tol.compare(got, np.where(exclude, 0.0, want) if pattern.nonfinite else want, tol, exclude=exclude)
+    cmp = _tol.compare(got, np.where(exclude, 0.0, want) if pattern.nonfinite else want, tol, exclude=exclude,
+                       dtype=t.dtype)
     info.update(tolerance=str(tol), max_abs_err=cmp.max_abs, max_rel_err=cmp.max_rel, bad=cmp.bad,
                 nan=cmp.nan, of_tol=cmp.of_tol)
     lines.extend(nonfinite_lines)
@@ -693,6 +694,13 @@ def _out_of_range(ctx: CheckContext, check: str, spec: KernelSpec, shp: Shape, p
             return ctx.skip_check(check, f"{spec.name} at {shp} {pattern.id}: the reference's {t.name!r} reaches "
                                  f"{peak:.3g}, beyond the {t.dtype} range ({top:.5g}); this pattern does not "
                                  "apply at this shape", kernel=spec.name)
+        step = _tol.smallest_step(t.dtype)
+        if step is not None and 0 < peak < step / 2:
+            # every element rounds to zero in the output: nothing the kernel computed can show
+            return ctx.skip_check(check, f"{spec.name} at {shp} {pattern.id}: the reference's {t.name!r} is at most "
+                                 f"{peak:.3g}, below half the smallest {t.dtype} value ({step:.3g}): the output "
+                                 f"rounds every element to zero, so this pattern cannot be carried by {t.dtype} "
+                                 "and does not apply at this shape", kernel=spec.name)
     return None
 
 
@@ -802,13 +810,57 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
     # and the result says so
     unmasked = {t.name: why for t in spec.inputs if (why := spec.loop_unmasked(t))}
 
-    def probe_values(lo: int, hi: int) -> dict[str, Any]:
+    def probe_values(lo: int, hi: int, *more: tuple[int, int]) -> dict[str, Any]:
         vals = dict(base_values)
         for t in spec.inputs:
             where = spec.loop_windows(t, lo, hi, size)
             if where is not None:
-                vals[t.name] = _keep_windows(base_values[t.name], *where)
+                windows = list(where[1])
+                for lo2, hi2 in more:  # more tiles kept (the additivity check of the reference)
+                    other = spec.loop_windows(t, lo2, hi2, size)
+                    windows += other[1] if other is not None else []
+                vals[t.name] = _keep_windows(base_values[t.name], where[0], windows)
         return vals
+
+    refs: dict[int, dict[str, Any]] = {}  # the reference of each probed tile
+
+    def not_additive(j: int) -> str | None:
+        """Whether the reference itself is a sum of per-tile contributions: with tiles j and k kept, it must be
+        ref_j + ref_k - baseline (a GEMM's, a scan's, a reduction's are). Where it is not, zeroing tiles of an
+        input changed what the others contribute (an input with an invariant: a cumulative sum along the loop,
+        a normalizer), and no tile bug explains a mismatch: the words for the failure, else None."""
+        if baseline is None:
+            return None
+        span = lambda n: (n * tile, min((n + 1) * tile, size))  # noqa: E731
+        # paired with the first and the last tile: an invariant along the loop (a cumulative sum's last value,
+        # a normalizer over the whole row) shows where one end of the loop is kept
+        for k in dict.fromkeys(k for k in (0, count - 1) if k != j):
+            why = pair_not_additive(j, k, span)
+            if why is not None:
+                return why
+        return None
+
+    def pair_not_additive(j: int, k: int, span: Callable[[int], tuple[int, int]]) -> str | None:
+        assert baseline is not None
+        if k not in refs:
+            refs[k] = _reference(ctx, spec, shp, _alloc_inputs(ctx, spec, shp, probe_values(*span(k)), lay),
+                                 check="tile_probe", require_finite=False)
+        both = _reference(ctx, spec, shp, _alloc_inputs(ctx, spec, shp, probe_values(*span(j), span(k)), lay),
+                          check="tile_probe", require_finite=False)
+        for t in spec.compared:
+            summed = refs[j][t.name] + refs[k][t.name] - baseline[t.name]
+            finite = np.abs(both[t.name][np.isfinite(both[t.name])])
+            peak = float(finite.max()) if finite.size else 0.0
+            # a reference computed in fp32 adds rounding, not a different sum: only a gross change counts
+            tol = _tol.Tolerance(1e-3, 1e-3 * peak, "additivity of the reference")
+            if _tol.compare(summed, both[t.name], tol).bad:
+                return (f"the reference is not a sum of per-tile contributions: with {loop} tiles {j} and {k} kept "
+                        f"its {t.name!r} is not their two contributions added, so zeroing tiles of an input changed "
+                        "what the other tiles contribute (an input with an invariant along "
+                        f"{loop}, such as a cumulative sum, a normalizer or indices?) and no tile bug explains the "
+                        "mismatch; the probe cannot say what the pipeline did. Declare such an input "
+                        "Tensor(..., probe='whole') (left whole by the probe)")
+        return None
 
     baseline: dict[str, Any] | None = None
     problems: list[str] = []
@@ -823,6 +875,7 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
         outputs = _launch(ctx, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe",
                           pattern=pattern, layout=lay)
         ref = _reference(ctx, spec, shp, inputs, check="tile_probe")
+        refs[j] = ref
         if not details["probed"]:
             skipped = _out_of_range(ctx, "tile_probe", spec, shp, pattern, ref)
             if skipped is not None:
@@ -836,7 +889,7 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
             want = ref[t.name]
             tol = _output_tolerance(ctx, "tile_probe", spec, shp, t, want, lowp, pattern, spec_rtol=spec_rtol,
                                     spec_atol=spec_atol, rtol=rtol, atol=atol)
-            cmp = _tol.compare(got, want, tol)
+            cmp = _tol.compare(got, want, tol, dtype=t.dtype)
             worst_of_tol = max(worst_of_tol, cmp.of_tol)
             if not cmp.bad:
                 continue
@@ -846,9 +899,15 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
                 baseline = _reference(ctx, spec, shp, zero_inputs, check="tile_probe", require_finite=False)
             verdicts.append(_classify(got, want, baseline[t.name], t, cmp, spec, tol))
         if verdicts:
+            if not problems and "not_additive" not in details:
+                why = not_additive(j)
+                if why is not None:
+                    details["not_additive"] = why
             role = _tile_role(j, count, size, tile)
-            # one verdict per tile (the first output's) keeps the message short
-            text = f"{loop} tile {j} of {count}, {role}, {verdicts[0]}"
+            # one verdict per tile (the first output's) keeps the message short; with a reference that is not
+            # additive, the tile's role in the pipeline and the contribution's ratio mean nothing
+            text = (f"{loop} tile {j} of {count}: kernel and reference disagree with only this tile nonzero"
+                    if "not_additive" in details else f"{loop} tile {j} of {count}, {role}, {verdicts[0]}")
             problems.append(text)
             details["bad"][str(j)] = text
     details["of_tol"] = worst_of_tol
@@ -861,7 +920,8 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
     if problems:
         lines = [f"{_where(spec, shp, pattern)}{_lay.describe(lay, spec)}: tile probe along {loop} "
                  f"({count} tile{'s' if count != 1 else ''} of {tile}, stages {stages}) "
-                 f"found {len(problems)} bad tile(s)", *problems, *([f"({note})"] if note else [])]
+                 f"found {len(problems)} bad tile(s)", *problems, *([f"({note})"] if note else []),
+                 *([details["not_additive"]] if "not_additive" in details else [])]
         _fail(ctx, "tile_probe", spec, problems[0], lines, details)
     return ctx.record(CheckResult("tile_probe", Verdict.PASS, summary, kernel=spec.name, details=details))
 
@@ -1009,5 +1069,6 @@ def check_all(ctx: CheckContext, spec: KernelSpec, shape: Any, **kwargs: Any) ->
     if failures:
         if len(failures) == 1:
             raise failures[0]
-        raise PipecheckFailure("\n".join(str(f) for f in failures), failures[0].result)
+        # from the first: what caused it (an entry point's own exception) stays the chain's root
+        raise PipecheckFailure("\n".join(str(f) for f in failures), failures[0].result) from failures[0]
     return results

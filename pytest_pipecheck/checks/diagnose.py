@@ -12,7 +12,10 @@ pass, first in the failure's message as one ``cause:`` line:
 * **the stages**: one stage instead of the declared count, where the launcher takes ``stages`` (a
   pipelining bug against a math bug);
 * **the tiles**: the loop dimension within one tile, where the case spans several (the prologue, the
-  epilogue or the stage ring against the arithmetic of one tile).
+  epilogue or the stage ring against the arithmetic of one tile). That one tile is the first and the last
+  at once, so where it fails there too the tile probe decides: a tile it finds never reaching the output
+  (or counted twice) is the cause, as the probe beside the failure says; tiles counted once but wrong, or
+  none, are the arithmetic.
 
 The re-runs record nothing in the test's results and never change its verdict; they cost time only when a
 case has failed, and none runs in a sanitizer child.
@@ -155,8 +158,38 @@ def _tiles_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, sh
         return (f"the loop: it passes at {small}, where {loop} fits one tile of {tile}, and fails at {shape} "
                 f"({-(-shape[loop] // tile)} tiles): the prologue, the epilogue, the stage ring or the tail")
     if verdict is False:
+        # the one tile is the first and the last too: a dropped last tile fails there as well, so failing there
+        # clears the pipeline only where the tile probe counts every tile once, or finds tiles counted once
+        # but wrong (the arithmetic); where it finds a tile that never reached the output, or counted twice,
+        # the cause is that tile, as the probe says
+        bad = _probe_problem(ctx, spec, shape, kwargs)
+        if bad is not None:
+            return (f"one tile: it fails at {small} too, where {loop} fits one tile of {tile} (the first and the "
+                    f"last tile at once), and the tile probe finds {bad}: the handling of that tile (the prologue "
+                    "or the epilogue), not the arithmetic of every tile")
         return (f"one tile: it fails at {small} too, where {loop} fits one tile of {tile}: the arithmetic or the "
                 "masks of a tile, not the pipeline over tiles")
+    return None
+
+
+def _probe_problem(ctx: CheckContext, spec: KernelSpec, shape: Shape, kwargs: dict[str, Any]) -> str | None:
+    """The tile probe's first bad tile at ``shape`` when it names a tile the pipeline mishandled (never reached
+    the output, or counted twice); None where the probe passes, cannot run, or finds only tiles that contribute
+    about what they should but wrong, or some other multiple (an offset or a scale: the arithmetic)."""
+    from .coverage import check_tile_probe
+
+    keep = {k: v for k, v in kwargs.items() if k in ("values", "layout", "tolerance", "rtol", "atol")}
+    try:
+        check_tile_probe(_Sandbox(ctx), spec, shape, **keep)
+    except PipecheckFailure as exc:
+        details = exc.result.details if exc.result is not None else {}
+        if details.get("not_additive"):
+            return None
+        bad = [str(v) for v in (details.get("bad") or {}).values()]
+        named = [b for b in bad if "never reached the output" in b or "counted twice" in b]
+        return named[0] if named else None
+    except Exception:  # the probe cannot run here (a spec it refuses): it says nothing
+        return None
     return None
 
 

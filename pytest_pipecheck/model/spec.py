@@ -152,6 +152,8 @@ _DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "flo
                   "fp32": "float32", "double": "float64", "fp64": "float64"}
 INITS = ("randn", "randint", "uniform")
 ROLES = ("input", "output", "inout")
+#: what the tile probe does with an input (Tensor.probe)
+PROBES = ("mask", "whole")
 OUTPUT_INITS = ("zeros",)  # besides the default: how an output starts
 
 
@@ -374,6 +376,10 @@ class Tensor:
     #: (padded plus the three variants), or a tuple of them (the first is the base, the rest are generated
     #: variants); default: padded with the variants (spec form), contiguous (inputs of the wrapper form)
     layout: str | Sequence[str] | None = None
+    #: what the tile probe does with an input along the loop dimension: ``"mask"`` (zero it outside the probed
+    #: tile) or ``"whole"`` (leave it as it is: an input with an invariant that zeroing would break, such as a
+    #: cumulative sum along the loop, a normalizer or indices)
+    probe: str = "mask"
 
     def __post_init__(self) -> None:
         # a list is fine; a string "MK" is read as the dims ("M", "K")
@@ -596,6 +602,9 @@ class KernelSpec:
             seen.add(t.name)
             if t.role not in ROLES:
                 raise self._error(f"tensor {t.name!r} has role {t.role!r}; must be 'input', 'output' or 'inout'")
+            if t.probe not in PROBES:
+                raise self._error(f"tensor {t.name!r} has probe={t.probe!r}; must be 'mask' (the tile probe zeroes it "
+                                  "outside the probed tile) or 'whole' (left as it is: an input with an invariant)")
             if t.role == "output" and isinstance(t.init, str) and t.init not in ("randn", *OUTPUT_INITS):
                 raise self._error(f"output {t.name!r} has init {t.init!r}; an output starts poisoned, or zeroed "
                                   "with init='zeros' (when the caller zeroes it first)")
@@ -892,8 +901,10 @@ class KernelSpec:
         """Where loop indices ``[lo, hi)`` lie in ``t`` at a loop size of ``size``: ``(axis, [(start, stop)])``
         along its first axis that is a multiple ``c * loop_dim`` (see :meth:`axis_multiple`): ``K``: ``[lo,
         hi)``; ``K/8``: the elements overlapping it, ``[lo // 8, ceil(hi / 8))``; ``2*K``: ``[lo, hi)`` and
-        ``[size + lo, size + hi)``. None when no axis of ``t`` is such a multiple (:meth:`loop_unmasked` says
-        why, when it uses the loop dimension otherwise)."""
+        ``[size + lo, size + hi)``. None when no axis of ``t`` is such a multiple, or ``t`` is declared
+        ``probe="whole"`` (:meth:`loop_unmasked` says why, when it uses the loop dimension otherwise)."""
+        if t.probe == "whole":
+            return None
         for axis, d in enumerate(t.dims):
             multiple = self.axis_multiple(d)
             if multiple is None or multiple[0] != self.loop_dim:
@@ -916,6 +927,8 @@ class KernelSpec:
             e = _expr(d)
             if loop not in e.dims(consts):
                 continue
+            if t.probe == "whole":
+                return "declared probe='whole'"
             multiple = self.axis_multiple(d)
             if multiple is not None and multiple[0] == loop:
                 return None

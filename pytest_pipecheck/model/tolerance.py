@@ -33,6 +33,12 @@ The default is raised only where the bound is larger, and only the absolute part
 by the spec, the marker, the configuration or the check is used as given. A kernel that accumulates
 in a narrower type than the bound assumes (fp16) is still outside it; say so with ``atol=``.
 
+The output's resolution is the floor of every tolerance (:func:`resolution`): an element passes when
+it is within one unit in the last place of the output dtype at the reference's magnitude, subnormals
+included, whatever ``atol`` and ``rtol`` say. A correctly rounded output is within half of one, so a
+tolerance below that (a value pattern that scales ``atol`` to tiny references, an fp16 output of values
+below fp16's normal range) would fail a correct kernel for the reference's digits the output cannot hold.
+
 Calibrated mode (FlashAttention's habit): run the spec's ``same_precision`` implementation, measure
 its worst error against the high-precision reference, and accept a kernel error of at most
 ``k`` times that (plus a floor of one unit in the last place of the output's largest value,
@@ -196,6 +202,33 @@ def calibrated(dtype: str, same_precision_err: float, ref_absmax: float, k: floa
     return Tolerance(0.0, atol, f"calibrated: {k:g} x same-precision error {same_precision_err:.2e}")
 
 
+#: per float dtype: its significand's bits (the implicit one included) and its smallest normal exponent
+_FORMAT = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126), "float64": (53, -1022)}
+
+
+def smallest_step(dtype: str) -> float | None:
+    """The smallest positive value ``dtype`` holds (its smallest subnormal); None for a dtype that is not a float
+    format pipecheck knows."""
+    fmt = _FORMAT.get(dtype)
+    return None if fmt is None else 2.0 ** (fmt[1] - (fmt[0] - 1))
+
+
+def resolution(dtype: str | None, ref: Any) -> Any:
+    """One unit in the last place of ``dtype`` at each ``|ref|`` (subnormals included: the spacing never goes
+    below the smallest subnormal); 0 for an integer or unknown dtype (exact). The floor of :func:`compare`'s
+    tolerance: no output of that dtype can be nearer a reference it cannot represent than half of it."""
+    import numpy as np
+
+    r = np.abs(np.asarray(ref, dtype=np.float64))
+    fmt = _FORMAT.get(dtype or "")
+    if fmt is None:
+        return np.zeros(r.shape)
+    bits, emin = fmt
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exponent = np.floor(np.log2(np.where((r > 0) & np.isfinite(r), r, 2.0 ** emin)))
+    return np.exp2(np.maximum(exponent, emin) - (bits - 1))
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Outcome of comparing one output with its reference (host NumPy arrays)."""
@@ -220,8 +253,10 @@ class Comparison:
         return self.bad / self.n if self.n else 0.0
 
 
-def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparison:
-    """Compare host arrays elementwise under ``tol``; NaN in ``out`` always counts as bad.
+def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None, dtype: str | None = None) -> Comparison:
+    """Compare host arrays elementwise under ``tol``, never tighter than the resolution of the output dtype
+    ``dtype`` at the reference's magnitude (:func:`resolution`; None: no floor); NaN in ``out`` always counts
+    as bad.
 
     So does an element whose reference is NaN or inf (NaN compares false with everything, and
     ``|x - inf| <= atol + rtol * inf`` holds for any x: either would read as agreement), and every
@@ -239,6 +274,8 @@ def compare(out: Any, ref: Any, tol: Tolerance, exclude: Any = None) -> Comparis
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.abs(o - r)
         allowed = tol.atol + tol.rtol * np.abs(r)
+        if dtype is not None:
+            allowed = np.maximum(allowed, resolution(dtype, r))
         nan = np.isnan(o) & ~np.isnan(r)
         bad = (diff > allowed) | nan | ~np.isfinite(r)
         if problem(tol.rtol) or problem(tol.atol):

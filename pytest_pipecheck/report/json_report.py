@@ -11,7 +11,7 @@ Schema (version 2)::
       "test_totals": {"passed": 9, "failed": 1, "error": 0, "crashed": 0, "not run": 0,
                       "skipped": 2, "xfailed": 0, "xpassed": 0},
       "tests": [{"nodeid": ..., "outcome": "failed", "when": "call", "message": "AssertionError: ..."}],
-      "totals": {"pass": 10, "fail": 1, "caught": 2, "skip": 3, "error": 0},
+      "totals": {"pass": 10, "fail": 1, "caught": 2, "skip": 3, "error": 0, "xfailed": 0},
       "results": [{"nodeid": ..., "kernel": ..., "check": ..., "verdict": ..., "expected": false,
                    "summary": ..., "details": {...}}],
       "not_written": []
@@ -43,8 +43,10 @@ asked for), ``ok`` is false and ``tests`` hold the verdicts of the tests that fi
 then what pytest ended the session with, such as ``KeyboardInterrupt``).
 ``tests`` and ``test_totals`` are the tests' own outcomes (:mod:`.outcomes`): a test can pass all
 its checks and still fail. ``totals`` and ``results`` are the check results. "caught" counts
-failures the test provoked on purpose (``expected`` true: a mutant caught by its check); "fail"
-counts only the others.
+failures the test provoked on purpose (``expected`` true: a mutant caught by its check); "xfailed"
+the failing and inconclusive results of tests that pytest counts as xfailed by their xfail marker (the
+result's ``xfailed`` true: the failure the marker declares, such as an upstream bug); "fail" counts
+only the others.
 
 Version 1 had no ``ok``, ``exitstatus``, ``tests`` or ``test_totals``: a reader of version 1 that
 looked only at ``totals`` saw ``fail: 0`` for a run whose tests failed after their checks.
@@ -52,7 +54,7 @@ looked only at ``totals`` saw ``fail: 0`` for a run whose tests failed after the
 reader that ignores them still finds ``ok`` false for a run that did not finish), and so were
 ``reason``, ``nothing_checked`` (``ok`` is false for a run that checked nothing) and ``not_written``
 (the other requested reports that could not be written at the end; ``ok`` is then false and the
-exit status 4).
+exit status 4), and ``totals``' "xfailed" with the results' ``xfailed``.
 
 The file is strict JSON (RFC 8259): a non-finite number in a result's details (a NaN tolerance,
 an infinite error) is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as

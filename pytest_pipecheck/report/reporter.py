@@ -49,6 +49,8 @@ NOTHING_CHECKED = "pipecheck::nothing_checked"
 REPORTS_NOT_WRITTEN = "pipecheck::reports"
 #: the node id of the failure an interrupted run ends with, where none of its tests failed
 INTERRUPTED_RUN = "pipecheck::interrupted"
+#: the run's failure for a parametrized mutant test none of whose cases caught its bug: EXPECT_FAILURES[function]
+EXPECT_FAILURES = "pipecheck::expect_failures"
 
 
 def step_summary_path(run_config: PipecheckConfig) -> str | None:
@@ -126,6 +128,9 @@ class ReportPlugin:
         self.writes = writes
         self.guard: SignalGuard | None = None
         self.interruption: Interruption | None = None
+        #: per parametrized mutant test function: its expectation and what each case caught
+        self.expectations: dict[str, dict[str, Any]] = {}
+        self.expectation_lines: list[str] = []  # the functions whose bug some case caught, for the summary
         config.stash[SESSION_RESULTS] = []
         config.stash[SESSION_OUTCOMES] = TestOutcomes()
         # read once, here: the variable names the summary of the step this run started in
@@ -190,6 +195,10 @@ class ReportPlugin:
         if getattr(report, "pipecheck_run_failure", False):
             return  # the run's own failure, not a test's: the reports say it in their words (nothing_checked, ...)
         self.config.stash[SESSION_OUTCOMES].add(report)
+        expect = getattr(report, "pipecheck_expect", None)
+        if isinstance(expect, dict) and isinstance(expect.get("function"), str):
+            entry = self.expectations.setdefault(expect["function"], {"expect": expect.get("expect"), "cases": {}})
+            entry["cases"][str(expect.get("case"))] = [str(n) for n in expect.get("caught") or []]
         data = getattr(report, "pipecheck_results", None)
         if data:
             self.config.stash[SESSION_RESULTS].extend(CheckResult.from_json(d) for d in data)
@@ -213,8 +222,42 @@ class ReportPlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
+        self._judge_mutants_across_cases(session)
         self._fail_a_run_that_checked_nothing(session)
         return result
+
+    def _judge_mutants_across_cases(self, session: pytest.Session) -> None:
+        """A parametrized mutant test (``expect_failures``) passes when the checks it names caught its bug at some
+        of its cases (:func:`pytest_pipecheck.verdicts.mutant_function`): said in the summary, with the cases
+        that caught it. Where no case did, the run fails (``pipecheck::expect_failures[...]``) and a failing
+        ``expect_failures`` check result names the function and its cases, so every report says so. Not judged
+        for a run that stopped early: its cases did not all run, and its status says so already."""
+        if not self.writes or session.shouldfail or session.shouldstop or session.config.option.collectonly:
+            return
+        from ..contract import expected_checks, unmet_across_cases
+        from ..results import Verdict
+
+        for function, entry in sorted(self.expectations.items()):
+            cases: dict[str, list[str]] = entry["cases"]
+            expect = tuple(entry["expect"]) if isinstance(entry["expect"], list) else True
+            unmet = unmet_across_cases(cases, expect)
+            caught = [c.removeprefix(function) for c, got in cases.items() if got]
+            if not unmet:
+                shown = ", ".join(caught[:6]) + (f" and {len(caught) - 6} more" if len(caught) > 6 else "")
+                self.expectation_lines.append(
+                    f"pipecheck: {function}: the planted bug was caught at {len(caught)} of {len(cases)} cases "
+                    f"({shown}); at the others it did not show")
+                continue
+            named = expected_checks(expect)
+            summary = ((f"expected {', '.join(named)} to catch the planted bug at some case; {', '.join(unmet)} "
+                        f"caught it at none of its {len(cases)} cases") if named else
+                       f"expected a check to catch the planted bug at some case; none did at any of its {len(cases)} "
+                       "cases") + " (the mutant was missed)"
+            session.config.stash[SESSION_RESULTS].append(
+                CheckResult("expect_failures", Verdict.FAIL, summary, nodeid=function,
+                            details={"cases": sorted(cases), "caught_at": caught, "unmet": unmet}))
+            self._run_failure(f"{EXPECT_FAILURES}[{function}]", f"pipecheck: {function}: {summary}; cases: "
+                                                               + ", ".join(c.removeprefix(function) for c in cases))
 
     def _fail_a_run_that_checked_nothing(self, session: pytest.Session) -> None:
         """A run under pipecheck (``--pipecheck`` or a report asked for) in which no test passed and no check
@@ -263,6 +306,8 @@ class ReportPlugin:
         from . import terminal
 
         terminal.write_summary(terminalreporter, results, config.stash[TIER], run_config)
+        for line in self.expectation_lines:
+            terminalreporter.write_line(line)
 
     # first: before pytest's JUnit XML is written, so that a report that could not be written is a failure there too
     @pytest.hookimpl(tryfirst=True)

@@ -64,7 +64,7 @@ def test_json_report_and_junit_properties(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3, failed=1)
     doc = json.loads((pytester.path / "out" / "r.json").read_text())
     assert doc["schema"] == "pytest-pipecheck/results" and doc["version"] == 2 and doc["seed"] == 5
-    assert doc["totals"] == {"pass": 2, "fail": 1, "caught": 0, "skip": 1, "error": 0}
+    assert doc["totals"] == {"pass": 2, "fail": 1, "caught": 0, "skip": 1, "error": 0, "xfailed": 0}
     assert doc["ok"] is False and doc["exitstatus"] == 1
     assert doc["test_totals"]["passed"] == 3 and doc["test_totals"]["failed"] == 1
     checks = sorted((r["nodeid"].split("::")[1], r["check"], r["verdict"]) for r in doc["results"])

@@ -173,3 +173,22 @@ def test_no_tensor_is_padded_against_its_declared_contract_to_tell_the_kinds_apa
     cause = _fails(_pc(), spec, "M5-N20").splitlines()[1]
     assert "'x' (padded)" in cause and "'y' (padded)" in cause, cause
     assert "ignores those tensors' strides or takes another tensor's" in cause and "padded alike" not in cause, cause
+
+
+def test_a_dropped_last_tile_is_named_as_the_probe_names_it() -> None:
+    """A kernel that drops its last K tile fails at one tile too (the only tile is the last): the cause follows
+    the tile probe, which finds the last tile never reaching the output, instead of clearing the pipeline
+    (mamba-ssm's chunk state with its last K tile dropped, on a first day: the two lines disagreed)."""
+    def drop_last(arrays, dims):  # type: ignore[no-untyped-def]
+        used = (-(-dims["K"] // 8) - 1) * 8
+        arrays["s"].copy_(arrays["x"].double()[:, :used].sum(dim=1).float())
+
+    spec = KernelSpec("drop_last", drop_last, lambda a, d: {"s": a["x"].double().sum(dim=1)},
+                      [Tensor("x", ("M", "K"), "float32", layout="contiguous"),
+                       Tensor("s", ("M",), "float32", role="output", layout="contiguous")],
+                      tiles={"K": 8}, loop_dim="K")
+    text = _fails(_pc(), spec, "M3-K40")
+    causes = [ln for ln in text.splitlines() if ln.startswith("  cause:")]
+    assert len(causes) == 1 and "not the pipeline" not in causes[0], causes
+    assert causes[0].startswith("  cause: one tile: it fails at M3-K8 too") and \
+        "the tile probe finds K tile 4 of 5, the last" in causes[0] and "never reached the output" in causes[0], causes

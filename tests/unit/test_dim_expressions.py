@@ -451,3 +451,23 @@ def test_the_wrapper_form_allocates_a_fused_output(pipecheck):
     result = coverage.check_coverage(pipecheck, spec, Shape(M=2, N=9))
     assert result.verdict is Verdict.PASS
     assert result.details["outputs"]["y"]["allocated"].startswith("torch.empty")
+
+
+def _scale_ref(a, d):
+    return {"y": a["x"].double() * a["w"].double()}
+
+
+def _scale(a, d):
+    a["y"].copy_((a["x"].float() * a["w"]).half())
+
+
+def test_a_pattern_the_output_dtype_cannot_carry_is_skipped_with_why(pipecheck):
+    """fp16 out of fp16 activations times fp32 weights under ``values=tiny``: the products (about 1e-20) are
+    below fp16's smallest subnormal, so the output is zero whatever the kernel did: a skip that says so, not a
+    failure blamed on masks (mamba-ssm's layer norm on a first day); ``normal`` values still compare."""
+    spec = KernelSpec("scale", _scale, _scale_ref,
+                      [Tensor("x", ("M", "N"), "float16"), Tensor("w", ("N",), "float32"),
+                       Tensor("y", ("M", "N"), "float16", role="output")], tiles={"M": 4, "N": 16}, loop_dim="N")
+    tiny = coverage.check_coverage(pipecheck, spec, Shape(M=5, N=17), values="tiny")
+    assert tiny.verdict is Verdict.SKIP and "cannot be carried by float16" in tiny.summary
+    assert coverage.check_coverage(pipecheck, spec, Shape(M=5, N=17)).verdict is Verdict.PASS

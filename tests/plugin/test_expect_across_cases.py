@@ -1,0 +1,108 @@
+"""A parametrized mutant test (``expect_failures``) passes when its planted bug is caught at some case of its
+parametrization, and says which; where no case caught it, the run fails and every report says so
+(pytest_pipecheck/verdicts.py ``mutant_function``, pytest_pipecheck/report/reporter.py).
+
+A K-tail bug cannot show at a K that is a multiple of the tile: failing those cases hid the catch at the
+others (a third library's first day, mamba-ssm's chunked kernels).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.cpu_only
+
+HEAD = """
+import pytest
+from pytest_pipecheck.results import CheckResult, Verdict
+
+def shows(K):  # the planted bug shows only at a K-tail (K not a multiple of 64)
+    return Verdict.FAIL if K % 64 else Verdict.PASS
+"""
+
+
+def _run(pytester: pytest.Pytester, body: str, *args: str) -> tuple[pytest.RunResult, dict]:
+    pytester.makepyfile(test_mutants=HEAD + body)
+    result = pytester.runpytest("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                "--pipecheck-json=r.json", "--junitxml=j.xml", *args)
+    return result, json.loads((pytester.path / "r.json").read_text())
+
+
+@pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_caught_at_one_case_passes_and_names_it(pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
+    if args:
+        pytest.importorskip("xdist")
+    result, doc = _run(pytester, """
+@pytest.mark.pipecheck(expect_failures=True)
+@pytest.mark.parametrize("K", [64, 65, 128])
+def test_k_tail(pipecheck, K):
+    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
+""", *args)
+    result.assert_outcomes(passed=3)
+    assert result.ret == 0 and doc["ok"] is True, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*test_k_tail: the planted bug was caught at 1 of 3 cases ([[]65[]]); at the "
+                                 "others it did not show*"])
+
+
+@pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_caught_at_no_case_fails_the_run(pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
+    if args:
+        pytest.importorskip("xdist")
+    result, doc = _run(pytester, """
+@pytest.mark.pipecheck(expect_failures=True)
+@pytest.mark.parametrize("K", [64, 128])
+def test_k_tail(pipecheck, K):
+    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
+""", *args)
+    assert result.ret == 1 and doc["ok"] is False and doc["reason"] == "1 failing check", doc["reason"]
+    [missed] = [r for r in doc["results"] if r["check"] == "expect_failures"]
+    assert missed["verdict"] == "fail" and missed["nodeid"] == "test_mutants.py::test_k_tail"
+    assert "none did at any of its 2 cases (the mutant was missed)" in missed["summary"]
+    assert 'name="expect_failures[test_mutants.py::test_k_tail]"' in (pytester.path / "j.xml").read_text()
+
+
+def test_each_named_check_must_catch_it_at_some_case(pytester: pytest.Pytester) -> None:
+    """``expect_failures=("coverage", "tile_probe")``: each named check at some case, not necessarily the same."""
+    result, doc = _run(pytester, """
+@pytest.mark.pipecheck(expect_failures=("coverage", "tile_probe"))
+@pytest.mark.parametrize("K", [64, 65, 129])
+def test_both(pipecheck, K):
+    pipecheck.record(CheckResult("coverage", shows(K) if K == 65 else Verdict.PASS, f"K={K}"))
+    pipecheck.record(CheckResult("tile_probe", shows(K) if K == 129 else Verdict.PASS, f"K={K}"))
+
+@pytest.mark.pipecheck(expect_failures=("coverage", "tile_probe"))
+@pytest.mark.parametrize("K", [64, 65])
+def test_probe_never(pipecheck, K):
+    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
+    pipecheck.record(CheckResult("tile_probe", Verdict.PASS, f"K={K}"))
+""")
+    assert result.ret == 1 and doc["ok"] is False
+    [missed] = [r for r in doc["results"] if r["check"] == "expect_failures"]
+    assert missed["nodeid"] == "test_mutants.py::test_probe_never"
+    assert "expected coverage, tile_probe to catch the planted bug at some case; tile_probe caught it at none" \
+        in missed["summary"]
+    result.stdout.fnmatch_lines(["*test_both: the planted bug was caught at 2 of 3 cases*"])
+
+
+def test_an_unparametrized_mutant_still_fails_where_its_bug_did_not_show(pytester: pytest.Pytester) -> None:
+    result, doc = _run(pytester, """
+@pytest.mark.pipecheck(expect_failures=True)
+def test_alone(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.PASS, "K=64"))
+""")
+    result.assert_outcomes(failed=1)
+    assert "expected at least one check to catch a bug, but none did" in result.stdout.str()
+    assert not [r for r in doc["results"] if r["check"] == "expect_failures"]
+
+
+def test_deselected_catching_cases_leave_the_mutant_missed(pytester: pytest.Pytester) -> None:
+    """``-k`` that keeps only the cases where the bug cannot show: this run did not catch it, so it fails."""
+    result, doc = _run(pytester, """
+@pytest.mark.pipecheck(expect_failures=True)
+@pytest.mark.parametrize("K", [64, 65])
+def test_k_tail(pipecheck, K):
+    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
+""", "-k", "64")
+    assert result.ret == 1 and doc["ok"] is False
