@@ -229,7 +229,7 @@ def _expected_by_marker(item: pytest.Item, report: pytest.TestReport, results: l
     if not xfailed:
         # the body did not raise (or raised what the marker accepts): the checks' failure is the test's
         report.outcome = "skipped"
-        report.wasxfail = declared.reason  # type: ignore[attr-defined]
+        report.wasxfail = declared.reason
         report.longrepr = "\n".join(f"{r.verdict.value.upper()} {r.check}: {r.summary}" for r in bad)
     return True
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool(name: str) -> list[str]:
-    if shutil.which(name) is None:
-        pytest.skip(f"{name} is not installed (pip install -e '.[dev]' installs it)")
+    """``python -m NAME`` of the interpreter running the tests: found as a module of that interpreter, not on
+    PATH, so a virtual environment that is not activated still runs it (where PATH had no ``ruff``, the test
+    used to skip although the environment had it)."""
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not installed in {sys.executable} (pip install -e '.[dev]' installs it)")
     return [sys.executable, "-m", name]
 
 

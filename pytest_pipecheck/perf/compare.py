@@ -725,12 +725,30 @@ class ComparePlugin:
         existing = [f for f in files if os.path.isfile(f)]
         if not existing:
             return NewAtRev(f"none of this run's test files exists at {self.revision.label}")
+        allowed = max(timeout, _START_S)
+        self._say(f"pipecheck compare: starting the process that times {self.revision.label} in its own tree "
+                  f"({len(existing)} test file(s) to collect, up to {allowed:g} s); the head's timings wait for it")
+        started = time.monotonic()
         try:
-            self.process = RevProcess(self.config, self.revision, self.tree, existing, max(timeout, _START_S))
+            self.process = RevProcess(self.config, self.revision, self.tree, existing, allowed)
         except CompareError as exc:
             self.failures.append(str(exc).split("\n", 1)[0])
             raise
+        self._say(f"pipecheck compare: {self.revision.label}'s process is ready after {time.monotonic() - started:.1f} s "
+                  f"({len(self.process.collected)} tests collected there)")
         return self.process
+
+    def _say(self, line: str) -> None:
+        """A line on the terminal while a test runs (its output captured): REV's process can take a minute to
+        start, and a run that prints nothing that long reads as hung. Said where a terminal is (not in an
+        xdist worker, whose output nobody reads)."""
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None:
+            return
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        cm = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+        with cm:
+            tr.write_line(line)
 
     def _in_rev_tree(self, nodeid: str) -> NewAtRev | None:
         """None when the test's file is in REV's tree; :class:`NewAtRev` when REV's commit has no such file.

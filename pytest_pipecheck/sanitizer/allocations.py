@@ -232,8 +232,8 @@ def attribute(findings: Sequence[Finding], allocations: Sequence[Any]) -> None:
         named[key] = own[id(anchor)]["name"]
     for f in records:
         assert f.address is not None
-        key = _instruction(f)
-        chosen = own[id(f)] if key is None else _closest_named(f.address, named[key], known)
+        instruction = _instruction(f)
+        chosen = own[id(f)] if instruction is None else _closest_named(f.address, named[instruction], known)
         end = chosen["start"] + chosen["bytes"]
         where = "past" if f.address >= end else "before" if f.address < chosen["start"] else "inside"
         f.tensor = f"{where} '{chosen['name']}'"

@@ -103,6 +103,12 @@ def test_slower_head_fails_with_the_paired_ratio_and_its_interval(pytester: pyte
         r"\(\w{10}\) \(\+\d\.\d% paired, 95% CI \+\d\.\d%\.\.\+\d\.\d%, p=\S+, 40 pairs\)",
         r".*gate \(--pipecheck-compare\): the median of the per-pair ratios head/REV, .* slower by more than 1.5%.*",
     ])
+    # what the run does while REV's process starts is said, not silent (it can take a minute)
+    result.stdout.re_match_lines([
+        r"pipecheck compare: starting the process that times base \(\w{10}\) in its own tree \(1 test file\(s\) "
+        r"to collect, up to \d+ s\); the head's timings wait for it",
+        r"pipecheck compare: base \(\w{10}\)'s process is ready after \d+\.\d s \(\d+ tests collected there\)",
+    ])
     perf = _perf(pytester)["test_k.py::test_gemm[a]"]
     assert perf["verdict"] == "fail" and perf["details"]["decided_by"] == "compare"
     cmp = perf["details"]["compare"]

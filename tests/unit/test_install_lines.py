@@ -175,3 +175,18 @@ def test_install_commands_in_shell_blocks_parse_as_shell() -> None:
             stripped = line.strip()
             if stripped.startswith(("pip install", "python -m pip install", "python3 -m pip install")):
                 shlex.split(stripped.split(" #", 1)[0])
+
+
+def test_the_user_install_lines_bring_scipy_for_the_perf_gate() -> None:
+    """The perf gate needs SciPy: a user's install line of the README, the tutorial or the CI recipe that picks a
+    kernel backend (triton, cupy, cuda) also names ``stats`` (or ``dev``, which holds it); before, the CI
+    recipe's first compared perf check failed for want of it."""
+    first = re.compile(r"pip install [^\[\n]*?\[([a-z,]+)\]")  # the extras of the line's install command
+    missing = []
+    for path in (ROOT / "README.md", ROOT / "docs" / "tutorial.md", ROOT / "docs" / "ci.md"):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for group in first.findall(line):
+                names = set(group.split(","))
+                if names & {"triton", "cupy", "cuda"} and not names & {"stats", "dev"}:
+                    missing.append(f"{path.name}:{n}: {line.strip()}")
+    assert not missing, "install lines without SciPy (the stats extra):\n" + "\n".join(missing)
