@@ -405,7 +405,7 @@ def _explained(check: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
                 raise  # a probe whose reference is not additive names no cause in the pipeline
             from .diagnose import diagnose
 
-            causes = diagnose(ctx, check, spec, shape, kwargs)
+            causes = diagnose(ctx, check, spec, shape, kwargs, tile_probe=check_tile_probe)
             if not causes:
                 raise
             result = dataclasses.replace(exc.result, details={**exc.result.details, "cause": causes})

@@ -23,6 +23,7 @@ case has failed, and none runs in a sanitizer child.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -145,7 +146,7 @@ def _with_stages(ctx: CheckContext, stages: int) -> Any:
 
 
 def _tiles_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Shape,
-                 kwargs: dict[str, Any]) -> str | None:
+                 kwargs: dict[str, Any], tile_probe: Callable[..., Any] | None = None) -> str | None:
     loop = spec.loop_dim
     tile = spec.tiles[loop]
     if shape[loop] <= tile:
@@ -162,7 +163,7 @@ def _tiles_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, sh
         # clears the pipeline only where the tile probe counts every tile once, or finds tiles counted once
         # but wrong (the arithmetic); where it finds a tile that never reached the output, or counted twice,
         # the cause is that tile, as the probe says
-        bad = _probe_problem(ctx, spec, shape, kwargs)
+        bad = _probe_problem(ctx, tile_probe, spec, shape, kwargs) if tile_probe is not None else None
         if bad is not None:
             return (f"one tile: it fails at {small} too, where {loop} fits one tile of {tile} (the first and the "
                     f"last tile at once), and the tile probe finds {bad}: the handling of that tile (the prologue "
@@ -172,15 +173,14 @@ def _tiles_cause(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, sh
     return None
 
 
-def _probe_problem(ctx: CheckContext, spec: KernelSpec, shape: Shape, kwargs: dict[str, Any]) -> str | None:
+def _probe_problem(ctx: CheckContext, tile_probe: Callable[..., Any], spec: KernelSpec, shape: Shape,
+                   kwargs: dict[str, Any]) -> str | None:
     """The tile probe's first bad tile at ``shape`` when it names a tile the pipeline mishandled (never reached
     the output, or counted twice); None where the probe passes, cannot run, or finds only tiles that contribute
     about what they should but wrong, or some other multiple (an offset or a scale: the arithmetic)."""
-    from .coverage import check_tile_probe
-
     keep = {k: v for k, v in kwargs.items() if k in ("values", "layout", "tolerance", "rtol", "atol")}
     try:
-        check_tile_probe(_Sandbox(ctx), spec, shape, **keep)
+        tile_probe(_Sandbox(ctx), spec, shape, **keep)
     except PipecheckFailure as exc:
         details = exc.result.details if exc.result is not None else {}
         if details.get("not_additive"):
@@ -209,9 +209,10 @@ def _one_tile(spec: KernelSpec, shape: Shape) -> Shape | None:
 
 
 def diagnose(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape: Any,
-             kwargs: dict[str, Any]) -> list[str]:
+             kwargs: dict[str, Any], tile_probe: Callable[..., Any] | None = None) -> list[str]:
     """What flips a failing check to a pass when changed alone (see the module's docstring): one sentence
-    per cause, most telling first; empty when nothing flips it or the context cannot re-run it."""
+    per cause, most telling first; empty when nothing flips it or the context cannot re-run it. ``tile_probe``:
+    the tile probe, which decides what a failure at one tile means (passed in: this module imports no check)."""
     if getattr(ctx, "diagnosing", False) or ctx.role.sanitizer:
         return []
     try:
@@ -219,7 +220,8 @@ def diagnose(ctx: CheckContext, fn: Callable[..., Any], spec: KernelSpec, shape:
     except PipecheckError:
         return []
     causes = []
-    for probe in (_layout_cause, _values_cause, _stages_cause, _tiles_cause):
+    for probe in (_layout_cause, _values_cause, _stages_cause,
+                  functools.partial(_tiles_cause, tile_probe=tile_probe)):
         try:
             cause = probe(ctx, fn, spec, shp, dict(kwargs))
         except Exception:  # a diagnosis that breaks must not hide the failure it explains

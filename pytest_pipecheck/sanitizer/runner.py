@@ -951,9 +951,10 @@ class SanitizerRunner:
                           f"{len(provisional)} test(s) without the tests it decided")
             decided.update(self._run_tests(spec, provisional, depth + 1))
             return decided, rerun
-        closed = (not consistent and not decided and an.tool_errors and run.killed_in is None
-                  and len(provisional) == len(nodeids) and _closed_by_canary(spec.tool, nodeids, an))
-        if closed:
+        at_exit = (not consistent and not decided and bool(an.tool_errors) and run.killed_in is None
+                   and len(provisional) == len(nodeids))
+        open_by = _not_closed_by_canary(spec.tool, nodeids, an) if at_exit else None
+        if at_exit and open_by is None:
             # Every test ended, then the canary ran and was caught, and the tool's count reconciles with the
             # records it printed; only then did the process fail to exit cleanly. The tool was live after
             # the last test and accounted for every error: nothing hides in the crash, so the verdicts
@@ -978,7 +979,7 @@ class SanitizerRunner:
             # test: they run once more in a fresh child, whose verdicts stand; failing again the same way,
             # they read "inconclusive", never pass.
             self.progress(f"{spec.tool}: {why_not} after every test had ended; re-running {len(provisional)} "
-                          "test(s) once in a fresh child")
+                          f"test(s) once in a fresh child (their verdicts would stand without it, but {open_by})")
             again = self._run_tests(spec, provisional, depth + 1)
             for out in again.values():
                 out.reason = "; ".join(filter(None, [out.reason, f"the first child ran every test, then: {why_not}"]))
@@ -1004,23 +1005,32 @@ class SanitizerRunner:
 _EXIT_FAILURE = "process didn't terminate successfully"
 
 
-def _closed_by_canary(tool: str, nodeids: Sequence[str], an: _ChildAnalysis) -> bool:
-    """Whether the child's run was whole up to its last test although the process then failed: every test
+def _not_closed_by_canary(tool: str, nodeids: Sequence[str], an: _ChildAnalysis) -> str | None:
+    """None where the child's run was whole up to its last test although the process then failed: every test
     ended, the canary ran after all of them and its planted bug was reported (the tool was live to the
     end), no record lies outside a test, the tool's count reconciles with the records it printed, and its
-    only error is the target's failed exit."""
+    only error is the target's failed exit; else which of these does not hold (said when the tests run
+    again)."""
     canary = canary_nodeid(tool)
     seg = an.split.segments.get(canary)
-    if seg is None or seg.outcome is None or an.outside or not an.summary_seen or not an.rec.ok:
-        return False
+    if seg is None or seg.outcome is None:
+        return "the canary did not run to its end in this child"
+    if an.outside:
+        return "a record lies outside every test"
+    if not an.summary_seen or not an.rec.ok:
+        return "the tool's count does not reconcile with its records: " + ("; ".join(an.rec.problems) or
+                                                                          "no summary")
     if not any(f.kind == CANARY_EXPECTS.get(tool) for f in an.findings.get(canary, [])):
-        return False
-    if not all(_EXIT_FAILURE in f.message for f in an.tool_errors):
-        return False
+        return "the canary's bug was not reported in this child"
+    other = [f.message for f in an.tool_errors if _EXIT_FAILURE not in f.message]
+    if other:
+        return f"the tool reported another error: {other[0][:200]}"
     order = an.split.order
     last = max((order.index(n) for n in nodeids if n in order), default=-1)
-    return all(n in an.split.segments and an.split.segments[n].outcome is not None for n in nodeids) \
-        and order.index(canary) > last
+    if not all(n in an.split.segments and an.split.segments[n].outcome is not None for n in nodeids) \
+            or order.index(canary) < last:
+        return "the canary did not run after every test"
+    return None
 
 
 def hang_summary(run: ChildRun) -> str:
