@@ -75,14 +75,14 @@ from scipy import stats as sps  # noqa: E402
 from pytest_pipecheck.config import PipecheckConfig  # noqa: E402
 from pytest_pipecheck.perf.stats import DEFAULT_CLOCK_TOLERANCE, Samples, compare  # noqa: E402
 
-RESULTS = ROOT / "docs" / "validation"
+RESULTS = ROOT / "tests" / "data" / "perf_recordings"  # the recordings, kept as the tests' data
 #: The H200 recordings labelled s1..s4, in time order (docs/validation/README.md names each);
 #: s5 (2026-11-23-h200-1121/perf_gate_rates) is read where it is passed.
 DEFAULT_RECORDINGS = (
-    f"s1={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0232.json.gz'}",
-    f"s2={RESULTS / '2026-11-22-h200-0223' / 'perf_gate_rates-0318.json.gz'}",
-    f"s3={RESULTS / '2026-11-22-h200-0453' / 'perf_gate_rates.json.gz'}",
-    f"s4={RESULTS / '2026-11-22-h200-0754' / 'perf_gate_rates.json.gz'}",
+    f"s1={RESULTS / 's1-2026-11-22-h200-0223-perf_gate_rates-0232.json.gz'}",
+    f"s2={RESULTS / 's2-2026-11-22-h200-0223-perf_gate_rates-0318.json.gz'}",
+    f"s3={RESULTS / 's3-2026-11-22-h200-0453-perf_gate_rates.json.gz'}",
+    f"s4={RESULTS / 's4-2026-11-22-h200-0754-perf_gate_rates.json.gz'}",
 )
 DEFAULT_THRESHOLDS = (0.015, 0.02, 0.025, 0.0275, 0.03)
 DEFAULT_ALPHAS = (1e-3, 1e-4)

@@ -3,7 +3,7 @@
 scripts/gpu/gluon_gemm_tune.py must only ask for configurations the launcher accepts (an epilogue
 plan that fits next to the ring, a tile wgmma can cover), and scripts/gpu/gluon_race_probe.py must
 read racecheck's hazard report as compute-sanitizer writes it (the reports in
-docs/validation/2026-11-23-h200-1257/run-e/).
+docs/validation/2026-11-23-h200-1257/run-e/; the one read here is tests/data/sanitizer/gluon_run_e_variant0_racecheck_2026_11_23.log).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 from reference_kernels.triton import gluon_gemm as gg
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_E = ROOT / "docs" / "validation" / "2026-11-23-h200-1257" / "run-e"
 
 
 def _load(name: str) -> ModuleType:
@@ -72,7 +71,7 @@ def test_launch_kwargs_spell_the_epilogue_overrides(tune):
 
 
 def test_race_probe_reads_racecheck_hazards_with_their_addresses(probe):
-    log = RUN_E / "variant0_racecheck.log"
+    log = ROOT / "tests" / "data" / "sanitizer" / "gluon_run_e_variant0_racecheck_2026_11_23.log"  # run-e's
     if not log.is_file():
         pytest.skip(f"recorded racecheck output {log} is not in this checkout")
     found = probe._hazards(log.read_text())

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.cpu_only
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "perf_gate_sweep.py"
-RECORDING_S4 = ROOT / "docs" / "validation" / "2026-11-22-h200-0754" / "perf_gate_rates.json.gz"
+RECORDING_S4 = ROOT / "tests" / "data" / "perf_recordings" / "s4-2026-11-22-h200-0754-perf_gate_rates.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -157,10 +157,10 @@ def test_pooling_more_runs_never_raises_the_false_alarm_rate(sweep: ModuleType, 
 
 
 RECORDED = {
-    "s2": ROOT / "docs" / "validation" / "2026-11-22-h200-0223" / "perf_gate_rates-0318.json.gz",
-    "s3": ROOT / "docs" / "validation" / "2026-11-22-h200-0453" / "perf_gate_rates.json.gz",
+    "s2": ROOT / "tests" / "data" / "perf_recordings" / "s2-2026-11-22-h200-0223-perf_gate_rates-0318.json.gz",
+    "s3": ROOT / "tests" / "data" / "perf_recordings" / "s3-2026-11-22-h200-0453-perf_gate_rates.json.gz",
     "s4": RECORDING_S4,
-    "s5": ROOT / "docs" / "validation" / "2026-11-23-h200-1121" / "perf_gate_rates.json.gz",
+    "s5": ROOT / "tests" / "data" / "perf_recordings" / "s5-2026-11-23-h200-1121-perf_gate_rates.json.gz",
 }
 
 

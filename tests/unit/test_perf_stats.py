@@ -403,7 +403,7 @@ def test_resample_rates_adaptive() -> None:
         resample_rates(list(kernel), mode="adaptive")
 
 
-RECORDED = Path(__file__).resolve().parents[2] / "docs" / "validation" / "2026-11-22-h200-0223" / "perf_gate_rates-0318.json.gz"
+RECORDED = Path(__file__).resolve().parents[2] / "tests" / "data" / "perf_recordings" / "s2-2026-11-22-h200-0223-perf_gate_rates-0318.json.gz"
 
 
 def test_adaptive_rates_on_the_recorded_h200_samples() -> None:
