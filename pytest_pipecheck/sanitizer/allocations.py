@@ -181,8 +181,8 @@ def _instruction(f: Finding) -> tuple[Any, ...] | None:
     kernel and its source line; None where neither says (a record of its own)."""
     if f.kernel is None:
         return None
-    if f.pc is not None:
-        return (f.kernel, f.access, "pc", f.pc)
+    if f.pc is not None:  # with its line too: one kernel compiled for two cases may place two loads at one offset
+        return (f.kernel, f.access, "pc", f.pc, f.file, f.line)
     if f.file is not None and f.line is not None:
         return (f.kernel, f.access, "line", f.file, f.line)
     return None

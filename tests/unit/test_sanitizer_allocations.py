@@ -198,3 +198,11 @@ def test_the_xml_record_carries_the_instruction() -> None:
     assert xml.pc == 0x90
     text = parse_text((DATA / "memcheck_oob_x.txt").read_text(), "memcheck").findings[0]
     assert text.pc == 0x90
+
+
+def test_one_offset_at_two_source_lines_is_two_instructions() -> None:
+    """A kernel compiled for two cases can hold different loads at one offset: the line tells them apart."""
+    text = _record(0x1A0, BASE + 0x80, 0, line=40) + _record(0x1A0, BASE + 0x1F0, 0, line=52)
+    findings = parse_text(text, "memcheck").findings
+    attribute(findings, [A, B])
+    assert [f.tensor for f in findings] == ["past 'a'", "before 'b'"]
