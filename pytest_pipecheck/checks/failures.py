@@ -179,8 +179,11 @@ def raised(ctx: CheckContext, spec: KernelSpec, shape: Shape, exc: Exception, wh
     first, *rest = error_lines(exc) or [""]
     message = "\n    ".join([f"{where(spec, shape, pattern)}: {who} raised during {what}: {type(exc).__name__}: "
                              f"{first}{loc}{hint}", *rest])
+    # the exception's classes, so that an xfail marker's raises= can tell the failure it declares from others
+    raised = [c.__name__ for c in type(exc).__mro__ if c not in (object, BaseException)]
     result = ctx.record(CheckResult(check, Verdict.FAIL, f"kernel raised {type(exc).__name__} at {shape}",
-                                   kernel=spec.name, details={"shape": str(shape), "error": message}))
+                                   kernel=spec.name, details={"shape": str(shape), "error": message,
+                                                              "raised": raised}))
     raise PipecheckFailure(f"{message}\n  reproduce: {ctx.reproduce}", result) from exc
 
 

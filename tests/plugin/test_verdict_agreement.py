@@ -113,7 +113,8 @@ def test_claims_a_catch(pipecheck):
     "a strict xfail for an upstream bug, whose checks fail with it": Kind(PASSING + """
 @pytest.mark.xfail(reason="upstream: the wrapper raises TypeError for D=None", strict=True, raises=TypeError)
 def test_upstream_bug(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.ERROR, "the kernel raised TypeError"))
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "kernel raised TypeError at M3-N17",
+                                 details={"raised": ["TypeError", "Exception"]}))
     raise TypeError("D must be a tensor")
 """, True),
     "an xfail marker whose check fails without the body raising": Kind(PASSING + """
@@ -136,6 +137,12 @@ def test_hides_it(pipecheck):
 def test_other_failure(pipecheck):
     pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
     raise AssertionError("coverage failed")
+""", False),
+    "an xfail(raises=TypeError) test whose check mismatches before the TypeError": Kind(PASSING + """
+@pytest.mark.xfail(reason="upstream TypeError", raises=TypeError, strict=True)
+def test_mismatch_then_the_upstream_bug(pipecheck):
+    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
+    raise TypeError("D must be a tensor")
 """, False),
     "an xfail marker whose condition is false, with a failing check": Kind(PASSING + """
 @pytest.mark.xfail(False, reason="only on old drivers")
