@@ -95,6 +95,7 @@ class SignalGuard:
         self._active = False
         self._deferring = 0
         self._pending: str | None = None
+        self._raised = False  # the first signal outside deferred() raised: a later one is only recorded
         self._handler = self._handle  # one bound method: restore compares it with what is installed
 
     def install(self, names: tuple[str, ...] = ("SIGTERM", "SIGINT")) -> bool:
@@ -151,6 +152,13 @@ class SignalGuard:
         if self._deferring:
             self._pending = self._pending or name
             return
+        if self._raised:
+            # a second signal while the first one's exception unwinds (a CI runner's SIGINT then SIGTERM, or a
+            # signal sent to a process group): raising again from whatever frame it lands in (a lock's
+            # release inside threading) would break the unwinding into an INTERNALERROR; the session is
+            # ending already, so it is only recorded
+            return
+        self._raised = True
         if callable(previous):
             previous(signum, frame)  # SIGINT's default raises KeyboardInterrupt here
         raise SignalReceived(f"{name} received")

@@ -106,3 +106,24 @@ def test_k_tail(pipecheck, K):
     pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
 """, "-k", "64")
     assert result.ret == 1 and doc["ok"] is False
+
+
+def test_cases_that_skip_neither_catch_nor_miss(pytester: pytest.Pytester) -> None:
+    """A mutant whose cases all skip on this tier (they need a GPU) is a skip, not a missed mutant; one whose
+    cases that ran did not catch it is missed, whatever the skipped cases might have done."""
+    result, doc = _run(pytester, """
+@pytest.mark.pipecheck(expect_failures=True)
+@pytest.mark.parametrize("K", [64, 65])
+def test_needs_a_gpu(pipecheck, K):
+    pytest.skip("needs a CUDA GPU")
+
+@pytest.mark.pipecheck(expect_failures=True)
+@pytest.mark.parametrize("K", [64, 65])
+def test_partly(pipecheck, K):
+    if K == 65:
+        pytest.skip("needs a CUDA GPU")
+    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
+""")
+    missed = [r["nodeid"] for r in doc["results"] if r["check"] == "expect_failures"]
+    assert missed == ["test_mutants.py::test_partly"], missed
+    assert result.ret == 1

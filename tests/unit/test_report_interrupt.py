@@ -116,6 +116,24 @@ def test_sigterm_becomes_an_interruption_after_the_children_are_stopped(handlers
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_a_second_signal_while_the_first_unwinds_is_only_recorded(handlers: None) -> None:
+    """Two SIGTERMs in a row (a signal to the process group, a CI runner's second try): the second landed in
+    threading's lock code while the first one's exception unwound (the xdist controller waits on a queue) and
+    raised there again, so the lock was never restored and the run ended in an INTERNALERROR ("release
+    unlocked lock"); now the second is recorded and raises nothing, and the children are stopped again."""
+    stopped: list[str] = []
+    guard = SignalGuard(on_signal=lambda: stopped.append("children"))
+    assert guard.install(("SIGTERM",))
+    try:
+        with pytest.raises(SignalReceived, match="SIGTERM received"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("not interrupted")
+        os.kill(os.getpid(), signal.SIGTERM)  # while the session unwinds: nothing raised here
+    finally:
+        guard.restore()
+    assert guard.received == "SIGTERM" and stopped == ["children", "children"]
+
+
 def test_sigint_keeps_its_keyboard_interrupt_and_is_named(handlers: None) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     guard = SignalGuard(on_signal=None)
