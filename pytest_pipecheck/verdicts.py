@@ -195,7 +195,7 @@ def _raised_as(raised: BaseException, raises: Any) -> bool:
         if current is not raised and not isinstance(raised, PipecheckFailure):
             return False
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        current = current.__cause__  # "raise ... from exc": not an exception that was only being handled
     return False
 
 
