@@ -810,56 +810,51 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
     # and the result says so
     unmasked = {t.name: why for t in spec.inputs if (why := spec.loop_unmasked(t))}
 
-    def probe_values(lo: int, hi: int, *more: tuple[int, int]) -> dict[str, Any]:
+    def span(n: int) -> tuple[int, int]:
+        """The loop indices of tile ``n``."""
+        return n * tile, min((n + 1) * tile, size)
+
+    def probe_values(*spans: tuple[int, int]) -> dict[str, Any]:
+        """The inputs with their loop axis zero outside ``spans`` (one tile; two for the additivity check)."""
         vals = dict(base_values)
         for t in spec.inputs:
-            where = spec.loop_windows(t, lo, hi, size)
-            if where is not None:
-                windows = list(where[1])
-                for lo2, hi2 in more:  # more tiles kept (the additivity check of the reference)
-                    other = spec.loop_windows(t, lo2, hi2, size)
-                    windows += other[1] if other is not None else []
-                vals[t.name] = _keep_windows(base_values[t.name], where[0], windows)
+            where = [w for lo, hi in spans if (w := spec.loop_windows(t, lo, hi, size)) is not None]
+            if where:
+                vals[t.name] = _keep_windows(base_values[t.name], where[0][0], [x for w in where for x in w[1]])
         return vals
 
     refs: dict[int, dict[str, Any]] = {}  # the reference of each probed tile
+
+    def reference_of(*tiles: int) -> dict[str, Any]:
+        return _reference(ctx, spec, shp, _alloc_inputs(ctx, spec, shp, probe_values(*map(span, tiles)), lay),
+                          check="tile_probe", require_finite=False)
 
     def not_additive(j: int) -> str | None:
         """Whether the reference itself is a sum of per-tile contributions: with tiles j and k kept, it must be
         ref_j + ref_k - baseline (a GEMM's, a scan's, a reduction's are). Where it is not, zeroing tiles of an
         input changed what the others contribute (an input with an invariant: a cumulative sum along the loop,
-        a normalizer), and no tile bug explains a mismatch: the words for the failure, else None."""
+        a normalizer), and no tile bug explains a mismatch: the words for the failure, else None. Tile j is
+        paired with the first and the last tile: an invariant along the loop (a cumulative sum's last value, a
+        normalizer over the whole row) shows where one end of the loop is kept."""
         if baseline is None:
             return None
-        span = lambda n: (n * tile, min((n + 1) * tile, size))  # noqa: E731
-        # paired with the first and the last tile: an invariant along the loop (a cumulative sum's last value,
-        # a normalizer over the whole row) shows where one end of the loop is kept
         for k in dict.fromkeys(k for k in (0, count - 1) if k != j):
-            why = pair_not_additive(j, k, span)
-            if why is not None:
-                return why
-        return None
-
-    def pair_not_additive(j: int, k: int, span: Callable[[int], tuple[int, int]]) -> str | None:
-        assert baseline is not None
-        if k not in refs:
-            refs[k] = _reference(ctx, spec, shp, _alloc_inputs(ctx, spec, shp, probe_values(*span(k)), lay),
-                                 check="tile_probe", require_finite=False)
-        both = _reference(ctx, spec, shp, _alloc_inputs(ctx, spec, shp, probe_values(*span(j), span(k)), lay),
-                          check="tile_probe", require_finite=False)
-        for t in spec.compared:
-            summed = refs[j][t.name] + refs[k][t.name] - baseline[t.name]
-            finite = np.abs(both[t.name][np.isfinite(both[t.name])])
-            peak = float(finite.max()) if finite.size else 0.0
-            # a reference computed in fp32 adds rounding, not a different sum: only a gross change counts
-            tol = _tol.Tolerance(1e-3, 1e-3 * peak, "additivity of the reference")
-            if _tol.compare(summed, both[t.name], tol).bad:
-                return (f"the reference is not a sum of per-tile contributions: with {loop} tiles {j} and {k} kept "
-                        f"its {t.name!r} is not their two contributions added, so zeroing tiles of an input changed "
-                        "what the other tiles contribute (an input with an invariant along "
-                        f"{loop}, such as a cumulative sum, a normalizer or indices?) and no tile bug explains the "
-                        "mismatch; the probe cannot say what the pipeline did. Declare such an input "
-                        "Tensor(..., probe='whole') (left whole by the probe)")
+            if k not in refs:
+                refs[k] = reference_of(k)
+            both = reference_of(j, k)
+            for t in spec.compared:
+                summed = refs[j][t.name] + refs[k][t.name] - baseline[t.name]
+                finite = np.abs(both[t.name][np.isfinite(both[t.name])])
+                peak = float(finite.max()) if finite.size else 0.0
+                # a reference computed in fp32 adds rounding, not a different sum: only a gross change counts
+                tol = _tol.Tolerance(1e-3, 1e-3 * peak, "additivity of the reference")
+                if _tol.compare(summed, both[t.name], tol).bad:
+                    return (f"the reference is not a sum of per-tile contributions: with {loop} tiles {j} and {k} "
+                            f"kept its {t.name!r} is not their two contributions added, so zeroing tiles of an input "
+                            f"changed what the other tiles contribute (an input with an invariant along {loop}, "
+                            "such as a cumulative sum, a normalizer or indices?) and no tile bug explains the "
+                            "mismatch; the probe cannot say what the pipeline did. Declare such an input "
+                            "Tensor(..., probe='whole') (left whole by the probe)")
         return None
 
     baseline: dict[str, Any] | None = None
@@ -870,8 +865,7 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
         details["unmasked"] = unmasked
     worst_of_tol = 0.0
     for j in _probe_tiles(count, stages, max_tiles):
-        lo, hi = j * tile, min((j + 1) * tile, size)
-        inputs = _alloc_inputs(ctx, spec, shp, probe_values(lo, hi), lay)
+        inputs = _alloc_inputs(ctx, spec, shp, probe_values(span(j)), lay)
         outputs = _launch(ctx, spec, shp, inputs, extra, f"the probe of {loop} tile {j}", "tile_probe",
                           pattern=pattern, layout=lay)
         ref = _reference(ctx, spec, shp, inputs, check="tile_probe")
@@ -894,7 +888,7 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
             if not cmp.bad:
                 continue
             if baseline is None:
-                zero_inputs = _alloc_inputs(ctx, spec, shp, probe_values(0, 0))
+                zero_inputs = _alloc_inputs(ctx, spec, shp, probe_values((0, 0)))
                 # only explains a failure already found: a NaN in it is no reason to hide that failure
                 baseline = _reference(ctx, spec, shp, zero_inputs, check="tile_probe", require_finite=False)
             verdicts.append(_classify(got, want, baseline[t.name], t, cmp, spec, tol))

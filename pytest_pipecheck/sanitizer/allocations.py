@@ -188,25 +188,22 @@ def _instruction(f: Finding) -> tuple[Any, ...] | None:
     return None
 
 
+def _latest_nearest(address: int, candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """Of ``candidates``, the one nearest ``address``; the latest at that distance (a freed allocation's
+    addresses are reused)."""
+    gaps = [_gap(a, address) for a in candidates]
+    return candidates[len(gaps) - 1 - gaps[::-1].index(min(gaps))]
+
+
 def _nearest(f: Finding, known: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The allocation one record is about on its own: the one the tool calls the nearest when the test's
-    ALLOC lines hold it, else the nearest one to the address (the latest at that distance)."""
+    ALLOC lines hold it, else the nearest one to the address."""
     if f.nearest is not None:
         chosen = next((a for a in reversed(known) if a["start"] == f.nearest), None)
         if chosen is not None:
             return chosen
     assert f.address is not None
-    gaps = [_gap(a, f.address) for a in known]
-    best = min(gaps)
-    return known[len(gaps) - 1 - gaps[::-1].index(best)]
-
-
-def _closest_named(address: int, name: str, known: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """Of the allocations called ``name``, the one nearest ``address`` (the latest at that distance)."""
-    same = [a for a in known if a["name"] == name]
-    gaps = [_gap(a, address) for a in same]
-    best = min(gaps)
-    return same[len(gaps) - 1 - gaps[::-1].index(best)]
+    return _latest_nearest(f.address, known)
 
 
 def attribute(findings: Sequence[Finding], allocations: Sequence[Any]) -> None:
@@ -223,17 +220,21 @@ def attribute(findings: Sequence[Finding], allocations: Sequence[Any]) -> None:
         return
     records = [f for f in findings if f.kind == "invalid_access" and f.address is not None]
     own = {id(f): _nearest(f, known) for f in records}
-    named: dict[tuple[Any, ...], str] = {}  # instruction -> the tensor its records are about
-    for key in {k for k in map(_instruction, records) if k is not None}:
-        group = [f for f in records if _instruction(f) == key]
+    groups: dict[tuple[Any, ...], list[Finding]] = {}  # instruction -> its records
+    for f in records:
+        key = _instruction(f)
+        if key is not None:
+            groups.setdefault(key, []).append(f)
+    named: dict[int, str] = {}  # record -> the tensor its instruction's records are about
+    for group in groups.values():
         edge = [f for f in group if not _inside(own[id(f)], f.address)] or group  # an access inside a
         # (freed) allocation says nothing of an edge; it names the instruction only when no record does
         anchor = min(edge, key=lambda f: _gap(own[id(f)], f.address))  # type: ignore[arg-type]
-        named[key] = own[id(anchor)]["name"]
+        named.update(dict.fromkeys(map(id, group), own[id(anchor)]["name"]))
     for f in records:
         assert f.address is not None
-        instruction = _instruction(f)
-        chosen = own[id(f)] if instruction is None else _closest_named(f.address, named[instruction], known)
+        name = named.get(id(f))
+        chosen = own[id(f)] if name is None else _latest_nearest(f.address, [a for a in known if a["name"] == name])
         end = chosen["start"] + chosen["bytes"]
         where = "past" if f.address >= end else "before" if f.address < chosen["start"] else "inside"
         f.tensor = f"{where} '{chosen['name']}'"

@@ -424,6 +424,14 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+def _hex(text: str | None) -> int | None:
+    """``0x7fcf52800780`` as a number; None for no text or text that is not hexadecimal."""
+    try:
+        return int(text, 16) if text else None
+    except ValueError:
+        return None
+
+
 def xml_record_count(text: str) -> int | None:
     """How many ``<record>`` elements a ``--save`` file holds; None when it is not well-formed XML
     (truncated, empty, garbled). A clean run's file is ``<ComputeSanitizerOutput/>`` (0 records)."""
@@ -481,23 +489,13 @@ def _xml_record(rec: ET.Element, tool: str) -> Finding:
     f.thread = _xyz(rec.find("who/threadIdx"))
     f.block = _xyz(rec.find("who/blockIdx"))
     f.kernel, f.file, f.line = _text(rec, "where/func"), _text(rec, "where/path"), _int(_text(rec, "where/line"))
-    pc = _text(rec, "where/pc")
-    if pc:
-        try:
-            f.pc = int(pc, 16)
-        except ValueError:
-            pass
+    f.pc = _hex(_text(rec, "where/pc"))
     low = msg.lower()
     space = _text(what, "space")
     if space:
         f.space = space.strip("_")
     direction = _text(what, "direction")
-    address = _text(what, "address")
-    if address:
-        try:
-            f.address = int(address, 16)
-        except ValueError:
-            pass
+    f.address = _hex(_text(what, "address"))
     f.size = _int(_text(what, "size"))
     if low.startswith("invalid"):
         f.kind, f.access = "invalid_access", (direction or "").lower() or None

@@ -954,6 +954,7 @@ class SanitizerRunner:
         at_exit = (not consistent and not decided and bool(an.tool_errors) and run.killed_in is None
                    and len(provisional) == len(nodeids))
         open_by = _not_closed_by_canary(spec.tool, nodeids, an) if at_exit else None
+        note = ""  # why the verdicts stand although the child ended badly
         if at_exit and open_by is None:
             # Every test ended, then the canary ran and was caught, and the tool's count reconciles with the
             # records it printed; only then did the process fail to exit cleanly. The tool was live after
@@ -962,17 +963,8 @@ class SanitizerRunner:
             # part: docs/validation/2026-12-02-h200-2011.md).
             self.progress(f"{spec.tool}: {why_not} after every test and the canary had ended; the tool's "
                           "count reconciles with its records, so the verdicts stand")
-            note = f"after every test and the canary, the child did not exit cleanly ({why_not})"
-            for n in provisional:
-                seg = an.split.segments[n]
-                skipped = seg.outcome == "skipped"
-                decided[n] = self._outcome(
-                    spec, n, Verdict.SKIP if skipped else Verdict.PASS,
-                    "skipped in the child" if skipped else "0 hazards", child_outcome=seg.outcome,
-                    reason="; ".join(filter(None, [(seg.failure or "") if skipped else "", note])), output=seg.text)
-            return decided, rerun
-        if (not consistent and not decided and an.tool_errors and depth == 0 and run.killed_in is None
-                and len(provisional) == len(nodeids)):
+            consistent, note = True, f"after every test and the canary, the child did not exit cleanly ({why_not})"
+        elif at_exit and depth == 0:
             # Every test ran to its end without a finding, and only then did the process fail (a child can
             # crash at exit in a plugin's summary under heavy contention, docs/validation/2026-11-26-h100.md).
             # Nothing ties that to any
@@ -991,10 +983,10 @@ class SanitizerRunner:
                 # a skip is a verdict only where the child's records add up, as a pass is: a record the
                 # parser could not read in a test that then skipped is inconclusive (above), never a skip
                 decided[n] = self._outcome(spec, n, Verdict.SKIP, "skipped in the child", child_outcome="skipped",
-                                           reason=seg.failure or "", output=seg.text)
+                                           reason="; ".join(filter(None, [seg.failure or "", note])), output=seg.text)
             elif consistent:
                 decided[n] = self._outcome(spec, n, Verdict.PASS, "0 hazards", child_outcome=seg.outcome,
-                                           output=seg.text)
+                                           reason=note, output=seg.text)
             else:
                 decided[n] = self._outcome(spec, n, Verdict.ERROR, "inconclusive", child_outcome=seg.outcome,
                                            reason=why_not, output=tail)
