@@ -809,6 +809,13 @@ def check_tile_probe(ctx: CheckContext, spec: KernelSpec, shape: Any, *, max_til
     # 2*K, two copies side by side); one that uses the loop dimension only otherwise (M*K, K+8) is left whole,
     # and the result says so
     unmasked = {t.name: why for t in spec.inputs if (why := spec.loop_unmasked(t))}
+    if not any(spec.loop_windows(t, 0, tile, size) is not None for t in spec.inputs):
+        # every tile would see the same inputs: each would "contribute" the whole output, and nothing it
+        # compares could name a dropped or doubled tile; a pass here would say what was never checked
+        left = (", ".join(f"{n!r} ({why})" for n, why in unmasked.items()) if unmasked
+                else f"no input has an axis along {loop}")
+        return ctx.skip_check("tile_probe", f"{spec.name} at {shp}: no input is masked along {loop} ({left}): the "
+                              "tile probe cannot isolate a tile, so it does not run", kernel=spec.name)
 
     def span(n: int) -> tuple[int, int]:
         """The loop indices of tile ``n``."""

@@ -76,3 +76,26 @@ def test_with_the_invariant_declared_a_dropped_tile_is_still_named(pipecheck):
 def test_a_bad_probe_value_is_refused_naming_the_tensor():
     with pytest.raises(PipecheckError, match=r"tensor 'cs' has probe='zero'; must be 'mask'"):
         _spec(probe="zero")
+
+
+def _sum_spec(probe: str, drop_last: bool = False) -> KernelSpec:
+    def launch(a, d):
+        k = d["K"] - (d["K"] - 1) % TILE - 1 if drop_last else d["K"]
+        a["s"].copy_(a["x"][:, :k].sum(-1))
+    return KernelSpec("row_sum", launch, lambda a, d: {"s": a["x"].double().sum(-1)},
+                      [Tensor("x", ("M", "K"), "float32", layout="contiguous", probe=probe),
+                       Tensor("s", ("M",), "float32", role="output", layout="contiguous")],
+                      tiles={"M": 4, "K": TILE}, loop_dim="K")
+
+
+@pytest.mark.parametrize("drop_last", [False, True], ids=["correct", "drops-last-tile"])
+def test_with_no_input_masked_the_probe_skips_rather_than_pass(pipecheck, drop_last):
+    # every tile would see the whole input, and "every tile counted once" would be said of a probe that
+    # isolated none: the kernel that drops its last tile must not pass here either
+    result = coverage.check_tile_probe(pipecheck, _sum_spec("whole", drop_last), SHAPE)
+    assert result.verdict is Verdict.SKIP, result
+    assert "no input is masked along K ('x' (declared probe='whole'))" in result.summary, result.summary
+    assert "cannot isolate a tile" in result.summary
+    with pipecheck.expecting_failures():
+        with pytest.raises(PipecheckFailure, match="K tile 4 of 5"):
+            coverage.check_tile_probe(pipecheck, _sum_spec("mask", drop_last=True), SHAPE)
