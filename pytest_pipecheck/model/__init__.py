@@ -3,14 +3,7 @@ checked at (:mod:`.shapes`, :mod:`.values`, :mod:`.layouts`), the configs of an 
 (:mod:`.autotune`), the tolerances of its outputs (:mod:`.tolerance`), the dimension expressions of its
 tensors (:mod:`.dimexpr`) and the test cases assembled from them (:mod:`.cases`).
 
-``spec`` is the floor: it imports none of the others. What validating a spec needs from them is handed
-to it here, once, before any of them can be used.
+Two layers. Below :mod:`.spec` lie what a spec's own validation needs: :mod:`.dimexpr`, :mod:`.tolerance`,
+:mod:`.autotune` and :mod:`.names` (the value patterns and layouts a spec may name); they import no other
+module of the model. Above it lie the generators, which work on specs (shapes, values, layouts, cases).
 """
-
-from __future__ import annotations
-
-from . import autotune, dimexpr, layouts, spec, tolerance, values
-
-spec.wire(spec._Model(value_names=values.validate_names, autotune_configs=autotune.configs,
-                      layouts=layouts.validate_spec, tolerance_problem=tolerance.problem,
-                      dim_expr=dimexpr.parse))

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..results import PipecheckError
+from .names import KINDS, STRIDED, VARIANTS, layout_kinds
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spec import KernelSpec, Shape, Tensor
@@ -56,9 +57,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["KINDS", "LEVEL_COUNTS", "PER_LAYOUT", "STRIDED", "Layout", "as_layout", "base", "generate", "kinds_of",
            "pair"]
 
-KINDS = ("contiguous", "padded", "transposed", "sliced", "offset")
-STRIDED = ("padded", "transposed", "sliced", "offset")
-VARIANTS = ("transposed", "sliced", "offset")
 #: every element of a guarded allocation is aligned to this many elements (rows, guards)
 _ALIGN_ELEMS = 16
 #: elements of guard before a view and, at least, after its last tile
@@ -68,43 +66,9 @@ LEVEL_COUNTS = {"small": 4, "medium": 8, "large": 16}
 PER_LAYOUT = {"small": 2, "medium": 3, "large": 4}
 
 
-def _parse(spec: KernelSpec, t: Tensor) -> tuple[str, ...] | None:
-    raw = t.layout
-    if raw is None:
-        return None
-    names = [raw] if isinstance(raw, str) else list(raw)
-    out: list[str] = []
-    for name in names:
-        if not isinstance(name, str):
-            raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout must be a name or a tuple of names, "
-                                 f"got {raw!r}")
-        expanded = STRIDED if name == "strided" else (name,)
-        for kind in expanded:
-            if kind not in KINDS:
-                raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout {name!r} is not one of "
-                                     f"{', '.join((*KINDS, 'strided'))}")
-            if kind == "transposed" and len(t.dims) < 2:
-                raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout 'transposed' needs at least 2 "
-                                     f"dims, it has {len(t.dims)} ({', '.join(t.dims)})")
-            if kind not in out:
-                out.append(kind)
-    if not out:
-        raise PipecheckError(f"spec {spec.name!r}: tensor {t.name!r} layout is empty")
-    return tuple(out)
-
-
-def validate_spec(spec: KernelSpec) -> None:
-    """Check every tensor's ``layout``; raises PipecheckError naming the spec and the tensor."""
-    for t in spec.tensors:
-        kinds = _parse(spec, t)
-        if kinds is not None and spec.call is not None and t.is_output:
-            raise PipecheckError(f"spec {spec.name!r}: output {t.name!r} has layout={t.layout!r}, but the wrapper "
-                                 "form's call allocates its outputs itself: layout= applies to its inputs only")
-
-
 def kinds_of(spec: KernelSpec, t: Tensor) -> tuple[str, ...]:
     """The layouts ``t`` is checked in: its base first, then its variants."""
-    kinds = _parse(spec, t)
+    kinds = layout_kinds(spec.name, t.name, t.layout, t.dims)
     if kinds is not None:
         return kinds
     if spec.call is not None:

@@ -96,6 +96,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import PipecheckError
+from . import autotune, dimexpr, names, tolerance
 
 __all__ = [
     "BACKENDS",
@@ -107,33 +108,6 @@ __all__ = [
     "Shape",
     "Tensor",
 ]
-
-@dataclass
-class _Model:
-    """What a spec's validation needs from the rest of the kernel model. Those modules import this one,
-    so this one imports none of them: :mod:`pytest_pipecheck.model` (its ``__init__``, which runs before
-    any of its modules) hands them in through :func:`wire`."""
-
-    value_names: Callable[[Any, str], tuple[str, ...]]  # values.validate_names
-    autotune_configs: Callable[[Any, Any], Sequence[Any]]  # autotune.configs
-    layouts: Callable[[KernelSpec], None]  # layouts.validate_spec
-    tolerance_problem: Callable[[Any], str | None]  # tolerance.problem
-    dim_expr: Callable[[str], Any]  # dimexpr.parse
-
-
-_WIRED: list[_Model] = []
-
-
-def wire(model: _Model) -> None:
-    """Give the spec the rest of the kernel model (called once, by the model package)."""
-    _WIRED[:] = [model]
-
-
-def _model() -> _Model:
-    if not _WIRED:  # pragma: no cover - the package __init__ always runs first
-        raise RuntimeError("pytest_pipecheck.model was imported without its __init__")
-    return _WIRED[0]
-
 
 BACKENDS = ("torch", "cupy")
 # dtype names pipecheck understands; the values are (kind, bits)
@@ -346,7 +320,7 @@ def _check_precondition(pre: Precondition, dims: Mapping[str, int]) -> str | Non
 
 def _expr(text: str) -> Any:
     """The parsed dimension ``text`` (:class:`pytest_pipecheck.model.dimexpr.DimExpr`); raises ValueError."""
-    return _model().dim_expr(text)
+    return dimexpr.parse(text)
 
 
 def _shape_text(shape: Mapping[str, int]) -> str:
@@ -420,7 +394,7 @@ class Tensor:
         """Its sizes at ``dims``, which names every dimension (and constant) its expressions use; raises
         ValueError for an expression that is not a positive whole size there. A spec's constants are
         added by :meth:`KernelSpec.shape_of`, which also names the spec and the tensor in that error."""
-        return tuple(int(dims[d]) if d in dims else int(_model().dim_expr(d).value(dims)) for d in self.dims)
+        return tuple(int(dims[d]) if d in dims else int(dimexpr.parse(d).value(dims)) for d in self.dims)
 
 
 # ----------------------------------------------------------------------------- the spec
@@ -530,7 +504,7 @@ class KernelSpec:
         object.__setattr__(self, "tiles", smallest)
         object.__setattr__(self, "blocks_per_program", dict(self.blocks_per_program or {}))
         if self.values is not None:
-            object.__setattr__(self, "values", _model().value_names(self.values, self.name))
+            object.__setattr__(self, "values", names.validate_names(self.values, self.name))
         object.__setattr__(self, "preconditions", tuple(self.preconditions))
         if self.constants is not None and not isinstance(self.constants, Mapping):
             raise self._error(f"constants must be a dict of name: integer ({{'group': 128}}), got "
@@ -555,7 +529,7 @@ class KernelSpec:
         if isinstance(self.configs, (str, int)):
             object.__setattr__(self, "configs", (self.configs,))
         try:
-            chosen = tuple(_model().autotune_configs(self.autotune, self.configs))
+            chosen = tuple(autotune.configs(self.autotune, self.configs))
         except PipecheckError as exc:
             raise self._error(str(exc)) from None
         object.__setattr__(self, "autotune_configs", chosen)
@@ -634,7 +608,7 @@ class KernelSpec:
             self._validate_call()
         elif self.returns is not None:
             raise self._error("returns= names the return values of call=; a launch() spec returns nothing")
-        _model().layouts(self)
+        self._validate_layouts()
         if not self.inputs:
             raise self._error("no tensor has role='input' or 'inout'")
         input_dims = {d for t in self.inputs for d in self.dims_of(t)}
@@ -665,7 +639,7 @@ class KernelSpec:
                     raise self._error(f"precondition {pre} is empty (lo > hi)")
             elif not callable(pre):
                 raise self._error(f"precondition {pre!r} must be Divisible, Range or a callable")
-        problem = _model().tolerance_problem
+        problem = tolerance.problem
         for tol_name in ("rtol", "atol"):
             tol = getattr(self, tol_name)
             if tol is None or callable(tol):  # a callable of the shape is checked where it is called
@@ -727,6 +701,14 @@ class KernelSpec:
                 extra.append(_Implied(dim, n, reason=f"implied by {' and '.join(sources)}"))
         object.__setattr__(self, "preconditions", (*declared, *extra))
 
+    def _validate_layouts(self) -> None:
+        """Every tensor's ``layout``; the wrapper form's outputs take none (its call allocates them)."""
+        for t in self.tensors:
+            kinds = names.layout_kinds(self.name, t.name, t.layout, t.dims)
+            if kinds is not None and self.call is not None and t.is_output:
+                raise self._error(f"output {t.name!r} has layout={t.layout!r}, but the wrapper form's call "
+                                  "allocates its outputs itself: layout= applies to its inputs only")
+
     def _validate_call(self) -> None:
         if self.backend != "torch":
             raise self._error(f"call= needs backend='torch' (its allocations are intercepted with torch's dispatch "
@@ -781,7 +763,7 @@ class KernelSpec:
 
         Raises PipecheckError naming the spec, the shape and the bad value.
         """
-        problem = _model().tolerance_problem
+        problem = tolerance.problem
         out = []
         for tol_name in ("rtol", "atol"):
             tol = getattr(self, tol_name)

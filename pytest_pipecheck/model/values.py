@@ -56,52 +56,18 @@ pattern.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..results import PipecheckError
+from .names import DEFAULT, EXTREME, PATTERNS, Pattern, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spec import KernelSpec, Shape
 
+# the table of patterns lives in .names, below the spec that names them; it is re-exported here
 __all__ = ["DEFAULT", "EXTREME", "PATTERNS", "Pattern", "applies", "names_for", "pair", "resolve"]
 
 
-@dataclass(frozen=True)
-class Pattern:
-    """One input distribution, by name; see the module docstring for each."""
-
-    name: str
-    description: str
-    extreme: bool = False  # opt-in only
-    nonfinite: bool = False  # the reference may be NaN/inf: compare NaN and inf positions
-    # atol scaled by the reference's magnitude: "down" (tiny magnitudes: below 1) or "up" (large ones: above 1)
-    scale_atol: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"values={self.name}"
-
-    def __str__(self) -> str:
-        return self.id
-
-
-PATTERNS: dict[str, Pattern] = {p.name: p for p in (
-    Pattern("normal", "standard normal values"),
-    Pattern("offset", "normal values around a mean of 2"),
-    Pattern("negative", "every value negative"),
-    Pattern("large", "large magnitudes: products over the loop reach 1/64 of the dtype's range",
-            scale_atol="up"),
-    Pattern("tiny", "tiny magnitudes: products and squares stay normal numbers", scale_atol="down"),
-    Pattern("equal", "every value equal (0.75)"),
-    Pattern("nan", "NaN at every 7th element", extreme=True, nonfinite=True),
-    Pattern("inf", "+inf/-inf at every 7th element", extreme=True, nonfinite=True),
-    Pattern("max", "+/- the dtype's largest finite value at every 7th element", extreme=True, nonfinite=True),
-    Pattern("denormal", "subnormal magnitudes", extreme=True, scale_atol="down"),
-)}
-DEFAULT: tuple[str, ...] = tuple(n for n, p in PATTERNS.items() if not p.extreme)
-EXTREME: tuple[str, ...] = tuple(n for n, p in PATTERNS.items() if p.extreme)
 # how many ragged shapes each non-normal pattern is paired with, per shape level
 PER_PATTERN = {"small": 1, "medium": 2, "large": 3}
 
@@ -112,23 +78,6 @@ _FINFO = {
     "float32": (3.4028234663852886e38, 2.0**-126, 2.0**-149),
     "float64": (1.7976931348623157e308, 2.0**-1022, 2.0**-1074),
 }
-
-
-def resolve(value: Pattern | str | None, spec_name: str = "") -> Pattern:
-    """The Pattern for a name (``"negative"`` or ``"values=negative"``), a Pattern, or None (normal).
-
-    Raises PipecheckError naming the spec and the known patterns for an unknown name.
-    """
-    if value is None:
-        return PATTERNS["normal"]
-    if isinstance(value, Pattern):
-        return value
-    if isinstance(value, str):
-        name = value[len("values="):] if value.startswith("values=") else value
-        if name in PATTERNS:
-            return PATTERNS[name]
-    raise PipecheckError(f"spec {spec_name!r}: values={value!r} is not a value pattern (default: "
-                         f"{', '.join(DEFAULT)}; opt-in: {', '.join(EXTREME)})")
 
 
 def applies(tensor: Any) -> bool:
@@ -144,17 +93,6 @@ def names_for(spec: KernelSpec) -> tuple[str, ...]:
     if not any(applies(t) for t in spec.inputs):
         return ("normal",)
     return tuple(names)
-
-
-def validate_names(names: Iterable[Any], spec_name: str) -> tuple[str, ...]:
-    """Check a spec's ``values=`` list; raises PipecheckError naming the spec and the bad entry."""
-    if isinstance(names, str):
-        raise PipecheckError(f"spec {spec_name!r}: values={names!r} must be a list of pattern names, "
-                             f"e.g. ({names!r},)")
-    out = tuple(resolve(n, spec_name).name for n in names)
-    if not out:
-        raise PipecheckError(f"spec {spec_name!r}: values=() is empty; leave it out for the default set")
-    return out
 
 
 def apply(pattern: Pattern, values: Any, dtype: str, loop_extent: int) -> Any:
