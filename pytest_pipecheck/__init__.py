@@ -11,6 +11,7 @@ triton or cupy:
 - :mod:`autotune` -- the configs of a ``triton.autotune`` kernel, and pinning one of them
 - :class:`Pipecheck` -- the object the ``pipecheck`` fixture returns
 - :class:`CheckResult`, :class:`Verdict` -- what every check records
+- :class:`OutsideCheck` -- a team's own check, registered through the hook ``pytest_pipecheck_checks``
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _LAZY = {
     "generate": ("pytest_pipecheck.model.shapes", "generate"),
     "autotune": ("pytest_pipecheck.model.autotune", ""),
     "Pipecheck": ("pytest_pipecheck.fixture", "Pipecheck"),
+    "OutsideCheck": ("pytest_pipecheck.outside", "OutsideCheck"),
     "CheckResult": ("pytest_pipecheck.results", "CheckResult"),
     "Verdict": ("pytest_pipecheck.results", "Verdict"),
     "PipecheckFailure": ("pytest_pipecheck.results", "PipecheckFailure"),

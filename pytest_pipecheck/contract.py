@@ -16,7 +16,8 @@ decided in a child process, goes through :func:`finalize`, which applies the sam
 :func:`unmet_expectation` whether a test that expected failures got the ones it expected (as
 ``xfail(strict=True)`` does for a whole test). A new check is one module plus one row in
 :data:`REGISTRY` (and the fixture method that runs it through
-:func:`pytest_pipecheck.checks.context.run_check`); CONTRIBUTING.md has the steps.
+:func:`pytest_pipecheck.checks.context.run_check`); CONTRIBUTING.md has the steps. A check from outside
+pipecheck brings its row with it (:mod:`pytest_pipecheck.outside`).
 """
 
 from __future__ import annotations
@@ -140,9 +141,10 @@ def _selection_source(config: Any) -> str:
         where or "", "the configuration")
 
 
-def deselection(check: str, config: Any) -> str | None:
-    """Why ``check`` does not run under ``config`` (it is not selected), or None when it runs."""
-    group = selection_of(check)
+def deselection(check: str, config: Any, kind: CheckKind | None = None) -> str | None:
+    """Why ``check`` does not run under ``config`` (it is not selected), or None when it runs. ``kind``: the
+    row of a check that is not pipecheck's own (its selection entry is its author's)."""
+    group = kind.selection if kind is not None else selection_of(check)
     if group is None or config.wants(group):
         return None
     return (f"not selected: checks={','.join(config.checks)} from {_selection_source(config)} "

@@ -102,6 +102,33 @@ class Pipecheck(CheckContext):
     # ------------------------------------------------------------------ checks
     # Each runs its module's check through run_check; keyword arguments are documented there.
 
+    #: the hooks of the test's plugins and conftest files (``item.ihook``), set by the fixture: where
+    #: :meth:`check` finds the checks registered from outside pipecheck
+    _hook: Any = None
+
+    def check(self, name: str, *args: Any, **kwargs: Any) -> CheckResult:
+        """Run the check ``name`` that a plugin or ``conftest.py`` registered through the hook
+        ``pytest_pipecheck_checks`` (:mod:`pytest_pipecheck.outside`): ``run(ctx, *args, **kwargs)`` under the
+        rules every check shares. Its result is recorded; a FAIL raises PipecheckFailure."""
+        __tracebackhide__ = True
+        from . import outside
+
+        registered = outside.collect(self._hook) if self._hook is not None else {}
+        if name not in registered:
+            from .results import PipecheckError
+
+            known = ", ".join(sorted(registered)) or "none is registered for this test"
+            raise PipecheckError(f"pipecheck.check({name!r}): no check of that name is registered through "
+                                 f"pytest_pipecheck_checks (known: {known}); pipecheck's own checks have methods "
+                                 "of their own (check_coverage, check_tile_probe, ...)")
+        found = registered[name]
+
+        def body(ctx: CheckContext, *a: Any, **k: Any) -> CheckResult:
+            __tracebackhide__ = True
+            return outside.run(ctx, found, *a, **k)
+
+        return run_check(self, name, body, *args, in_child=found.in_child, kind=found.kind, **kwargs)
+
     @records_errors("coverage")
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Poisoned outputs, guard bands and comparison against the reference at one shape."""

@@ -53,6 +53,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     role = config.stash[ROLE] = children.decode(config)  # first: what follows depends on it
@@ -225,6 +231,7 @@ def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
     pc = Pipecheck(nodeid, item_config(item), tier, config.stash[RUN_SEED],
                    role=config.stash[ROLE], results=item_results(item), rootdir=str(config.rootpath),
                    reproduce=children.reproduce_line(config, nodeid, config.stash[RUN_SEED]))
+    pc._hook = item.ihook  # where pipecheck.check finds the checks of this test's plugins and conftest files
     return pc
 
 

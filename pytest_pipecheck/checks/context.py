@@ -34,6 +34,7 @@ from ..contract import (
     CHILD_LAUNCH,
     CHILD_ONCE,
     CHILD_SKIP,
+    CheckKind,
     deselection,
     expects_a_judged_failure,
     finalize,
@@ -191,14 +192,16 @@ def _plain_skip(ctx: CheckContext, check: str, reason: str, *args: Any, **kwargs
 
 
 def run_check(ctx: CheckContext, check: str, fn: Callable[..., Any], *args: Any,
-              in_child: Callable[..., Any] | None = None, skip: Skipper | None = None, **kwargs: Any) -> Any:
+              in_child: Callable[..., Any] | None = None, skip: Skipper | None = None,
+              kind: CheckKind | None = None, **kwargs: Any) -> Any:
     """Run check ``check`` (a name of :data:`pytest_pipecheck.contract.REGISTRY`) as ``fn(ctx, *args, **kwargs)``,
     under the rules every check shares (see the module's docstring).
 
     ``in_child(ctx, check, *args, **kwargs)`` is what the check does in a sanitizer child under the
     policies ``launch`` and ``once`` (launch the kernel for the tool, record a skip); it also runs for a
     deselected ``launch`` check there, since the tool must still see the kernel. ``skip(ctx, check, reason,
-    *args, **kwargs)`` records the skip of a check that did not run (default: a plain skip result).
+    *args, **kwargs)`` records the skip of a check that did not run (default: a plain skip result). ``kind``: the
+    row of a check that is not pipecheck's own (:mod:`pytest_pipecheck.outside`).
 
     An exception that escapes the call without a failure or error recorded for it is recorded as an ERROR
     result first (:func:`record_escape`): a test that catches it does not pass with nothing recorded.
@@ -206,7 +209,7 @@ def run_check(ctx: CheckContext, check: str, fn: Callable[..., Any], *args: Any,
     __tracebackhide__ = True
     start = len(ctx.results)
     try:
-        return _dispatch(ctx, check, fn, *args, in_child=in_child, skip=skip, **kwargs)
+        return _dispatch(ctx, check, fn, *args, in_child=in_child, skip=skip, kind=kind, **kwargs)
     except Exception as exc:  # only what a check raises; pytest's skip/fail/exit and interrupts pass through
         record_escape(ctx, check, exc, start, _kernel_named(args, kwargs))
         raise
@@ -275,12 +278,13 @@ def records_errors(check: str) -> Callable[[_F], _F]:
 
 
 def _dispatch(ctx: CheckContext, check: str, fn: Callable[..., Any], *args: Any,
-              in_child: Callable[..., Any] | None = None, skip: Skipper | None = None, **kwargs: Any) -> Any:
+              in_child: Callable[..., Any] | None = None, skip: Skipper | None = None,
+              kind: CheckKind | None = None, **kwargs: Any) -> Any:
     """The rules of :func:`run_check` that decide what runs: selection, REV's process, the sanitizer child."""
     __tracebackhide__ = True
-    kind = kind_of(check)
+    kind = kind or kind_of(check)
     skipper = skip or _plain_skip
-    why = deselection(check, ctx.config)
+    why = deselection(check, ctx.config, kind)
     child = ctx.role.sanitizer
     if why is not None:
         if child and kind.child == CHILD_LAUNCH and in_child is not None:

@@ -154,6 +154,30 @@ def test_not_expected_here(pipecheck):
 def test_known_wrong(pipecheck):
     pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
 """, False, args=("--runxfail",)),
+    "an outside check that reached no verdict, caught by the test": Kind(PASSING + """
+def test_outside(pipecheck):
+    try:
+        pipecheck.check("looks", [1, 2])
+    except Exception:
+        pass
+""", False, files=(("conftest", """
+from pytest_pipecheck import OutsideCheck
+
+def pytest_pipecheck_checks():
+    return [OutsideCheck("looks", lambda ctx, values: print(values))]
+"""),)),
+    "an outside check fails": Kind(PASSING + """
+def test_outside(pipecheck):
+    pipecheck.check("positive", [1, -2])
+""", False, files=(("conftest", """
+from pytest_pipecheck import CheckResult, OutsideCheck, Verdict
+
+def positive(ctx, values):
+    return CheckResult("positive", Verdict.FAIL if min(values) < 0 else Verdict.PASS, f"min {min(values)}")
+
+def pytest_pipecheck_checks():
+    return [OutsideCheck("positive", positive)]
+"""),)),
 }
 
 OK_LINE = "✅ pipecheck: merge OK — "
