@@ -18,6 +18,17 @@ from typing import Any
 
 import pytest
 
+# Every process the suite starts (the relay child that runs its tests, the nested sessions, the sanitizer
+# children) imports pipecheck and rewrites the asserts of the modules it collects. Where
+# PYTHONDONTWRITEBYTECODE is set, as on the project's CI machines, none of them kept what it compiled and each
+# compiled it all again (a nested session: 0.79 s, 0.52 s with the bytecode kept). The bytecode goes to a
+# cache outside the tree instead (PYTHONPYCACHEPREFIX), so the tree stays as clean as the setting meant.
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    import tempfile
+
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"pipecheck-tests-pycache-{os.getuid()}")
+
 # pipecheck's own spec and shape modules too: a spec built by a module imported in one run must
 # match the KernelSpec class the shape generator checks against in the next
 for _name in ("torch", "matplotlib.figure", "matplotlib.backends.backend_agg", "numpy", "scipy.stats",
