@@ -232,6 +232,10 @@ def pipecheck(request: pytest.FixtureRequest) -> Pipecheck:
                    role=config.stash[ROLE], results=item_results(item), rootdir=str(config.rootpath),
                    reproduce=children.reproduce_line(config, nodeid, config.stash[RUN_SEED]))
     pc._hook = item.ihook  # where pipecheck.check finds the checks of this test's plugins and conftest files
+    if pc.config.compare is not None:
+        from .perf.compare import session_of
+
+        pc.compare_session = session_of(config)
     return pc
 
 

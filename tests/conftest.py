@@ -27,7 +27,7 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
     import tempfile
 
     del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"pipecheck-tests-pycache-{os.getuid()}")
+    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"pipecheck-tests-pycache-{getattr(os, 'getuid', lambda: 0)()}")
 
 # pipecheck's own spec and shape modules too: a spec built by a module imported in one run must
 # match the KernelSpec class the shape generator checks against in the next

@@ -80,6 +80,9 @@ class CheckContext:
         self.expecting: Any = config.expect_failures
         #: what was launched for the sanitizer in this test (scope ``launch``: once per shape, pattern, layout)
         self.launched: set[Any] = set()
+        #: this run's compare mode (:class:`pytest_pipecheck.perf.compare.ComparePlugin`), set by the fixture; None
+        #: where it is off, or in REV's own process
+        self.compare_session: Any = None
         #: (id(spec), config) -> (spec, spec pinned to that config of its autotuned kernel)
         self._pinned: dict[tuple[int, Any], tuple[KernelSpec, KernelSpec]] = {}
 

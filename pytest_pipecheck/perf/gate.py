@@ -449,9 +449,7 @@ def _compare_session(ctx: CheckContext) -> ComparePlugin | None:
     """This run's compare mode, when it is on for this check (never in REV's own process)."""
     if ctx.config.compare is None or ctx.role.compare:
         return None
-    from .compare import active
-
-    return active()
+    return ctx.compare_session
 
 
 def _noted(new_at_rev: NewAtRev | None, reason: str) -> str:
