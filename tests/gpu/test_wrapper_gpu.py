@@ -65,5 +65,9 @@ def test_wrapper_dropping_its_last_tile_is_caught(pipecheck) -> None:  # type: i
         pytest.skip(f"needs a CUDA GPU: {pipecheck.tier.reason}")
     from pytest_pipecheck.results import PipecheckFailure
 
-    with pytest.raises(PipecheckFailure, match="never written"):
+    # In compute-sanitizer memcheck's child the wrapper's own torch.empty outputs stay at their exact size,
+    # unpoisoned (a guard band would be valid memory to the tool): there the dropped tile is caught by its
+    # values, and only the normal run can say "never written"
+    exact = pipecheck.role.tool == "memcheck"
+    with pytest.raises(PipecheckFailure, match="exceed the tolerance|never written" if exact else "never written"):
         pipecheck.check_coverage(_spec(True), {"M": 33, "N": 200})
