@@ -90,7 +90,7 @@ def test_an_in_process_session_takes_back_what_it_put_into_the_environment(pytes
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.delenv(CHILD_ENV, raising=False)
-    pytester.makepyfile("""
+    first = pytester.makepyfile(test_unset="""
         import os
 
         def test_inside():
@@ -102,7 +102,10 @@ def test_an_in_process_session_takes_back_what_it_put_into_the_environment(pytes
     # a value that was there before the session is left as it was
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     monkeypatch.setenv(CHILD_ENV, "synccheck")
-    pytester.makepyfile("""
+    # a second module, not the first one rewritten: the same name and size written within the same second
+    # would be served from the first run's rewritten bytecode (pytest keys that cache on mtime and size)
+    first.unlink()
+    pytester.makepyfile(test_set="""
         import os
 
         def test_inside():
