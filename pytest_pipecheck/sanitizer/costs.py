@@ -249,10 +249,18 @@ def _module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def _function_of(nodeid: str) -> str:
+    """``nodeid`` without its parameters (``[...]``): the test function all its cases share."""
+    return nodeid.split("[", 1)[0]
+
+
 def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
     """``nodeid -> cost``: its known cost (under its own node id or, for a node id to which xdist's loadgroup
     appended ``@group``, under the id it was collected with, as the cache keeps it), else the median of the
-    known positive costs of the tests in its module (the file before ``::``), else :func:`unknown_cost`.
+    known positive costs of the other cases of its test function, else what that function cost before it was
+    parametrized (a long test cut into cases that workers share: each case is priced at the whole, so it is
+    still handed out early), else the median of the known positive costs of the tests in its module (the file
+    before ``::``), else :func:`unknown_cost`.
 
     A durations file or cache entry lags the collection: a module's new tests are missing from it until
     the next recording. Priced at the whole suite's median they look free (a few milliseconds against seconds
@@ -263,13 +271,23 @@ def cost_estimator(costs: Mapping[str, float] | None) -> Callable[[str], float]:
     for nodeid, seconds in known.items():
         if seconds > 0:
             by_module[_module_of(nodeid)].append(seconds)
+    by_function: dict[str, list[float]] = defaultdict(list)
+    for nodeid, seconds in known.items():
+        if seconds > 0 and "[" in nodeid:
+            by_function[_function_of(nodeid)].append(seconds)
     medians = {module: statistics.median(values) for module, values in by_module.items()}
+    cases = {function: statistics.median(values) for function, values in by_function.items()}
     overall = unknown_cost(known)
 
     def cost(nodeid: str) -> float:
+        nodeid = base_nodeid(nodeid) if nodeid not in known else nodeid
         found = known.get(nodeid)
-        if found is None:
-            found = known.get(base_nodeid(nodeid))
+        if found is not None:
+            return found
+        function = _function_of(nodeid)
+        found = cases.get(function) if function != nodeid else None
+        if found is None and function != nodeid and known.get(function, 0) > 0:
+            found = known[function]
         return found if found is not None else medians.get(_module_of(nodeid), overall)
 
     return cost

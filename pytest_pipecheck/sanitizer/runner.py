@@ -942,28 +942,32 @@ class SanitizerRunner:
                     reason=f"{problem} (in a child running {'this test alone' if len(nodeids) == 1 else 'these tests'})",
                     output=tail)
             return decided, rerun
-        if not consistent and decided and len(provisional) < len(nodeids) and depth < 12 and run.killed_in is None:
+        ended_badly = not consistent and bool(an.tool_errors) and run.killed_in is None
+        open_by = _not_closed_by_canary(spec.tool, nodeids, an) if ended_badly else None
+        at_exit = ended_badly and not decided and len(provisional) == len(nodeids)
+        note = ""  # why the verdicts stand although the child ended badly
+        if ended_badly and open_by is None:
+            # Every test ended, then the canary ran and was caught, and the tool's count reconciles with the
+            # records it printed; only then did the process fail to exit cleanly. The tool was live after
+            # the last test and accounted for every error: nothing hides in the crash, so the verdicts
+            # stand without running the tests again (the re-run cost a second child on the suite's longest
+            # part: docs/validation/2026-12-02-h200-2011.md). That holds as well where another test of the
+            # child was decided by its own record (a finding, or a test that failed on its own and is
+            # sanitized again whole): a finding that killed the CUDA context would have kept the canary from
+            # being reported after it.
+            self.progress(f"{spec.tool}: {why_not} after every test and the canary had ended; the tool's "
+                          "count reconciles with its records, so the verdicts stand")
+            consistent, note = True, f"after every test and the canary, the child did not exit cleanly ({why_not})"
+        elif not consistent and decided and len(provisional) < len(nodeids) and depth < 12 and run.killed_in is None:
             # The child did not end cleanly after another test's finding (a synccheck or memcheck error
             # leaves the CUDA context dead, and the process then fails at exit): that explains the
             # tool's error, not a fault of these tests. Run them again without the tests decided here,
             # so each gets a verdict of its own rather than "inconclusive".
             self.progress(f"{spec.tool}: {why_not} after a finding in the same child; re-running "
-                          f"{len(provisional)} test(s) without the tests it decided")
+                          f"{len(provisional)} test(s) without the tests it decided"
+                          + (f" ({open_by})" if open_by else ""))
             decided.update(self._run_tests(spec, provisional, depth + 1))
             return decided, rerun
-        at_exit = (not consistent and not decided and bool(an.tool_errors) and run.killed_in is None
-                   and len(provisional) == len(nodeids))
-        open_by = _not_closed_by_canary(spec.tool, nodeids, an) if at_exit else None
-        note = ""  # why the verdicts stand although the child ended badly
-        if at_exit and open_by is None:
-            # Every test ended, then the canary ran and was caught, and the tool's count reconciles with the
-            # records it printed; only then did the process fail to exit cleanly. The tool was live after
-            # the last test and accounted for every error: nothing hides in the crash, so the verdicts
-            # stand without running the tests again (the re-run cost a second child on the suite's longest
-            # part: docs/validation/2026-12-02-h200-2011.md).
-            self.progress(f"{spec.tool}: {why_not} after every test and the canary had ended; the tool's "
-                          "count reconciles with its records, so the verdicts stand")
-            consistent, note = True, f"after every test and the canary, the child did not exit cleanly ({why_not})"
         elif at_exit and depth == 0:
             # Every test ran to its end without a finding, and only then did the process fail (a child can
             # crash at exit in a plugin's summary under heavy contention, docs/validation/2026-11-26-h100.md).

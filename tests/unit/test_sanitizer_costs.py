@@ -77,6 +77,20 @@ def test_an_unknown_test_costs_what_its_modules_known_tests_do() -> None:
     assert shares[:15] == [0] * 15 and shares[15:] == [1] * 5, shares
 
 
+def test_a_test_cut_into_cases_is_priced_by_its_function_not_its_module() -> None:
+    """A nested-session test of 95 s cut into parametrized parts, in a module of 3 s tests: the durations file
+    still knows only the whole. Priced at the module's median, the parts were handed out last and ran after
+    every other share; each part costs what its function cost (or its known siblings' median) instead."""
+    costs = {"m.py::whole": 95.0, "m.py::cut[x]": 40.0, "m.py::cut[y]": 60.0, "m.py::cut[z]": 0.0} | {
+        f"m.py::t{i}": 3.0 for i in range(6)}
+    estimate = cost_estimator(costs)
+    assert estimate("m.py::whole[part1]") == 95.0 and estimate("m.py::whole[part2]@g") == 95.0
+    assert estimate("m.py::cut[new]") == 50.0  # the median of its known cases; a 0 s case is not known
+    assert estimate("m.py::cut[z]") == 0.0 and estimate("m.py::cut[x]@g") == 40.0  # known ids keep their own
+    assert estimate("m.py::other[p]") == 3.0  # a new function: its module's median
+    assert estimate("m.py::new") == 3.0
+
+
 @dataclass
 class FakeCache:
     data: dict[str, Any] = field(default_factory=dict)
