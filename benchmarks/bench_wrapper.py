@@ -94,7 +94,8 @@ def _pass_mode() -> Any:
 
 
 def make_forms(kind: str) -> Forms:
-    from pytest_pipecheck.model.spec import KernelSpec, Tensor
+    from pytest_pipecheck.model.spec import KernelSpec
+    from pytest_pipecheck.model.tensor import Tensor
 
     counter = [0]
     if kind == "triton":

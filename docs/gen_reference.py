@@ -7,9 +7,9 @@ Sources: every setting from ``pytest_pipecheck.config.SETTINGS`` (command-line o
 marker keyword, default, meaning); every environment variable from ``pytest_pipecheck.envvars.VARIABLES``;
 the ``pipecheck`` fixture's public methods and properties from ``pytest_pipecheck.fixture.Pipecheck`` (signature and first docstring paragraph); the command line
 from each subcommand's ``add_arguments`` (``pytest_pipecheck.cli.SUBCOMMANDS``); every field of
-``KernelSpec`` and ``Tensor`` (default and the ``#:`` comment above it in ``pytest_pipecheck/spec.py``); the
-keywords of the correctness checks (from their signatures; meanings here); the top-level exports and the
-``shapes``/``autotune`` functions (signature and first docstring paragraph).
+``KernelSpec`` and ``Tensor`` (default and the ``#:`` comment above it in ``pytest_pipecheck/model/spec.py``
+and ``model/tensor.py``); the keywords of the correctness checks (from their signatures; meanings here);
+the top-level exports and the ``shapes``/``autotune`` functions (signature and first docstring paragraph).
 tests/unit/test_docs_reference.py runs ``--check``'s comparison.
 """
 
@@ -270,7 +270,8 @@ def _field_default(f: Any) -> str:
 def spec_section() -> str:
     import dataclasses
 
-    from pytest_pipecheck.model.spec import KernelSpec, Tensor
+    from pytest_pipecheck.model.spec import KernelSpec
+    from pytest_pipecheck.model.tensor import Tensor
 
     lines = [
         "## Kernel description",
@@ -298,7 +299,8 @@ def spec_section() -> str:
 
 
 # what each keyword of the correctness checks means; every keyword-only parameter of
-# pytest_pipecheck.checks.coverage's check_* (and the fixture's config=) must have a row, or rendering fails
+# check_coverage, check_tile_probe and check_determinism (pytest_pipecheck.checks.coverage, .tile_probe and
+# .determinism), and the fixture's config=, must have a row, or rendering fails
 _CHECK_KEYWORDS = {
     "values": "a value pattern by name (`negative`, `large`, ...; `pytest_pipecheck.model.values`), default `normal`",
     "layout": "each tensor's memory layout: an id (`a-transposed`), a `Layout`, or `{tensor: kind}` "
@@ -318,10 +320,10 @@ _CHECK_KEYWORDS = {
 
 
 def check_keywords_section() -> str:
-    from pytest_pipecheck.checks import coverage
+    from pytest_pipecheck.checks import coverage, determinism, tile_probe
 
-    plan = {"check_coverage": coverage.check_coverage, "check_tile_probe": coverage.check_tile_probe,
-            "check_determinism": coverage.check_determinism}
+    plan = {"check_coverage": coverage.check_coverage, "check_tile_probe": tile_probe.check_tile_probe,
+            "check_determinism": determinism.check_determinism}
     takes: dict[str, list[str]] = {"config": list(plan)}
     for name, fn in plan.items():
         for p in inspect.signature(fn).parameters.values():

@@ -106,8 +106,29 @@ _CARVE_164K = (0, 8, 16, 32, 64, 100, 132, 164)
 _CARVE_228K = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
 
 
-def _row(cc: str, *, smem_sm: int, optin: int, reserved: int, gran: int, warps: int, blocks: int,
-         carve: tuple[int, ...], barriers: int) -> ArchSpec:
+# One row per compute capability. Columns: compute capability; shared memory per SM, per block with
+# the opt-in attribute, and reserved by the driver per block (all KB); shared-memory allocation
+# granularity (bytes); max warps and max blocks per SM; the carveouts; hardware barriers per block slot.
+# Every other field is the same on all of them (see _spec).
+_TABLE: tuple[tuple[str, int, int, int, int, int, int, tuple[int, ...], int], ...] = (
+    # cc     smem_sm optin reserved gran warps blocks carveouts    barriers
+    ("7.0",  96,     96,   0,       256, 64,   32,    _CARVE_70,   2),
+    ("7.5",  64,     64,   0,       256, 32,   16,    _CARVE_75,   2),
+    ("8.0",  164,    163,  1,       128, 64,   32,    _CARVE_164K, 2),
+    ("8.6",  100,    99,   1,       128, 48,   16,    _CARVE_100K, 1),
+    ("8.7",  164,    163,  1,       128, 48,   16,    _CARVE_164K, 1),
+    ("8.9",  100,    99,   1,       128, 48,   24,    _CARVE_100K, 1),
+    ("9.0",  228,    227,  1,       128, 64,   32,    _CARVE_228K, 2),
+    ("10.0", 228,    227,  1,       128, 64,   32,    _CARVE_228K, 2),
+    ("10.3", 228,    227,  1,       128, 64,   32,    _CARVE_228K, 2),
+    ("11.0", 228,    227,  1,       128, 48,   24,    _CARVE_228K, 1),
+    ("12.0", 100,    99,   1,       128, 48,   24,    _CARVE_100K, 1),
+    ("12.1", 100,    99,   1,       128, 48,   24,    _CARVE_100K, 1),
+)
+
+
+def _spec(cc: str, smem_sm_kb: int, optin_kb: int, reserved_kb: int, gran: int, warps: int, blocks: int,
+          carve: tuple[int, ...], barriers: int) -> ArchSpec:
     major, minor = (int(p) for p in cc.split("."))
     return ArchSpec(
         major=major,
@@ -122,46 +143,18 @@ def _row(cc: str, *, smem_sm: int, optin: int, reserved: int, gran: int, warps: 
         register_alloc_granularity=256,
         warp_alloc_granularity=4,
         sub_partitions=4,
-        smem_per_sm=smem_sm,
+        smem_per_sm=smem_sm_kb * _KB,
         smem_per_block=48 * _KB,
-        smem_per_block_optin=optin,
-        smem_reserved_per_block=reserved,
+        smem_per_block_optin=optin_kb * _KB,
+        smem_reserved_per_block=reserved_kb * _KB,
         smem_alloc_granularity=gran,
         carveouts_kb=carve,
         barriers_per_block_slot=barriers,
     )
 
 
-# One row per compute capability, keyed by the canonical sm_XY name.
-ARCHS: dict[str, ArchSpec] = {
-    a.name: a
-    for a in (
-        _row("7.0", smem_sm=96 * _KB, optin=96 * _KB, reserved=0, gran=256, warps=64, blocks=32,
-             carve=_CARVE_70, barriers=2),
-        _row("7.5", smem_sm=64 * _KB, optin=64 * _KB, reserved=0, gran=256, warps=32, blocks=16,
-             carve=_CARVE_75, barriers=2),
-        _row("8.0", smem_sm=164 * _KB, optin=163 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
-             carve=_CARVE_164K, barriers=2),
-        _row("8.6", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=16,
-             carve=_CARVE_100K, barriers=1),
-        _row("8.7", smem_sm=164 * _KB, optin=163 * _KB, reserved=_KB, gran=128, warps=48, blocks=16,
-             carve=_CARVE_164K, barriers=1),
-        _row("8.9", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
-             carve=_CARVE_100K, barriers=1),
-        _row("9.0", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
-             carve=_CARVE_228K, barriers=2),
-        _row("10.0", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
-             carve=_CARVE_228K, barriers=2),
-        _row("10.3", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=64, blocks=32,
-             carve=_CARVE_228K, barriers=2),
-        _row("11.0", smem_sm=228 * _KB, optin=227 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
-             carve=_CARVE_228K, barriers=1),
-        _row("12.0", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
-             carve=_CARVE_100K, barriers=1),
-        _row("12.1", smem_sm=100 * _KB, optin=99 * _KB, reserved=_KB, gran=128, warps=48, blocks=24,
-             carve=_CARVE_100K, barriers=1),
-    )
-}
+# One spec per compute capability, keyed by the canonical sm_XY name.
+ARCHS: dict[str, ArchSpec] = {a.name: a for a in (_spec(*row) for row in _TABLE)}
 
 
 def normalize_arch(raw: str) -> str:

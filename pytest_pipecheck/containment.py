@@ -369,7 +369,9 @@ class ContainmentPlugin:
         if found is None or tier.device is None:
             why = f"{not_found()}; {HOW_TO_GET}" if tier.device is not None else "no GPU"
             return f"triage: not run: {why}", {"ran": False, "reason": why}
-        from .sanitizer.runner import BatchSpec, SanitizerRunner, default_child_env, format_failure
+        from .sanitizer.child_command import BatchSpec, default_child_env
+        from .sanitizer.runner import SanitizerRunner
+        from .sanitizer.tool_outcomes import format_failure
 
         nodeid = state.item_nodeid(item)
         cfg = state.item_config(item)

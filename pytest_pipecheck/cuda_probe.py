@@ -3,7 +3,7 @@
 An illegal or misaligned address, a launch failure or a device-side trap leaves a *sticky* error in the
 process's CUDA context: every later CUDA call in that process fails with the same error. pipecheck asks
 after every test phase (:mod:`.containment`) and after every test of a sanitizer child
-(:mod:`.sanitizer.pytest_hooks`), through the frameworks the tests already imported.
+(:mod:`.sanitizer.child_plugin`), through the frameworks the tests already imported.
 """
 
 from __future__ import annotations

@@ -133,37 +133,43 @@ class Pipecheck(CheckContext):
     def check_coverage(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Poisoned outputs, guard bands and comparison against the reference at one shape."""
         __tracebackhide__ = True
-        from .checks import coverage
+        from .checks import coverage, launch
 
         if getattr(shape, "extent", False):
             return self._extent(spec, shape, kwargs)
         return run_check(self, "coverage", coverage.check_coverage, self.pinned(spec, kwargs.pop("config", None)),
-                         shape, in_child=coverage.launch_for_sanitizer, **_case_keywords(shape, kwargs))
+                         shape, in_child=launch.launch_for_sanitizer, **_case_keywords(shape, kwargs))
 
     @records_errors("tile_probe")
     def check_tile_probe(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Run once per loop tile with inputs zero elsewhere; each tile must count exactly once."""
         __tracebackhide__ = True
-        from .checks import coverage
+        from .checks import tile_probe
 
-        if getattr(shape, "extent", False):
-            return self.skip_check("tile_probe", "the extent case is judged by coverage; the tile probe runs at the "
-                                   "generated shapes", kernel=getattr(spec, "name", None))
-        return run_check(self, "tile_probe", coverage.check_tile_probe, self.pinned(spec, kwargs.pop("config", None)),
-                         shape, in_child=coverage.launch_for_sanitizer, **_case_keywords(shape, kwargs))
+        return self._at_generated_shape("tile_probe", "the tile probe", tile_probe.check_tile_probe, spec, shape,
+                                        kwargs)
 
     @records_errors("determinism")
     def check_determinism(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> CheckResult:
         """Repeated runs on the same inputs must be bitwise equal."""
         __tracebackhide__ = True
-        from .checks import coverage
+        from .checks import determinism
+
+        return self._at_generated_shape("determinism", "determinism", determinism.check_determinism, spec, shape,
+                                        kwargs)
+
+    def _at_generated_shape(self, name: str, what: str, fn: Callable[..., CheckResult], spec: KernelSpec,
+                            shape: Any, kwargs: dict[str, Any]) -> CheckResult:
+        """Run ``fn`` (check ``name``) at a generated shape, launching for the sanitizer in its child; the
+        extent case is coverage's, so there it is recorded as skipped (``what`` runs at the generated shapes)."""
+        __tracebackhide__ = True
+        from .checks import launch
 
         if getattr(shape, "extent", False):
-            return self.skip_check("determinism", "the extent case is judged by coverage; determinism runs at the "
-                                   "generated shapes", kernel=getattr(spec, "name", None))
-        return run_check(self, "determinism", coverage.check_determinism,
-                         self.pinned(spec, kwargs.pop("config", None)), shape, in_child=coverage.launch_for_sanitizer,
-                         **_case_keywords(shape, kwargs))
+            return self.skip_check(name, f"the extent case is judged by coverage; {what} runs at the generated "
+                                   "shapes", kernel=getattr(spec, "name", None))
+        return run_check(self, name, fn, self.pinned(spec, kwargs.pop("config", None)), shape,
+                         in_child=launch.launch_for_sanitizer, **_case_keywords(shape, kwargs))
 
     @records_errors("coverage")  # its argument checks come before the three checks'
     def check_kernel(self, spec: KernelSpec, shape: Any, **kwargs: Any) -> list[CheckResult]:
@@ -177,12 +183,12 @@ class Pipecheck(CheckContext):
         A deselected check is recorded as skipped (the summary says why) but not returned.
         """
         __tracebackhide__ = True
-        from .checks import coverage
+        from .checks import correctness
 
         if getattr(shape, "extent", False):
             return [self._extent(spec, shape, kwargs)]
-        return coverage.check_all(self, self.pinned(spec, kwargs.pop("config", None)), shape,
-                                  **_case_keywords(shape, kwargs))
+        return correctness.check_all(self, self.pinned(spec, kwargs.pop("config", None)), shape,
+                                     **_case_keywords(shape, kwargs))
 
     def _extent(self, spec: KernelSpec, shape: Any, kwargs: dict[str, Any]) -> CheckResult:
         """The ``extent`` case of a spec's generated cases: one program's reach, and coverage where it ends."""

@@ -13,7 +13,7 @@ in the same session, where it used to be skipped:
 
 * a test that asks for the GPU alone in its body while its reports are held (the sanitizer's overlap:
   ``sanitizer/beside.py``) stops there and runs again from its start at the end of the worker's tests, all of
-  the worker's such tests in one lease (``SanitizerPlugin._finish_held``);
+  the worker's such tests in one lease (``sanitizer.held_reports.HeldReports._finish_held``);
 * anywhere else (a fixture, a test that times with pytest-benchmark, a run with the sanitizer off) the test
   waits where it asks, and gives the lease back when it ends. The worker waits with it; the controller sends
   the other tests to the other workers meanwhile.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .arch import ArchSpec, arch_spec
@@ -242,25 +242,11 @@ class Occupancy:
         return "; ".join(names) or "per-block limit"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "arch": self.arch,
-            "threads_per_block": self.threads_per_block,
-            "registers_per_thread": self.registers_per_thread,
-            "static_smem": self.static_smem,
-            "dynamic_smem": self.dynamic_smem,
-            "opt_in": self.opt_in,
-            "carveout": self.carveout,
-            "barriers": self.barriers,
-            "blocks_per_sm": self.blocks_per_sm,
-            "active_warps": self.active_warps,
-            "occupancy": self.occupancy,
-            "limiters": sorted(self.limiters, key=LIMITERS.index),
-            "limits": dict(self.limits),
-            "smem_per_block_allocated": self.smem_per_block_allocated,
-            "registers_per_block_allocated": self.registers_per_block_allocated,
-            "smem_up": self.smem_up,
-            "smem_down": self.smem_down,
-        }
+        """Every field in its order but ``warps_per_block``; the limiters as a list in :data:`LIMITERS` order."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "warps_per_block"}
+        data["limiters"] = sorted(self.limiters, key=LIMITERS.index)
+        data["limits"] = dict(self.limits)
+        return data
 
 
 def _max_smem_for(spec: ArchSpec, occ: Occupancy, blocks: int) -> int | None:

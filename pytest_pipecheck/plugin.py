@@ -3,8 +3,8 @@
 It registers the options and markers, decodes what this process is for (:mod:`.children`), resolves the
 run's configuration and tier, and registers the feature plugins the run needs: the reports
 (:mod:`.report.reporter`), the verdicts (:mod:`.verdicts`), the sanitizer's parent or child
-(:mod:`.sanitizer.pytest_hooks`), compare mode and REV's process (:mod:`.perf.compare`), fault and crash
-containment (:mod:`.containment`), the per-test timeout
+(:mod:`.sanitizer.parent_plugin`, :mod:`.sanitizer.child_plugin`), compare mode and REV's process
+(:mod:`.perf.compare`), fault and crash containment (:mod:`.containment`), the per-test timeout
 (:mod:`.watchdog`) and pytest-xdist's hooks (:mod:`.xdist_hooks`). It imports only pytest, the standard
 library and pipecheck's light modules, so ``pytest --help`` and collection work without any GPU package.
 """
@@ -109,7 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # and each kernel once among the processes sharing the Triton cache (the sanitizer children, the parent)
         config.stash[COMPILES_SHARED] = shared_compiles.share_compiles()
     if role.sanitizer:
-        from .sanitizer.pytest_hooks import ChildPlugin
+        from .sanitizer.child_plugin import ChildPlugin
 
         config.pluginmanager.register(ChildPlugin(config, role), "pipecheck-sanitizer-child")
         return
@@ -125,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         worker_lease(config)  # other workers on this GPU: a timing waits for the GPU alone, not skipped
     if sanitizer_on and not role.relay:  # a relay child runs tests whose verdicts its parent has
-        from .sanitizer.pytest_hooks import SanitizerPlugin
+        from .sanitizer.parent_plugin import SanitizerPlugin
 
         config.pluginmanager.register(SanitizerPlugin(config), "pipecheck-sanitizer")
     if run_config.enabled or role.relay:

@@ -48,9 +48,9 @@ ITEM_CONFIG_ERROR = pytest.StashKey[str]()  # why the test's marker is invalid
 ITEM_RESULTS = pytest.StashKey[list[CheckResult]]()
 ITEM_NODEID = pytest.StashKey[str]()
 ATTACHED = pytest.StashKey[int]()  # how many of the item's results went out on its reports
-SHARE = pytest.StashKey[int]()  # the sanitizer share a test belongs to (sanitizer.pytest_hooks)
+SHARE = pytest.StashKey[int]()  # the sanitizer share a test belongs to (sanitizer.shares)
 # The test ran while its sanitizer children still ran, and its reports are held until their verdicts are in
-# (sanitizer.pytest_hooks): what ended each phase of its run, by ``report.when`` (None: nothing raised).
+# (sanitizer.held_reports): what ended each phase of its run, by ``report.when`` (None: nothing raised).
 HELD = pytest.StashKey[dict[str, BaseException | None]]()
 # Per phase (``report.when``), the seconds a test waited for the GPU to be left to its timing (this process's
 # sanitizer children, other xdist workers on its GPU): not the test's own, left out of its reports' durations

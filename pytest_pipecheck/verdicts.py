@@ -351,7 +351,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.duration = max(0.0, report.duration - waited)
     raised = call.excinfo.value if call.excinfo is not None else None
     held = item.stash.get(HELD, None)
-    if held is not None:  # decided when its sanitizer verdicts are in (sanitizer.pytest_hooks)
+    if held is not None:  # decided when its sanitizer verdicts are in (sanitizer.held_reports)
         held[report.when] = raised
         return report
     finish(item, report, raised)

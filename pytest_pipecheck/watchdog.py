@@ -3,7 +3,7 @@ stopped ends the process with :data:`EXIT_HUNG` and every thread's stack, never 
 
 On the CPU tier Triton kernels run in Triton's interpreter, in this process; a kernel whose loop never
 ends (a pipeline whose stage counter never advances) would hang the whole run, and a gate that never
-answers is no gate. The sanitizer children have their own watchdog (sanitizer/runner.py); this one
+answers is no gate. The sanitizer children have their own watchdog (sanitizer/child_watch.py); this one
 guards the tests pytest runs here (and in a relay child, containment.py). A test that waits for this
 process's sanitizer children to leave the GPU before it times a kernel (sanitizer/beside.py) does not
 spend its limit on that wait (:meth:`TimeoutPlugin.not_counting`).
@@ -188,7 +188,7 @@ class TimeoutPlugin:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
         # the share of the sanitizer check this test belongs to is run before its clock starts: that
-        # batch has its own watchdog and may take far longer than one test (sanitizer/pytest_hooks.py)
+        # batch has its own watchdog and may take far longer than one test (sanitizer/batches.py)
         sanitizer = self.config.pluginmanager.get_plugin("pipecheck-sanitizer")
         if sanitizer is not None and hasattr(sanitizer, "ensure_share"):
             try:

@@ -22,17 +22,23 @@ import pytest
 # children) imports pipecheck and rewrites the asserts of the modules it collects. Where
 # PYTHONDONTWRITEBYTECODE is set, as on the project's CI machines, none of them kept what it compiled and each
 # compiled it all again (a nested session: 0.79 s, 0.52 s with the bytecode kept). The bytecode goes to a
-# cache outside the tree instead (PYTHONPYCACHEPREFIX), so the tree stays as clean as the setting meant.
+# cache outside the tree instead (PYTHONPYCACHEPREFIX), so the tree stays as clean as the setting meant. This
+# process keeps its own there too, from here on: the test modules it collects are rewritten once, and the relay
+# child that runs them under crash isolation (which collects them all again) reads them back.
 if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    import sys
     import tempfile
 
     del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"pipecheck-tests-pycache-{getattr(os, 'getuid', lambda: 0)()}")
+    _uid = getattr(os, "getuid", lambda: 0)()
+    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"pipecheck-tests-pycache-{_uid}")
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    sys.dont_write_bytecode = False
 
 # pipecheck's own spec and shape modules too: a spec built by a module imported in one run must
 # match the KernelSpec class the shape generator checks against in the next
 for _name in ("torch", "matplotlib.figure", "matplotlib.backends.backend_agg", "numpy", "scipy.stats",
-              "pytest_pipecheck.model.spec", "pytest_pipecheck.model.shapes", "pytest_pipecheck.checks.coverage"):
+              "pytest_pipecheck.model.spec", "pytest_pipecheck.model.shapes", "pytest_pipecheck.checks.correctness"):
     try:
         importlib.import_module(_name)
     except ImportError:  # optional extras: tests that need them skip on their own

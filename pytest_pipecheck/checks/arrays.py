@@ -274,7 +274,7 @@ class GuardedArray:
         return bits(self.buffer, self.dtype) != self._initial_bits
 
 
-# Set for the whole of a compute-sanitizer memcheck child (pytest_pipecheck.sanitizer.pytest_hooks): every
+# Set for the whole of a compute-sanitizer memcheck child (pytest_pipecheck.sanitizer.child_plugin): every
 # array is allocated at exactly its view's extent, and each allocation is reported (name, address range)
 _EXACT: list[Callable[[str, Any, GuardedArray | None], None]] = []
 

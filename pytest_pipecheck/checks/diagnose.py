@@ -29,7 +29,8 @@ from typing import Any
 
 from ..model import layouts as _lay
 from ..model import values as _values
-from ..model.spec import KernelSpec, Shape
+from ..model.shape import Shape
+from ..model.spec import KernelSpec
 from ..results import PipecheckError, PipecheckFailure
 from .context import CheckContext
 

@@ -20,7 +20,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..model.spec import KernelSpec, Shape
+from ..model.shape import Shape
+from ..model.spec import KernelSpec
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from . import arrays as _arr
 from .context import CheckContext
@@ -72,8 +73,8 @@ def one_program(launched: list[str]) -> Iterator[None]:
 def _probe_shape(ctx: CheckContext, spec: KernelSpec) -> Shape:
     """Many tiles along every dimension (the loop's too: a program may walk a fixed number of its tiles),
     within the shape budget."""
+    from ..model.preconditions import Divisible, Range
     from ..model.shapes import shape_bytes
-    from ..model.spec import Divisible, Range
 
     guards = spec.guard_tiles
     budget = ctx.config.shape_budget_mib << 20
@@ -111,18 +112,18 @@ def _reach(written: Any, dims: tuple[str, ...]) -> dict[str, tuple[int, bool]]:
 def _measure(ctx: CheckContext, spec: KernelSpec, probe: Shape) -> tuple[dict[str, int], list[str], set[str]]:
     """Per output dimension, how far program 0 wrote at ``probe``; the Triton kernels launched; and the
     dimensions along which it wrote blocks with gaps between them."""
-    from . import coverage as _cov
+    from . import launch
 
-    vals = {t.name: _cov._input_values(ctx, spec, t, probe, i) for i, t in enumerate(spec.inputs)}
-    inputs = _cov._alloc_inputs(ctx, spec, probe, vals)
+    vals = {t.name: launch._input_values(ctx, spec, t, probe, i) for i, t in enumerate(spec.inputs)}
+    inputs = launch._alloc_inputs(ctx, spec, probe, vals)
     launched: list[str] = []
     with one_program(launched):
-        outputs = _cov._launch(ctx, spec, probe, inputs, _cov._stages_override(ctx, spec),
-                               "the launch of one program", CHECK)
+        outputs = launch._launch(ctx, spec, probe, inputs, launch._stages_override(ctx, spec),
+                                 "the launch of one program", CHECK)
     reach: dict[str, int] = {}
     strided: set[str] = set()
     for t in spec.outputs:
-        if not _cov._poisoned(t):
+        if not launch._poisoned(t):
             continue  # an element never written cannot be told from a written one
         written = _arr.bits(outputs[t.name].array, t.dtype) != _arr.poison_bits(t.dtype)
         for d, (n, whole) in _reach(written, t.dims).items():

@@ -1,5 +1,5 @@
 """How a correctness check fails: the message, the recorded result and the exception, the same way for the
-launcher form (:mod:`.coverage`) and the wrapper form (:mod:`.wrapper`)."""
+launcher form (:mod:`.launch`) and the wrapper form (:mod:`.wrapper`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 
 from ..model import tolerance as _tol
 from ..model import values as _values
-from ..model.spec import KernelSpec, Shape
+from ..model.shape import Shape
+from ..model.spec import KernelSpec
 from ..results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 from .context import CheckContext
 

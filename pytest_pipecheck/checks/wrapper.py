@@ -63,7 +63,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..model import layouts as _layouts
-from ..model.spec import KernelSpec, Shape, normalize_dtype
+from ..model.shape import Shape
+from ..model.spec import KernelSpec
+from ..model.tensor import normalize_dtype
 from . import arrays as _arr
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import layouts, shapes, values
-from .spec import KernelSpec, Shape
+from .shape import Shape
+from .spec import KernelSpec
 
 __all__ = ["ARGUMENTS", "Case", "Param", "cases"]
 

@@ -52,7 +52,9 @@ from ..results import PipecheckError
 from .names import KINDS, STRIDED, VARIANTS, layout_kinds
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .spec import KernelSpec, Shape, Tensor
+    from .shape import Shape
+    from .spec import KernelSpec
+    from .tensor import Tensor
 
 __all__ = ["KINDS", "LEVEL_COUNTS", "PER_LAYOUT", "STRIDED", "Layout", "as_layout", "base", "generate", "kinds_of",
            "pair"]

@@ -1,7 +1,7 @@
 """Ragged and boundary shapes generated from a kernel spec: the sizes pipelines get wrong.
 
 From the tile sizes, the loop dimension and the stage count of a :class:`~pytest_pipecheck.model.spec.KernelSpec`,
-:func:`generate` builds a short, deterministic list of :class:`~pytest_pipecheck.model.spec.Shape` values:
+:func:`generate` builds a short, deterministic list of :class:`~pytest_pipecheck.model.shape.Shape` values:
 
 * every tiled dimension below one tile, exactly one tile, one over a tile, one under a multiple,
   a multiple (and at larger levels one over a multiple and bigger multiples);
@@ -43,7 +43,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..results import PipecheckError
-from .spec import Divisible, KernelSpec, Range, Shape
+from .preconditions import Divisible, Range
+from .shape import Shape
+from .spec import KernelSpec
 
 __all__ = ["DEFAULT_MAX_BYTES", "LEVELS", "Case", "Shape", "ShapeList", "generate", "generate_cases",
            "shape_bytes"]
@@ -142,7 +144,7 @@ class ShapeList(list[Shape]):
 
 
 def _itemsize(dtype: str) -> int:
-    from .spec import DTYPES
+    from .tensor import DTYPES
 
     return DTYPES[dtype][1] // 8
 

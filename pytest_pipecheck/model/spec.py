@@ -42,14 +42,6 @@ The wrapper form checks the Python entry point as shipped instead of a launcher:
 allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are poisoned and guarded
 (:mod:`pytest_pipecheck.checks.wrapper` says exactly what is and is not intercepted).
 
-* ``role``: ``"input"``, ``"output"`` (poisoned before the launch; every element must be written) or
-  ``"inout"`` (updated in place: it holds its input values when the kernel starts, and the reference
-  gets the pre-call values and returns the expected post-call value under its name, or updates its
-  copy in place). An inout tensor cannot be poisoned: an element the kernel should update but leaves
-  alone is found only where the update changes its value.
-* An output with ``init="zeros"`` is zeroed before the launch, as the caller does for a kernel that
-  accumulates into it (split-K with atomic adds). It cannot be poisoned either, so its coverage
-  compares values only: an element never written is found only where the reference is not zero.
 * ``rtol``/``atol`` may also be callables of the shape, ``rtol=lambda dims: 1e-3 * (dims["K"] // 256 + 1)``,
   returning a float or ``{output name: float}`` (split-K rounds once per split). Without them the
   default atol grows with the length of the loop dimension, as an fp32 accumulator's rounding error
@@ -58,29 +50,12 @@ allocations it makes through torch (``torch.empty``, ``empty_like``, ...) are po
   N is): there is no fixed tile. Declare a small power of two, ``tiles={"M": 1, "N": 32}``: the
   generated N (17, 32, 63, 64, 95, 159, ...) fall just under, on and between powers of two, where the
   block fits exactly or masks up to half of itself, and the tile probe steps through the row by 32.
-
-* ``dims`` may be expressions of the dimension names, integer literals and the spec's ``constants``, with
-  ``+ - * /`` and parentheses: ``Tensor("w", ("K/8", "N"), "int32")`` (packed weights),
-  ``Tensor("scales", ("K/group", "N"))`` with ``constants={"group": 128}``, ``Tensor("x", ("M", "2*N"))`` (a fused
-  input). ``/`` is exact: ``K/8`` makes K a multiple of 8 (an implied ``Divisible``), and no shape is generated
-  or accepted where an expression is not a positive whole size. Such tensors are allocated, poisoned, guarded
-  and probed like any other (:mod:`pytest_pipecheck.model.dimexpr` gives the rules).
 * ``launch`` gets ``arrays`` (name -> torch tensor on the test's device, or CuPy array when
   ``backend="cupy"``) and ``dims`` (name -> int). Arrays may be *strided views* into larger guarded
   allocations: a launcher must take strides from the arrays, never assume contiguity. A launcher
   that accepts a ``stages`` keyword lets the ``stages=`` marker/config override reach the kernel.
 * ``reference`` returns every output, computed from the inputs in higher precision (float32 or
   float64 for 16-bit outputs), with the output's shape. It may return torch, CuPy or NumPy arrays.
-* ``init`` is ``"randn"`` (normal values; the value patterns of :mod:`pytest_pipecheck.model.values` apply
-  to these), ``"randint"`` (small integers in [-3, 3], never all zero: keeps sums exact),
-  ``"uniform"`` ([0, 1)), or a callable ``init(shape, generator) -> array`` that returns values
-  (torch/NumPy, any dtype); pipecheck casts them and places them on the device. ``generator`` is a
-  ``torch.Generator`` (torch backend) or ``numpy.random.Generator`` (CuPy). A callable that takes a
-  third argument (or a keyword ``dims``) also gets the shape's sizes, for inputs constrained by
-  another dimension: ``init=lambda shape, gen, dims: torch.randint(0, dims["V"], shape, generator=gen)``.
-
-:class:`Shape` is a frozen, hashable mapping of dimension sizes whose ``str`` is the pytest id
-(``M129-N65-K200``), so ``pytest.mark.parametrize("shape", shapes, ids=str)`` reads well.
 
 Bad specs raise :class:`~pytest_pipecheck.results.PipecheckError` with a one-line message that
 names the spec (``spec 'triton_gemm': loop_dim 'Q' is not a dimension of any input (a, b)``).
@@ -91,12 +66,15 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import PipecheckError
 from . import autotune, dimexpr, names, tolerance
+from .preconditions import Divisible, Precondition, Range, _check_precondition, _Implied
+from .shape import Shape, as_shape
+from .tensor import DTYPES, INITS, OUTPUT_INITS, PROBES, ROLES, Tensor, normalize_dtype
 
 __all__ = [
     "BACKENDS",
@@ -110,212 +88,6 @@ __all__ = [
 ]
 
 BACKENDS = ("torch", "cupy")
-# dtype names pipecheck understands; the values are (kind, bits)
-DTYPES: dict[str, tuple[str, int]] = {
-    "float16": ("f", 16),
-    "bfloat16": ("f", 16),
-    "float32": ("f", 32),
-    "float64": ("f", 64),
-    "int8": ("i", 8),
-    "int16": ("i", 16),
-    "int32": ("i", 32),
-    "int64": ("i", 64),
-    "uint8": ("u", 8),
-}
-_DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
-                  "fp32": "float32", "double": "float64", "fp64": "float64"}
-INITS = ("randn", "randint", "uniform")
-ROLES = ("input", "output", "inout")
-#: what the tile probe does with an input (Tensor.probe)
-PROBES = ("mask", "whole")
-OUTPUT_INITS = ("zeros",)  # besides the default: how an output starts
-
-
-def normalize_dtype(dtype: Any) -> str:
-    """Return pipecheck's name for ``dtype`` (a string, a torch dtype or a NumPy/CuPy dtype).
-
-    Raises ValueError for a dtype pipecheck cannot poison and compare.
-    """
-    text = str(dtype)
-    for prefix in ("torch.", "<class 'numpy.", "numpy."):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    text = text.rstrip("'>").strip().lower()
-    text = _DTYPE_ALIASES.get(text, text)
-    if text not in DTYPES:
-        raise ValueError(f"unsupported dtype {dtype!r} (supported: {', '.join(DTYPES)})")
-    return text
-
-
-# ----------------------------------------------------------------------------- shapes
-
-
-class Shape(Mapping[str, int]):
-    """A frozen, hashable set of dimension sizes; ``str(shape)`` is the pytest id ``M129-N65-K200``."""
-
-    __slots__ = ("_items",)
-    _items: tuple[tuple[str, int], ...]
-
-    def __init__(self, dims: Mapping[str, int] | None = None, **kwargs: int) -> None:
-        merged = dict(dims or {})
-        merged.update(kwargs)
-        items = []
-        for name, value in merged.items():
-            if not isinstance(name, str) or not name:
-                raise PipecheckError(f"Shape dimension names must be non-empty strings, got {name!r}")
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise PipecheckError(f"Shape dimension {name}={value!r} must be an integer >= 1")
-            items.append((name, int(value)))
-        object.__setattr__(self, "_items", tuple(items))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Shape is immutable")
-
-    def __getitem__(self, key: str) -> int:
-        for name, value in self._items:
-            if name == key:
-                return value
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return (name for name, _ in self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._items))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Shape):
-            return dict(self._items) == dict(other._items)
-        if isinstance(other, Mapping):
-            return dict(self._items) == dict(other)
-        return NotImplemented
-
-    @property
-    def dims(self) -> dict[str, int]:
-        """A fresh ``dict`` of the sizes (safe to modify)."""
-        return dict(self._items)
-
-    @property
-    def id(self) -> str:
-        return "-".join(f"{name}{value}" for name, value in self._items)
-
-    def __str__(self) -> str:
-        return self.id
-
-    def __repr__(self) -> str:
-        return f"Shape({self.id})"
-
-    def replace(self, **changes: int) -> Shape:
-        """A copy with some sizes changed."""
-        dims = self.dims
-        dims.update(changes)
-        return Shape(dims)
-
-    @classmethod
-    def parse(cls, text: str) -> Shape:
-        """Parse an id such as ``M129-N65-K200`` back into a Shape."""
-        import re
-
-        dims: dict[str, int] = {}
-        for part in text.split("-"):
-            m = re.fullmatch(r"([A-Za-z_][A-Za-z_]*?)(\d+)", part.strip())
-            if not m:
-                raise PipecheckError(f"cannot parse shape {text!r}: {part!r} is not NAME<size> (e.g. M129)")
-            dims[m.group(1)] = int(m.group(2))
-        return cls(dims)
-
-
-def as_shape(shape: Shape | Mapping[str, int] | str, spec_name: str = "") -> Shape:
-    """Accept a Shape, a dict of sizes or an id string; raise a PipecheckError naming the spec."""
-    if isinstance(shape, Shape):
-        return shape
-    try:
-        if isinstance(shape, str):
-            return Shape.parse(shape)
-        if isinstance(shape, Mapping):
-            return Shape(shape)
-    except PipecheckError as exc:
-        raise PipecheckError(f"spec {spec_name!r}: {exc}") from None
-    raise PipecheckError(f"spec {spec_name!r}: a shape must be a Shape, a dict of sizes or an id like "
-                         f"'M129-N65', got {type(shape).__name__} {shape!r}")
-
-
-# ----------------------------------------------------------------------------- preconditions
-
-
-@dataclass(frozen=True, eq=False)
-class Divisible:
-    """The dimension must be a multiple of ``n`` (alignment for vector loads, TMA, ...)."""
-
-    dim: str
-    n: int
-    #: why, for messages: a spec adds one implied by a tensor's dimension expression (``K/8``) and says so
-    reason: str = ""
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Divisible):
-            return (self.dim, self.n) == (other.dim, other.n)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.dim, self.n))
-
-    def check(self, dims: Mapping[str, int]) -> str | None:
-        value = dims.get(self.dim)
-        if value is not None and value % self.n:
-            return f"{self.dim}={value} is not a multiple of {self.n}" + (f" ({self.reason})" if self.reason else "")
-        return None
-
-    def __str__(self) -> str:
-        return f"Divisible({self.dim!r}, {self.n})"
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class _Implied(Divisible):
-    """A Divisible the spec derived from a dimension expression (``K/8``): derived again whenever the spec is
-    built, so that ``dataclasses.replace(spec, constants=...)`` does not keep one of the old constants."""
-
-    def __repr__(self) -> str:
-        return f"Divisible(dim={self.dim!r}, n={self.n!r}, reason={self.reason!r})"
-
-
-@dataclass(frozen=True)
-class Range:
-    """The dimension must lie in ``[lo, hi]`` (inclusive)."""
-
-    dim: str
-    lo: int = 1
-    hi: int = 2**31 - 1
-
-    def check(self, dims: Mapping[str, int]) -> str | None:
-        value = dims.get(self.dim)
-        if value is not None and not self.lo <= value <= self.hi:
-            return f"{self.dim}={value} is outside [{self.lo}, {self.hi}]"
-        return None
-
-    def __str__(self) -> str:
-        return f"Range({self.dim!r}, {self.lo}, {self.hi})"
-
-
-# a Divisible, a Range, or a callable(dims) returning an error string (None or "" when it holds)
-Precondition = Divisible | Range | Callable[[Mapping[str, int]], Any]
-
-
-def _check_precondition(pre: Precondition, dims: Mapping[str, int]) -> str | None:
-    if isinstance(pre, (Divisible, Range)):
-        return pre.check(dims)
-    result = pre(dims)
-    if result is None or result is True or result == "":
-        return None
-    if result is False:
-        return f"precondition {getattr(pre, '__name__', repr(pre))} does not hold"
-    return str(result)
-
-
-# ----------------------------------------------------------------------------- tensors
 
 
 def _expr(text: str) -> Any:
@@ -325,76 +97,6 @@ def _expr(text: str) -> Any:
 
 def _shape_text(shape: Mapping[str, int]) -> str:
     return str(shape) if isinstance(shape, Shape) else "-".join(f"{k}{v}" for k, v in shape.items())
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """One kernel argument array: its name, named dimensions, dtype, role and how inputs are filled."""
-
-    #: the argument's name: the key in ``arrays``, the reference's result and every message
-    name: str
-    #: named dimensions, e.g. ``("M", "K")`` (a string ``"MK"`` reads as one name per letter), or expressions
-    #: of them, integer literals and the spec's ``constants``: ``("K/8", "N")``, ``("K/group", "N")``, ``("M", "2*N")``
-    #: (:mod:`pytest_pipecheck.model.dimexpr`)
-    dims: tuple[str, ...]
-    #: float16, bfloat16, float32, float64, int8, int16, int32, int64 or uint8 (torch dtypes accepted)
-    dtype: str = "float16"
-    #: ``"input"``, ``"output"`` (poisoned; every element must be written) or ``"inout"`` (updated in place:
-    #: holds its input values at the start, compared with the reference's post-call value after)
-    role: str = "input"
-    #: how an input is filled: ``"randn"`` (value patterns apply), ``"randint"`` (small integers), ``"uniform"``,
-    #: or ``init(shape, gen)`` / ``init(shape, gen, dims)``; for an output, ``"zeros"``: the caller zeroes it
-    #: before the launch (split-K atomics), so coverage compares values only
-    init: str | Callable[..., Any] = "randn"
-    #: memory layout: ``"contiguous"``, ``"padded"``, ``"transposed"``, ``"sliced"``, ``"offset"``, ``"strided"``
-    #: (padded plus the three variants), or a tuple of them (the first is the base, the rest are generated
-    #: variants); default: padded with the variants (spec form), contiguous (inputs of the wrapper form)
-    layout: str | Sequence[str] | None = None
-    #: what the tile probe does with an input along the loop dimension: ``"mask"`` (zero it outside the probed
-    #: tile) or ``"whole"`` (leave it as it is: an input with an invariant that zeroing would break, such as a
-    #: cumulative sum along the loop, a normalizer or indices)
-    probe: str = "mask"
-
-    def __post_init__(self) -> None:
-        # a list is fine; a string "MK" is read as the dims ("M", "K")
-        object.__setattr__(self, "dims", tuple(self.dims))
-
-    @property
-    def is_output(self) -> bool:
-        return self.role == "output"
-
-    @property
-    def is_inout(self) -> bool:
-        return self.role == "inout"
-
-    @property
-    def zeroed(self) -> bool:
-        """An output the caller zeroes before the launch (``init="zeros"``): it cannot be poisoned."""
-        return self.role == "output" and self.init == "zeros"
-
-    @property
-    def compared(self) -> bool:
-        """Whether its value after the launch is compared with the reference (outputs and inouts)."""
-        return self.role in ("output", "inout")
-
-    def init_takes_dims(self) -> bool:
-        """Whether a callable ``init`` takes the shape's sizes (a third parameter or a ``dims`` keyword)."""
-        if not callable(self.init):
-            return False
-        try:
-            params = list(inspect.signature(self.init).parameters.values())
-        except (TypeError, ValueError):
-            return False
-        if any(p.name == "dims" for p in params) or any(p.kind is p.VAR_POSITIONAL for p in params):
-            return True
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        return len(positional) >= 3
-
-    def shape(self, dims: Mapping[str, int]) -> tuple[int, ...]:
-        """Its sizes at ``dims``, which names every dimension (and constant) its expressions use; raises
-        ValueError for an expression that is not a positive whole size there. A spec's constants are
-        added by :meth:`KernelSpec.shape_of`, which also names the spec and the tensor in that error."""
-        return tuple(int(dims[d]) if d in dims else int(dimexpr.parse(d).value(dims)) for d in self.dims)
 
 
 # ----------------------------------------------------------------------------- the spec

@@ -62,7 +62,8 @@ from typing import TYPE_CHECKING, Any
 from .names import DEFAULT, EXTREME, PATTERNS, Pattern, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .spec import KernelSpec, Shape
+    from .shape import Shape
+    from .spec import KernelSpec
 
 # the table of patterns lives in .names, below the spec that names them; it is re-exported here
 __all__ = ["DEFAULT", "EXTREME", "PATTERNS", "Pattern", "applies", "names_for", "pair", "resolve"]

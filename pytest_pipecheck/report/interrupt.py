@@ -33,7 +33,7 @@ INTERRUPTED = "interrupted"
 FINISHED = "finished"
 STATES = (RUNNING, INTERRUPTED, FINISHED)
 
-_RUNNER = "pytest_pipecheck.sanitizer.runner"
+_CHILD_WATCH = "pytest_pipecheck.sanitizer.child_watch"
 
 
 @dataclass(frozen=True)
@@ -60,19 +60,20 @@ class SignalReceived(KeyboardInterrupt):
 def stop_children() -> None:
     """Kill the sanitizer children running now and refuse new ones, on every thread.
 
-    Only when the runner was imported: without it, no such child was started. No import here: this
-    runs in a signal handler, which must not wait for the import lock the main thread may hold.
+    Only when :mod:`pytest_pipecheck.sanitizer.child_watch` (which runs them) was imported: without it, no
+    such child was started. No import here: this runs in a signal handler, which must not wait for the
+    import lock the main thread may hold.
     """
-    runner = sys.modules.get(_RUNNER)
-    if runner is not None:
-        runner.stop_children()
+    watch = sys.modules.get(_CHILD_WATCH)
+    if watch is not None:
+        watch.stop_children()
 
 
 def allow_children() -> None:
     """Let the runner start children again (for the next session in this process)."""
-    runner = sys.modules.get(_RUNNER)
-    if runner is not None:
-        runner.allow_children()
+    watch = sys.modules.get(_CHILD_WATCH)
+    if watch is not None:
+        watch.allow_children()
 
 
 Handler = Callable[[int, FrameType | None], Any] | int | None

@@ -7,7 +7,7 @@ the network. matplotlib is imported inside the functions, through its object-ori
 can be written from a process that has another backend selected, and no global figure state leaks
 between reports. :func:`available` says whether plots can be drawn at all.
 
-The data passed in has been normalised by :mod:`pytest_pipecheck.report.html`; the functions
+The data passed in has been normalised by :mod:`pytest_pipecheck.report.html_details`; the functions
 still raise ``ValueError`` for input they cannot draw, and the caller shows that message in
 place of the plot.
 """

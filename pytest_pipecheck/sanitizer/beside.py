@@ -8,8 +8,8 @@ children on a thread of their own and goes on running tests (an xdist worker eac
   the children, several at once, rather than by the parent, one after another);
 * its reports are held, not logged, until the children that judge it have ended; then its verdicts are
   recorded and its reports made to agree with them, in the order the tests were collected
-  (``SanitizerPlugin._flush_held``). The verdicts are the same children's, decided the same way: only when
-  the parent's tests run, and when their reports go out, changes.
+  (``held_reports.HeldReports._flush_held``). The verdicts are the same children's, decided the same way:
+  only when the parent's tests run, and when their reports go out, changes.
 
 An xdist worker's controller counts a test as run when its run ends and takes its reports when they come;
 the worker sends a held test's reports as that test's (``xdist_hooks.reporting_as``). Where reports cannot

@@ -4,7 +4,7 @@ A sanitizer child runs each test under the tool, and the first launch of a kerne
 autotuned kernel: every config) and loads its binary, which the tool instruments. On an H200 the first
 test of an autotuned fla-core kernel spent most of its 60.7 s under racecheck compiling, against a
 watchdog meant for a kernel that never finishes. So the child says when Triton is compiling: the runner
-(:func:`.runner.run_child`) stops the test's clock from :data:`.parse.COMPILE_BEGIN` to
+(:func:`.child_watch.run_child`) stops the test's clock from :data:`.parse.COMPILE_BEGIN` to
 :data:`.parse.COMPILE_END` and bounds each such stretch on its own (its compile cap), so that a compiler
 that hangs is still caught, as a compile hang.
 

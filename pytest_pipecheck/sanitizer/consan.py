@@ -58,18 +58,11 @@ from typing import Any
 from .. import children
 from ..reproduce import shell_line
 from ..results import Verdict
+from .child_command import BatchSpec
+from .child_watch import COMPILE_CAP, ChildGroup, ChildRun, run_child
+from .launches import read_metadata_group
 from .parse import Segment, split_markers
-from .runner import (
-    COMPILE_CAP,
-    BatchSpec,
-    ChildGroup,
-    ChildRun,
-    TestOutcome,
-    budget_exhausted,
-    hang_summary,
-    no_progress,
-    run_child,
-)
+from .tool_outcomes import TestOutcome, budget_exhausted, hang_summary, no_progress
 
 __all__ = [
     "KNOB_ENV",
@@ -205,20 +198,8 @@ def evidence_from_binary(name: str, metadata: Mapping[str, Any] | None, cubin: b
 def evidence_from_group(name: str, metadata_group: Mapping[str, str] | None) -> KernelEvidence:
     """The evidence of a kernel from the files Triton loaded it from (its cache entry: the
     ``metadata_group`` that ``kernel_load_end_hook`` receives, file name -> path)."""
-    metadata: dict[str, Any] | None = None
-    cubin: bytes | None = None
-    problems = []
-    for fname, path in (metadata_group or {}).items():
-        try:
-            if fname.endswith(".json") and not fname.startswith("__grp__"):
-                with open(path, encoding="utf-8") as fh:
-                    metadata = json.load(fh)
-            elif fname.endswith(".cubin"):
-                with open(path, "rb") as fh:
-                    cubin = fh.read()
-        except (OSError, ValueError) as exc:
-            problems.append(f"{fname}: {type(exc).__name__}: {exc}")
-    ev = evidence_from_binary(name, metadata, cubin)
+    metadata, files, problems = read_metadata_group(metadata_group, ".cubin")
+    ev = evidence_from_binary(name, metadata, files.get(".cubin"))
     if problems:
         ev = KernelEvidence(ev.name, ev.mode, ev.checks, "; ".join(filter(None, [ev.problem, *problems])))
     return ev

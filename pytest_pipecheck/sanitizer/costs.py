@@ -1,7 +1,7 @@
 """What each test costs, remembered between runs, and shares balanced by it.
 
-Under pytest-xdist each worker sanitizes one share of the collection in one child per tool
-(pytest_hooks.py) and then runs the share's tests normally. When a worker is done depends on both: a test
+Under pytest-xdist each worker sanitizes one share of the collection (shares.py) in one child per tool
+(batches.py) and then runs the share's tests normally. When a worker is done depends on both: a test
 costs its worker its normal run (setup, call and teardown: compiling, the reference, the checks) plus the
 seconds its sanitizer children spent on it. Shares balanced by the sanitizer seconds alone pile the tests
 that are cheap under the sanitizer but long in their normal run onto one worker.
@@ -43,7 +43,7 @@ __all__ = ["CACHE_KEY", "MAX_AUTO_CHILDREN", "RUN_KEY", "SANITIZER_PROPERTY", "R
 CACHE_KEY = "pipecheck/sanitizer-seconds"
 RUN_KEY = "pipecheck/run-seconds"
 #: the user property under which a test's report carries the sanitizer seconds pipecheck added to its call
-#: duration under pytest-split's ``--store-durations`` (pytest_hooks.py)
+#: duration under pytest-split's ``--store-durations`` (held_reports.py)
 SANITIZER_PROPERTY = "pipecheck.sanitizer_seconds"
 _MAX_ENTRIES = 20000  # bound the cache entry: the newest tests win
 #: ``sanitizer_jobs = auto`` starts at most this many children at once

@@ -49,7 +49,7 @@ from typing import Any
 
 from .parse import LAUNCH, Segment
 
-__all__ = ["KernelFacts", "Recorder", "facts_from_group", "facts_from_ir", "kernel_facts"]
+__all__ = ["KernelFacts", "Recorder", "facts_from_group", "facts_from_ir", "kernel_facts", "read_metadata_group"]
 
 #: the op itself (custom or generic form), not ``ttg.warp_specialize.partitions`` nor a loop attribute
 _WS_OP = re.compile(r'(?<![\w."])"?ttg\.warp_specialize"?\(')
@@ -207,27 +207,37 @@ def facts_from_ir(name: str, metadata: Mapping[str, Any] | None, ttgir: str | No
     return dataclasses.replace(facts, dispatch_offset=offset, problem="; ".join(said))
 
 
-def facts_from_group(name: str, metadata_group: Mapping[str, str] | None) -> KernelFacts:
-    """The facts of a kernel from the files Triton loaded it from (the ``metadata_group`` that
-    ``kernel_load_end_hook`` receives: file name -> path)."""
+def read_metadata_group(metadata_group: Mapping[str, str] | None,
+                        *suffixes: str) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
+    """Read the files Triton loaded a kernel from (the ``metadata_group`` that ``kernel_load_end_hook``
+    receives: file name -> path): its metadata JSON (the one that is not a ``__grp__`` file), the content
+    of each file whose name ends in one of ``suffixes`` (bytes for ``.cubin``, text otherwise) keyed by
+    that suffix, and one line per file that could not be read."""
     metadata: dict[str, Any] | None = None
-    ttgir: str | None = None
-    llir: str | None = None
+    files: dict[str, Any] = {}
     problems = []
     for fname, path in (metadata_group or {}).items():
+        suffix = next((s for s in suffixes if fname.endswith(s)), None)
         try:
             if fname.endswith(".json") and not fname.startswith("__grp__"):
                 with open(path, encoding="utf-8") as fh:
                     metadata = json.load(fh)
-            elif fname.endswith(".ttgir"):
+            elif suffix == ".cubin":
+                with open(path, "rb") as fh:
+                    files[suffix] = fh.read()
+            elif suffix is not None:
                 with open(path, encoding="utf-8", errors="replace") as fh:
-                    ttgir = fh.read()
-            elif fname.endswith(".llir"):
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    llir = fh.read()
+                    files[suffix] = fh.read()
         except (OSError, ValueError) as exc:
             problems.append(f"{fname}: {type(exc).__name__}: {exc}")
-    return facts_from_ir(name, metadata, ttgir, llir, tuple(problems))
+    return metadata, files, problems
+
+
+def facts_from_group(name: str, metadata_group: Mapping[str, str] | None) -> KernelFacts:
+    """The facts of a kernel from the files Triton loaded it from (the ``metadata_group`` that
+    ``kernel_load_end_hook`` receives: file name -> path)."""
+    metadata, files, problems = read_metadata_group(metadata_group, ".ttgir", ".llir")
+    return facts_from_ir(name, metadata, files.get(".ttgir"), files.get(".llir"), tuple(problems))
 
 
 class Recorder:

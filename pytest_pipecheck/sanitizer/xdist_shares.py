@@ -9,7 +9,7 @@ is the same on every worker and on the controller, from the costs in pytest's ca
 durations file, which all of them read before any test runs (costs.py), and under ``--dist loadgroup``
 from the xdist groups the workers collected (xdist_hooks.py). What the run's ``--dist`` mode keeps on
 one worker (an xdist group, a module, a class) is never cut into two shares, so this scheduler keeps it
-on one worker too (pytest_hooks.shares_for).
+on one worker too (shares.shares_for).
 Imported only when xdist asks for a scheduler, or on an xdist controller.
 """
 

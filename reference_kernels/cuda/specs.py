@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_pipecheck.model.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 from .launch import KERNELS, CudaKernel, gemm, source_stages
 

@@ -87,7 +87,7 @@ def test_reference_kernel_at_a_large_ragged_shape(pipecheck, name) -> None:
     pytest.importorskip("cupy")
     _require_shared_memory(name)
     _record_exclusions(pipecheck, name)
-    from pytest_pipecheck.model.spec import Shape
+    from pytest_pipecheck.model.shape import Shape
 
     pipecheck.check_coverage(SPECS[name], Shape(M=1000, N=777, K=32 * 9 + 5))
 

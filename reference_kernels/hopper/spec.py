@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_pipecheck.model.spec import Divisible, KernelSpec, Tensor
+from pytest_pipecheck.model.preconditions import Divisible
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 from .launch import BK, Variant, gemm
 

@@ -34,7 +34,9 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from pytest_pipecheck.model.spec import KernelSpec, Range, Tensor
+from pytest_pipecheck.model.preconditions import Range
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 __all__ = ["attention_kernel", "flash_attention_spec", "launch", "reference"]
 

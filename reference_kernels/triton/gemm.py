@@ -90,7 +90,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from pytest_pipecheck.model.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 __all__ = ["CPU_CONFIG", "GPU_CONFIG", "GPU_CONFIGS", "PATHS", "PATH_SWITCHES", "gemm", "gemm_kernel", "gemm_spec",
            "gpu_config", "launch_gemm", "reference", "select_path", "tma_unavailable_reason"]

@@ -29,7 +29,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from pytest_pipecheck.model.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 __all__ = ["SCALE", "launch", "reference", "staged_elementwise_kernel", "staged_elementwise_spec"]
 

@@ -48,7 +48,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +60,8 @@ ROOT = HERE.parents[1]
 for _path in (ROOT, ROOT / "scripts"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+from compare_sessions import git, plugin_elsewhere, run_session  # noqa: E402 (scripts/, on the path above)
 
 SLOWDOWN = 0.03  # the "slow" scenario; "slow2" is SLOWDOWN_2
 SLOWDOWN_2 = 0.02
@@ -201,9 +202,7 @@ def _load(name: str, path: Path) -> Any:
 
 
 def _git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "cg", "GIT_AUTHOR_EMAIL": "cg@localhost", "GIT_COMMITTER_NAME": "cg",
-           "GIT_COMMITTER_EMAIL": "cg@localhost"}
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
+    git(repo, *args, who="cg")
 
 
 def _sizes(base: dict[str, Any], slowdown: float) -> dict[str, Any]:
@@ -230,13 +229,7 @@ def _session(repo: Path, outdir: Path, label: str, scenario: str, args: list[str
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE", f"--pipecheck-json={report}",
            f"--junitxml={junit}", "test_cg.py", *args, *(["--pipecheck-tier=cpu"] if rehearsal else [])]
     t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=left)
-        rc: int | str = proc.returncode
-        tail = (proc.stdout + proc.stderr)[-3000:]
-    except subprocess.TimeoutExpired as exc:
-        rc = "timeout"
-        tail = str(exc.stdout or "")[-3000:]
+    rc, tail = run_session(cmd, repo, env, left, 3000)
     wall = time.monotonic() - t0
     out: dict[str, Any] = {"label": label, "scenario": scenario, "args": args, "rc": rc, "wall_s": wall,
                            "checks": [], "durations_s": {}}
@@ -375,13 +368,8 @@ def main() -> int:
     import torch
     import triton
 
-    import pytest_pipecheck
-
-    if not Path(pytest_pipecheck.__file__).resolve().is_relative_to(ROOT):
-        # the sessions load the installed plugin (its entry point) and import reference_kernels from it
-        print(f"compare_gate_rates: the installed pytest_pipecheck ({pytest_pipecheck.__file__}) is not this "
-              f"checkout's ({ROOT}); install it with `python3 -m pip install -e .` (scripts/gpu-check.sh does)",
-              file=sys.stderr)
+    # the sessions load the installed plugin (its entry point) and import reference_kernels from it
+    if plugin_elsewhere("compare_gate_rates"):
         return 2
     if args.cpu_rehearsal:
         # whole multiples of the sizes' rounding, so that +2% and +3% stay +2% and +3%

@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +40,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
+
+from compare_sessions import git, plugin_elsewhere, run_session  # noqa: E402 (scripts/, on the path above)
 
 N_ELEMENTS = 1 << 24  # REV's add: about 200 MB of traffic, tens of microseconds on an H100 or H200
 
@@ -81,29 +84,30 @@ def test_add(pipecheck):
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "csb", "GIT_AUTHOR_EMAIL": "csb@localhost", "GIT_COMMITTER_NAME": "csb",
-           "GIT_COMMITTER_EMAIL": "csb@localhost"}
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout.strip()
+    return git(repo, *args, who="csb")
 
 
-def _library(where: Path, factor: float) -> Path:
+def _repo(where: Path, files: dict[str, str], message: str, submodule: Path | None = None) -> Path:
+    """A new repository at ``where`` with ``files`` (name -> text), and ``submodule`` as its submodule ``kern``
+    when given, committed as ``message``."""
     where.mkdir(parents=True)
     _git(where, "init", "-q")
-    (where / "__init__.py").write_text("")
-    (where / "kernel.py").write_text(KERNEL.format(factor=factor, n=N_ELEMENTS))
+    if submodule is not None:
+        _git(where, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(submodule), "kern")
+    for name, text in files.items():
+        (where / name).write_text(text)
     _git(where, "add", "-A")
-    _git(where, "commit", "-q", "-m", f"kernel x{factor}")
+    _git(where, "commit", "-q", "-m", message)
     return where
 
 
+def _library(where: Path, factor: float) -> Path:
+    return _repo(where, {"__init__.py": "", "kernel.py": KERNEL.format(factor=factor, n=N_ELEMENTS)},
+                 f"kernel x{factor}")
+
+
 def _superproject(where: Path, library: Path) -> Path:
-    where.mkdir(parents=True)
-    _git(where, "init", "-q")
-    _git(where, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "kern")
-    (where / "pytest.ini").write_text("[pytest]\n")
-    (where / "test_k.py").write_text(TEST)
-    _git(where, "add", "-A")
-    _git(where, "commit", "-q", "-m", "base")
+    _repo(where, {"pytest.ini": "[pytest]\n", "test_k.py": TEST}, "base", submodule=library)
     _git(where, "tag", "base")
     return where
 
@@ -127,12 +131,7 @@ def _session(repo: Path, outdir: Path, label: str, rev: str, deadline: float, re
            f"--pipecheck-compare={rev}", "--pipecheck-baseline-dir=none", "test_k.py",
            *(["--pipecheck-tier=cpu"] if rehearsal else [])]
     t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=left)
-        rc: int | str = proc.returncode
-        tail = (proc.stdout + proc.stderr)[-4000:]
-    except subprocess.TimeoutExpired as exc:
-        rc, tail = "timeout", str(exc.stdout or "")[-4000:]
+    rc, tail = run_session(cmd, repo, env, left, 4000)
     (outdir / f"{label}.log").write_text(tail)
     out: dict[str, Any] = {"label": label, "rc": rc, "wall_s": time.monotonic() - t0}
     try:
@@ -181,12 +180,7 @@ def main() -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     import torch
 
-    import pytest_pipecheck
-
-    if not Path(pytest_pipecheck.__file__).resolve().is_relative_to(ROOT):
-        print(f"compare_submodule_bump: the installed pytest_pipecheck ({pytest_pipecheck.__file__}) is not this "
-              f"checkout's ({ROOT}); install it with `python3 -m pip install -e .` (scripts/gpu-check.sh does)",
-              file=sys.stderr)
+    if plugin_elsewhere("compare_submodule_bump"):
         return 2
     if not args.cpu_rehearsal and not torch.cuda.is_available():
         print("compare_submodule_bump: needs a CUDA GPU; --cpu-rehearsal checks the script alone", file=sys.stderr)
@@ -213,13 +207,8 @@ def main() -> int:
         scenarios.append(_session(top, outdir, "commit-not-here", "rev", deadline, args.cpu_rehearsal))
         _expect(scenarios[-1], "error", f"REV records its commit {gone[:10]}, which is not in its local repository")
         # 4: REV's test imports a module only the head's checkout has
-        top = work / "local"
-        top.mkdir()
-        _git(top, "init", "-q")
-        (top / "pytest.ini").write_text("[pytest]\n")
-        (top / "test_k.py").write_text(HEAD_MODULE_TEST)
-        _git(top, "add", "-A")
-        _git(top, "commit", "-q", "-m", "the test, without its kernel")
+        top = _repo(work / "local", {"pytest.ini": "[pytest]\n", "test_k.py": HEAD_MODULE_TEST},
+                    "the test, without its kernel")
         (top / "local_kernel.py").write_text(KERNEL.format(factor=1.5, n=N_ELEMENTS))
         path = os.pathsep.join(filter(None, [str(top), os.environ.get("PYTHONPATH")]))
         scenarios.append(_session(top, outdir, "head-module", "HEAD", deadline, args.cpu_rehearsal,

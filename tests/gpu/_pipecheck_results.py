@@ -1,25 +1,42 @@
 """Shared by the GPU tests that run pipecheck on target files in a pytester subprocess: a conftest that
-prints every check result of the inner run as one line, and the reader of those lines."""
+prints every check result of the inner run as one line, and the reader of those lines (the plugin tests'
+own, from tests/plugin/_sanitizer_fake.py); the skip without compute-sanitizer, and the inner run's output,
+kept as GPU evidence where PIPECHECK_EVIDENCE_DIR is set."""
 
 from __future__ import annotations
 
-DUMPER = '''
+import os
+import shutil
+from pathlib import Path
+
 import pytest
+from plugin._sanitizer_fake import RESULT_PRINTER
+from plugin._sanitizer_fake import _results as results
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report):
-    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
-        return
-    for r in report.pipecheck_results:
-        print(f"\\nRESULT {report.nodeid} {r['check']} {r['verdict']} {r['summary']}")
-'''
+__all__ = ["DUMPER", "keep_output", "needs_compute_sanitizer", "results"]
+
+DUMPER = "\nimport pytest\n" + RESULT_PRINTER
 
 
-def results(text: str) -> dict[tuple[str, str], tuple[str, str]]:
-    """{(test name, check): (verdict, summary)} from the RESULT lines of the inner run's output."""
-    out: dict[tuple[str, str], tuple[str, str]] = {}
-    for line in text.splitlines():
-        if line.startswith("RESULT "):
-            _, nodeid, check, verdict, summary = line.split(" ", 4)
-            out[(nodeid.rsplit("::", 1)[-1], check)] = (verdict, summary)
-    return out
+def needs_compute_sanitizer(*modules: str) -> None:
+    """Skips the calling test where one of ``modules`` cannot be imported (pytest.importorskip, in order) or
+    compute-sanitizer is not found."""
+    for module in modules:
+        pytest.importorskip(module)
+    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
+
+    if find_compute_sanitizer() is None:
+        pytest.skip("compute-sanitizer not found")
+
+
+def keep_output(result: pytest.RunResult, evidence: str, copies: dict[str, Path] | None = None) -> str:
+    """The inner run's stdout and stderr as one text, kept as GPU evidence where PIPECHECK_EVIDENCE_DIR is set:
+    written there as the file ``evidence``, with each file of ``copies`` ({name there: file}) copied beside it."""
+    text = result.stdout.str() + "\n" + result.stderr.str()
+    folder = os.environ.get("PIPECHECK_EVIDENCE_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / evidence).write_text(text)
+        for name, path in (copies or {}).items():
+            shutil.copy(path, Path(folder) / name)
+    return text

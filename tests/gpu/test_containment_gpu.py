@@ -9,12 +9,11 @@ are written there (the GPU evidence of containment). Skipped without a GPU.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from _pipecheck_results import keep_output, needs_compute_sanitizer
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "fault_targets" / "fault_suite.py"
@@ -22,20 +21,11 @@ SUITE = HERE / "fault_targets" / "fault_suite.py"
 
 @pytest.mark.gpu
 def test_fault_is_contained_and_triaged(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("triton")
-    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
-
-    if find_compute_sanitizer() is None:
-        pytest.skip("compute-sanitizer not found")
+    needs_compute_sanitizer("triton")
     pytester.makepyfile(test_fault_suite=SUITE.read_text())
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-tier=gpu", "-p", "no:cacheprovider", "-rA",
                                            "--pipecheck-json=fault.json", timeout=540)
-    text = result.stdout.str() + "\n" + result.stderr.str()
-    evidence = os.environ.get("PIPECHECK_EVIDENCE_DIR")
-    if evidence:
-        Path(evidence).mkdir(parents=True, exist_ok=True)
-        (Path(evidence) / "containment-output.txt").write_text(text)
-        shutil.copy(pytester.path / "fault.json", Path(evidence) / "containment.json")
+    text = keep_output(result, "containment-output.txt", {"containment.json": pytester.path / "fault.json"})
     outcomes = {m.group(2): m.group(1) for m in re.finditer(r"^(PASSED|FAILED|ERROR) \S*?::(\S+)", text, re.M)}
     fault_line = next(i for i, ln in enumerate(SUITE.read_text().splitlines(), 1) if "# FAULT:" in ln)
     assert outcomes.get("test_faults") == "FAILED", text[-6000:]

@@ -40,7 +40,7 @@ BATCH_TIMEOUT = 420
 def test_probe_mutant_is_caught(pipecheck, name: str) -> None:
     pipecheck.require_gpu("mutant", kernel=name)
     pytest.importorskip("cupy")
-    from pytest_pipecheck.model.spec import Shape
+    from pytest_pipecheck.model.shape import Shape
     from reference_kernels.cuda.specs import SPECS, mutant_spec
 
     m = MUTANTS[name]

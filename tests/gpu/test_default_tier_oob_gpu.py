@@ -11,11 +11,10 @@ compute-sanitizer; skipped with the reason otherwise.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from _pipecheck_results import DUMPER, results
+from _pipecheck_results import DUMPER, keep_output, needs_compute_sanitizer, results
 
 HERE = Path(__file__).resolve().parent
 TARGETS = HERE / "memcheck_targets" / "default_tier_oob.py"
@@ -35,23 +34,15 @@ EXPECT = {
 
 @pytest.mark.gpu
 def test_default_tools_fail_discarded_reads_past_a_tensor(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("triton")
-    pytest.importorskip("cupy")
+    needs_compute_sanitizer("triton", "cupy")
     from pytest_pipecheck.config import DEFAULT_SANITIZER_TOOLS
-    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
 
-    if find_compute_sanitizer() is None:
-        pytest.skip("compute-sanitizer not found")
     assert "memcheck" in DEFAULT_SANITIZER_TOOLS
     pytester.makeconftest(DUMPER)
     pytester.makepyfile(test_default_tier_oob=TARGETS.read_text())
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-tier=gpu", "-p", "no:cacheprovider", "-rA",
                                            timeout=540)
-    text = result.stdout.str() + "\n" + result.stderr.str()
-    evidence = os.environ.get("PIPECHECK_EVIDENCE_DIR")
-    if evidence:
-        Path(evidence).mkdir(parents=True, exist_ok=True)
-        (Path(evidence) / "default-tier-oob-output.txt").write_text(text)
+    text = keep_output(result, "default-tier-oob-output.txt")
     res = results(text)
     for kernel, (tensor, cause, bound) in EXPECT.items():
         mutant, twin = f"test_mutant[{kernel}]", f"test_twin[{kernel}]"

@@ -9,10 +9,10 @@ otherwise.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from _pipecheck_results import keep_output, needs_compute_sanitizer
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE.parent / "plugin"
@@ -53,19 +53,11 @@ def test_twin(pipecheck, K):
 
 
 def _inner(pytester: pytest.Pytester, name: str, text: str) -> tuple[pytest.RunResult, dict, str]:
-    pytest.importorskip("torch")
-    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
-
-    if find_compute_sanitizer() is None:
-        pytest.skip("compute-sanitizer not found")
+    needs_compute_sanitizer("torch")
     pytester.makepyfile(**{name: text})
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-tier=gpu", "-p", "no:cacheprovider", "-rA",
                                            "--pipecheck-json=r.json", "--pipecheck-markdown=r.md", timeout=400)
-    out = result.stdout.str() + "\n" + result.stderr.str()
-    evidence = os.environ.get("PIPECHECK_EVIDENCE_DIR")
-    if evidence:
-        Path(evidence).mkdir(parents=True, exist_ok=True)
-        (Path(evidence) / f"first-day-{name}.txt").write_text(out)
+    keep_output(result, f"first-day-{name}.txt")
     doc = json.loads((pytester.path / "r.json").read_text())
     return result, doc, (pytester.path / "r.md").read_text().splitlines()[0]
 

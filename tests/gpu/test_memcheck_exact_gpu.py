@@ -10,12 +10,11 @@ CUDA GPU and compute-sanitizer; skipped with the reason otherwise.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
-from _pipecheck_results import DUMPER, results
+from _pipecheck_results import DUMPER, keep_output, needs_compute_sanitizer, results
 
 HERE = Path(__file__).resolve().parent
 TARGETS = HERE / "memcheck_targets" / "oob_reads.py"
@@ -23,20 +22,12 @@ TARGETS = HERE / "memcheck_targets" / "oob_reads.py"
 
 @pytest.mark.gpu
 def test_memcheck_names_the_tensor_a_discarded_read_is_past(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("triton")
-    from pytest_pipecheck.sanitizer.locate import find_compute_sanitizer
-
-    if find_compute_sanitizer() is None:
-        pytest.skip("compute-sanitizer not found")
+    needs_compute_sanitizer("triton")
     pytester.makeconftest(DUMPER)
     pytester.makepyfile(test_oob_reads=TARGETS.read_text())
     result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-tier=gpu", "--pipecheck-sanitizer=memcheck",
                                            "-p", "no:cacheprovider", "-rA", timeout=540)
-    text = result.stdout.str() + "\n" + result.stderr.str()
-    evidence = os.environ.get("PIPECHECK_EVIDENCE_DIR")
-    if evidence:
-        Path(evidence).mkdir(parents=True, exist_ok=True)
-        (Path(evidence) / "memcheck-exact-output.txt").write_text(text)
+    text = keep_output(result, "memcheck-exact-output.txt")
     res = results(text)
     # the line of the bug itself (the docstring mentions the marker too)
     bug_line = next(i for i, ln in enumerate(TARGETS.read_text().splitlines(), 1) if "# BUG:" in ln)

@@ -30,6 +30,20 @@ def wait_for(path, seconds=None):
     return os.path.exists(path)
 '''
 
+#: for a conftest of a pytester run (which imports pytest): a hook that prints every check result of the inner run
+#: as one line, ``RESULT nodeid check verdict summary``, for :func:`_results` to read back
+RESULT_PRINTER = '''
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    # print every check result so the test can assert on it
+    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
+        return
+    for r in report.pipecheck_results:
+        print(f"\\nRESULT {report.nodeid} {r['check']} {r['verdict']} {r['summary']}")
+'''
+
+#: a str.format template (``fake_gpu``): a conftest that makes the run look like the GPU tier (with a fake H100
+#: where ``fake_gpu``) and prints the check results (RESULT_PRINTER, its braces doubled for the template)
 GPU_CONFTEST = '''
 import pytest
 import pytest_pipecheck.device as _device
@@ -47,16 +61,7 @@ except ImportError:  # the summary module is not there yet: a stub keeps the run
     stub = types.ModuleType("pytest_pipecheck.report.terminal")
     stub.write_summary = lambda *a, **k: None
     sys.modules["pytest_pipecheck.report.terminal"] = stub
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report):
-    # print every check result so the test can assert on it
-    if report.when == "teardown" or not getattr(report, "pipecheck_results", None):
-        return
-    import pytest_pipecheck.plugin  # noqa: F401
-    for r in report.pipecheck_results:
-        print(f"\\nRESULT {{report.nodeid}} {{r['check']}} {{r['verdict']}} {{r['summary']}}")
-'''
+''' + RESULT_PRINTER.replace("{", "{{").replace("}", "}}")
 
 
 def _fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, object]) -> Path:
@@ -76,7 +81,8 @@ def _fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: dict[str, objec
 
 
 def _results(stdout: str) -> dict[tuple[str, str], tuple[str, str]]:
-    out = {}
+    """{(test name, check): (verdict, summary)} from the RESULT lines (RESULT_PRINTER's) of the inner run's output."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             _, nodeid, check, verdict, summary = line.split(" ", 4)

@@ -67,6 +67,21 @@ def _bump(top: Path, factor: float) -> str:
     return _out(sub, "rev-parse", "HEAD")
 
 
+def _rev_and_head(pytester: pytest.Pytester, rev_test: str, gitattributes: str | None = None) -> None:
+    """pytester's directory as a repository whose one commit, REV, holds REV's kernel (FACTOR 1.0), ``rev_test``
+    as test_k.py and, where given, ``gitattributes`` as its .gitattributes; the working tree over it is the
+    head's: kernel.py with FACTOR 1.5 and TESTS as test_k.py, not committed."""
+    _git(pytester.path, "init", "-q")
+    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.0, mode="ok"))
+    (pytester.path / "test_k.py").write_text(rev_test)
+    if gitattributes is not None:
+        (pytester.path / ".gitattributes").write_text(gitattributes)
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-q", "-m", "REV")
+    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.5, mode="ok"))
+    (pytester.path / "test_k.py").write_text(TESTS)
+
+
 def test_a_submodule_bump_to_a_slower_kernel_fails_against_rev(pytester: pytest.Pytester, seam: None,
                                                                tmp_path_factory: pytest.TempPathFactory) -> None:
     upstream = _kernel_repo(tmp_path_factory.mktemp("up") / "kern", 1.0)
@@ -139,13 +154,7 @@ def test_a_module_imported_from_the_head_checkout_is_an_error_naming_it(pytester
 )
 def test_a_rev_that_could_not_be_timed_is_an_error_not_new(pytester: pytest.Pytester, seam: None,
                                                            rev_test: str, said: str) -> None:
-    _git(pytester.path, "init", "-q")
-    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.0, mode="ok"))
-    (pytester.path / "test_k.py").write_text(rev_test)
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-q", "-m", "REV")
-    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.5, mode="ok"))
-    (pytester.path / "test_k.py").write_text(TESTS)
+    _rev_and_head(pytester, rev_test)
     result = _run(pytester, "--pipecheck-compare=HEAD")
     result.assert_outcomes(failed=1)
     perf = _perf(pytester)["test_k.py::test_gemm[a]"]
@@ -154,13 +163,7 @@ def test_a_rev_that_could_not_be_timed_is_an_error_not_new(pytester: pytest.Pyte
 
 
 def test_a_test_file_left_out_by_export_ignore_is_an_error_not_new(pytester: pytest.Pytester, seam: None) -> None:
-    _git(pytester.path, "init", "-q")
-    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.0, mode="ok"))
-    (pytester.path / "test_k.py").write_text(TESTS)
-    (pytester.path / ".gitattributes").write_text("test_k.py export-ignore\n")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-q", "-m", "REV")
-    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.5, mode="ok"))
+    _rev_and_head(pytester, TESTS, gitattributes="test_k.py export-ignore\n")
     result = _run(pytester, "--pipecheck-compare=HEAD")
     result.assert_outcomes(failed=1)
     perf = _perf(pytester)["test_k.py::test_gemm[a]"]
@@ -170,13 +173,7 @@ def test_a_test_file_left_out_by_export_ignore_is_an_error_not_new(pytester: pyt
 
 def test_what_rev_genuinely_lacks_stays_new(pytester: pytest.Pytester, seam: None) -> None:
     # the counterpart of the errors above: a REV test that runs to the end and passes without the case
-    _git(pytester.path, "init", "-q")
-    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.0, mode="ok"))
-    (pytester.path / "test_k.py").write_text("def test_gemm(pipecheck):\n    pass\n")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-q", "-m", "REV")
-    (pytester.path / "kernel.py").write_text(KERNEL.format(factor=1.5, mode="ok"))
-    (pytester.path / "test_k.py").write_text(TESTS)
+    _rev_and_head(pytester, "def test_gemm(pipecheck):\n    pass\n")
     result = _run(pytester, "--pipecheck-compare=HEAD")
     result.assert_outcomes(passed=1)
     perf = _perf(pytester)["test_k.py::test_gemm[a]"]

@@ -101,14 +101,20 @@ def _outcomes(stdout: str) -> dict[str, str]:
     return out
 
 
+def _run_on_fake_cuda(pytester: pytest.Pytester, *args: str, **modules: str) -> pytest.RunResult:
+    """One pytest subprocess over the test modules ``modules`` ({name: source}), with the fake CUDA context as
+    its conftest: pipecheck on, no sanitizer, ``-rA``, then ``args``."""
+    pytester.makeconftest(FAKE_CUDA)
+    pytester.makepyfile(**modules)
+    return pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
+                                         "-rA", *args)
+
+
 def test_fault_fails_its_test_and_later_tests_get_their_own_verdicts(pytester: pytest.Pytester,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # the fault is a stand-in: on a machine with a GPU the triage would re-run it on the real device
     monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
-    pytester.makeconftest(FAKE_CUDA)
-    pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
-                                           "-rA", "--pipecheck-json=r.json")
+    result = _run_on_fake_cuda(pytester, "--pipecheck-json=r.json", test_suite=SUITE)
     out = result.stdout.str()
     assert _outcomes(out) == {"test_before": "PASSED", "test_faults": "FAILED", "test_after_one": "PASSED",
                               "test_after_own_failure": "FAILED", "test_after_two": "PASSED"}, out
@@ -130,8 +136,7 @@ def test_fault_fails_its_test_and_later_tests_get_their_own_verdicts(pytester: p
 
 
 def test_a_relay_child_that_faults_hands_the_rest_to_the_next(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(FAKE_CUDA)
-    pytester.makepyfile(test_chain='''
+    result = _run_on_fake_cuda(pytester, test_chain='''
         def test_a(pipecheck, gpu):
             gpu.fault()
 
@@ -147,8 +152,6 @@ def test_a_relay_child_that_faults_hands_the_rest_to_the_next(pytester: pytest.P
         def test_e(pipecheck, gpu):
             gpu.run()
     ''')
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
-                                           "-rA")
     out = result.stdout.str()
     assert _outcomes(out) == {"test_a": "FAILED", "test_b": "PASSED", "test_c": "FAILED", "test_d": "PASSED",
                               "test_e": "PASSED"}, out
@@ -159,8 +162,7 @@ def test_a_relay_child_that_faults_hands_the_rest_to_the_next(pytester: pytest.P
 
 
 def test_a_relay_child_that_dies_fails_the_test_it_was_running(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(FAKE_CUDA)
-    pytester.makepyfile(test_die='''
+    result = _run_on_fake_cuda(pytester, test_die='''
         import os
 
         def test_a(pipecheck, gpu):
@@ -172,8 +174,6 @@ def test_a_relay_child_that_dies_fails_the_test_it_was_running(pytester: pytest.
         def test_c(pipecheck, gpu):
             gpu.run()
     ''')
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
-                                           "-rA")
     out = result.stdout.str()
     assert _outcomes(out) == {"test_a": "FAILED", "test_b": "FAILED", "test_c": "PASSED"}, out
     assert "died while running this test (exit status 3)" in out
@@ -312,10 +312,7 @@ def test_cupy_imported_but_cuda_never_initialized_is_no_context(monkeypatch: pyt
 
 def test_under_xdist_a_faulting_worker_relays_the_rest(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
-    pytester.makeconftest(FAKE_CUDA)
-    pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--pipecheck", "--pipecheck-sanitizer=none",
-                                           "-p", "no:cacheprovider", "-rA")
+    result = _run_on_fake_cuda(pytester, "-n", "2", "--dist", "loadfile", test_suite=SUITE)
     out = result.stdout.str()
     assert _outcomes(out) == {"test_before": "PASSED", "test_faults": "FAILED", "test_after_one": "PASSED",
                               "test_after_own_failure": "FAILED", "test_after_two": "PASSED"}, out

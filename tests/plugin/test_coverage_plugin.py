@@ -9,7 +9,8 @@ pytest.importorskip("torch")
 KERNELS = '''
 import pytest
 from pytest_pipecheck.model import shapes
-from pytest_pipecheck.model.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 def ref(arrays, dims):
     return {"c": arrays["a"].double() @ arrays["b"].double()}

@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from ._simplest_tests import run_simplest_tests
+
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
 pytest.importorskip("torch")
@@ -164,64 +166,23 @@ ATTN = _attn_spec("attention", False)
 ATTN_DECLARED = _attn_spec("attention_q_strides_contiguous", True, layout="contiguous")
 '''
 
-SUITE = '''
-import pytest
-from kernels import (ATTN, ATTN_DECLARED, ATTN_Q_STRIDES, CENTER, CENTER_DECLARED, ROWMAX, ROWMAX_ZERO, SCALE,
-                     SCALE_UNIT)
-
-
-@pytest.mark.pipecheck(spec=ROWMAX_ZERO)
-def test_rowmax_other0(pipecheck, shape):
-    pipecheck.check_kernel(ROWMAX_ZERO, shape)
-
-
-@pytest.mark.pipecheck(spec=ROWMAX)
-def test_rowmax(pipecheck, shape):
-    pipecheck.check_kernel(ROWMAX, shape)
-
-
-@pytest.mark.pipecheck(spec=SCALE_UNIT)
-def test_scale_unit_columns(pipecheck, shape):
-    pipecheck.check_kernel(SCALE_UNIT, shape)
-
-
-@pytest.mark.pipecheck(spec=SCALE)
-def test_scale(pipecheck, shape):
-    pipecheck.check_kernel(SCALE, shape)
-
-
-@pytest.mark.pipecheck(spec=CENTER)
-def test_center_one_stride(pipecheck, shape):
-    pipecheck.check_kernel(CENTER, shape)
-
-
-@pytest.mark.pipecheck(spec=CENTER_DECLARED)
-def test_center_contiguous(pipecheck, shape):
-    pipecheck.check_kernel(CENTER_DECLARED, shape)
-
-
-@pytest.mark.pipecheck(spec=ATTN_Q_STRIDES)
-def test_attention_q_strides(pipecheck, shape):
-    pipecheck.check_kernel(ATTN_Q_STRIDES, shape)
-
-
-@pytest.mark.pipecheck(spec=ATTN)
-def test_attention(pipecheck, shape):
-    pipecheck.check_kernel(ATTN, shape)
-
-
-@pytest.mark.pipecheck(spec=ATTN_DECLARED)
-def test_attention_q_strides_contiguous(pipecheck, shape):
-    pipecheck.check_kernel(ATTN_DECLARED, shape)
-'''
+#: the simplest test of each spec of KERNELS (tests/plugin/_simplest_tests.py): {test name: spec name}
+SUITE = {
+    "test_rowmax_other0": "ROWMAX_ZERO",
+    "test_rowmax": "ROWMAX",
+    "test_scale_unit_columns": "SCALE_UNIT",
+    "test_scale": "SCALE",
+    "test_center_one_stride": "CENTER",
+    "test_center_contiguous": "CENTER_DECLARED",
+    "test_attention_q_strides": "ATTN_Q_STRIDES",
+    "test_attention": "ATTN",
+    "test_attention_q_strides_contiguous": "ATTN_DECLARED",
+}
 
 
 def test_the_simplest_test_catches_each_bug_and_says_why(pytester: pytest.Pytester,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
-    pytester.makepyfile(kernels=KERNELS, test_suite=SUITE)
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
-                                           "-rA", "--pipecheck-seed=11")
+    result = run_simplest_tests(pytester, monkeypatch, KERNELS, SUITE, seed=11)
     out = result.stdout.str()
     failed: dict[str, list[str]] = {}
     for line in out.splitlines():

@@ -22,6 +22,8 @@ import re
 
 import pytest
 
+from ._simplest_tests import run_simplest_tests
+
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
 pytest.importorskip("torch")
@@ -157,51 +159,17 @@ CRELU_FIRST_HALF = KernelSpec("crelu_first_half_only", call=_crelu(False), refer
                               tensors=CRELU_TENSORS, tiles={"M": 1, "N": 16}, loop_dim="N")
 '''
 
-SUITE = '''
-import pytest
-from kernels import (CRELU, CRELU_FIRST_HALF, DEQUANT, DEQUANT_LAG, DEQUANT_NO_K_MASK, GATE, GATE_CALL,
-                     GATE_FIRST_HALF)
-
-
-@pytest.mark.pipecheck(spec=DEQUANT)
-def test_dequant(pipecheck, shape):
-    pipecheck.check_kernel(DEQUANT, shape)
-
-
-@pytest.mark.pipecheck(spec=DEQUANT_LAG)
-def test_dequant_previous_group(pipecheck, shape):
-    pipecheck.check_kernel(DEQUANT_LAG, shape)
-
-
-@pytest.mark.pipecheck(spec=DEQUANT_NO_K_MASK)
-def test_dequant_unmasked_scales(pipecheck, shape):
-    pipecheck.check_kernel(DEQUANT_NO_K_MASK, shape)
-
-
-@pytest.mark.pipecheck(spec=GATE)
-def test_gate(pipecheck, shape):
-    pipecheck.check_kernel(GATE, shape)
-
-
-@pytest.mark.pipecheck(spec=GATE_CALL)
-def test_gate_call(pipecheck, shape):
-    pipecheck.check_kernel(GATE_CALL, shape)
-
-
-@pytest.mark.pipecheck(spec=GATE_FIRST_HALF)
-def test_gate_first_half_only(pipecheck, shape):
-    pipecheck.check_kernel(GATE_FIRST_HALF, shape)
-
-
-@pytest.mark.pipecheck(spec=CRELU)
-def test_crelu(pipecheck, shape):
-    pipecheck.check_kernel(CRELU, shape)
-
-
-@pytest.mark.pipecheck(spec=CRELU_FIRST_HALF)
-def test_crelu_first_half_only(pipecheck, shape):
-    pipecheck.check_kernel(CRELU_FIRST_HALF, shape)
-'''
+#: the simplest test of each spec of KERNELS (tests/plugin/_simplest_tests.py): {test name: spec name}
+SUITE = {
+    "test_dequant": "DEQUANT",
+    "test_dequant_previous_group": "DEQUANT_LAG",
+    "test_dequant_unmasked_scales": "DEQUANT_NO_K_MASK",
+    "test_gate": "GATE",
+    "test_gate_call": "GATE_CALL",
+    "test_gate_first_half_only": "GATE_FIRST_HALF",
+    "test_crelu": "CRELU",
+    "test_crelu_first_half_only": "CRELU_FIRST_HALF",
+}
 
 
 def _failures(out: str) -> dict[str, list[str]]:
@@ -214,10 +182,7 @@ def _failures(out: str) -> dict[str, list[str]]:
 
 
 def test_expression_dims_in_the_simplest_test(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
-    pytester.makepyfile(kernels=KERNELS, test_suite=SUITE)
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
-                                           "-rA", "--pipecheck-seed=5")
+    result = run_simplest_tests(pytester, monkeypatch, KERNELS, SUITE, seed=5)
     out = result.stdout.str()
     failed = _failures(out)
     passed = re.findall(r"PASSED test_suite.py::(\w+)\[([^\]]+)\]", out)

@@ -30,32 +30,35 @@ def _run(pytester: pytest.Pytester, body: str, *args: str) -> tuple[pytest.RunRe
     return result, json.loads((pytester.path / "r.json").read_text())
 
 
-@pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["one process", "xdist"])
-def test_caught_at_one_case_passes_and_names_it(pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
-    if args:
-        pytest.importorskip("xdist")
-    result, doc = _run(pytester, """
+def _k_tail(*ks: int) -> str:
+    """A mutant test ``test_k_tail`` (``expect_failures=True``) over ``K`` in ``ks``: its coverage check fails
+    where the planted bug shows."""
+    return f'''
 @pytest.mark.pipecheck(expect_failures=True)
-@pytest.mark.parametrize("K", [64, 65, 128])
+@pytest.mark.parametrize("K", {list(ks)!r})
 def test_k_tail(pipecheck, K):
-    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
-""", *args)
+    pipecheck.record(CheckResult("coverage", shows(K), f"K={{K}}"))
+'''
+
+
+@pytest.fixture(params=[(), ("-n", "2")], ids=["one process", "xdist"])
+def processes(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """The options that run the mutants in one process, or in two xdist workers (skipped without xdist)."""
+    if request.param:
+        pytest.importorskip("xdist")
+    return request.param
+
+
+def test_caught_at_one_case_passes_and_names_it(pytester: pytest.Pytester, processes: tuple[str, ...]) -> None:
+    result, doc = _run(pytester, _k_tail(64, 65, 128), *processes)
     result.assert_outcomes(passed=3)
     assert result.ret == 0 and doc["ok"] is True, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["*test_k_tail: the planted bug was caught at 1 of 3 cases ([[]65[]]); at the "
                                  "others it did not show*"])
 
 
-@pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["one process", "xdist"])
-def test_caught_at_no_case_fails_the_run(pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
-    if args:
-        pytest.importorskip("xdist")
-    result, doc = _run(pytester, """
-@pytest.mark.pipecheck(expect_failures=True)
-@pytest.mark.parametrize("K", [64, 128])
-def test_k_tail(pipecheck, K):
-    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
-""", *args)
+def test_caught_at_no_case_fails_the_run(pytester: pytest.Pytester, processes: tuple[str, ...]) -> None:
+    result, doc = _run(pytester, _k_tail(64, 128), *processes)
     assert result.ret == 1 and doc["ok"] is False and doc["reason"] == "1 failing check", doc["reason"]
     [missed] = [r for r in doc["results"] if r["check"] == "expect_failures"]
     assert missed["verdict"] == "fail" and missed["nodeid"] == "test_mutants.py::test_k_tail"
@@ -99,12 +102,7 @@ def test_alone(pipecheck):
 
 def test_deselected_catching_cases_leave_the_mutant_missed(pytester: pytest.Pytester) -> None:
     """``-k`` that keeps only the cases where the bug cannot show: this run did not catch it, so it fails."""
-    result, doc = _run(pytester, """
-@pytest.mark.pipecheck(expect_failures=True)
-@pytest.mark.parametrize("K", [64, 65])
-def test_k_tail(pipecheck, K):
-    pipecheck.record(CheckResult("coverage", shows(K), f"K={K}"))
-""", "-k", "64")
+    result, doc = _run(pytester, _k_tail(64, 65), "-k", "64")
     assert result.ret == 1 and doc["ok"] is False
 
 

@@ -46,25 +46,32 @@ def _sections(out: str) -> list[str]:
     return [lines[i + 1] for i, line in enumerate(lines) if re.match(r"^-+ pipecheck: reproduce -+$", line)]
 
 
+@pytest.fixture
+def module(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MODULE as test_r.py in pytester's directory, its runs on the CPU tier."""
+    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
+    pytester.makepyfile(test_r=MODULE)
+
+
 def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, out: str, *, isolate: bool
          ) -> tuple[pytest.RunResult, list[tuple[bool, str]]]:
+    """A run of test_r.py (every test_k case fails, test_other passes) writing the fixture's reproduce lines to
+    ``out``: the run and (whether the line was written in a relay child, the line) per failing test."""
     monkeypatch.setenv("REPRO_OUT", str(pytester.path / out))
     if isolate:  # a top-level run: the CPU tier's crash isolation runs the tests in a relay child
         monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
     else:  # a session inside a test: no relay child
         monkeypatch.setenv("PYTEST_CURRENT_TEST", "outer")
     result = pytester.runpytest_subprocess("--pipecheck", "-rA", "--pipecheck-seed=1234", *OPTIONS)
+    result.assert_outcomes(failed=len(IDS), passed=1)
     written = [(flag == "True", line) for flag, line in
                (entry.split(" ", 1) for entry in (pytester.path / out).read_text().splitlines())]
     return result, written
 
 
 def test_the_printed_lines_are_the_arguments_that_rerun_the_test(pytester: pytest.Pytester,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
-    pytester.makepyfile(test_r=MODULE)
+                                                                  monkeypatch: pytest.MonkeyPatch, module: None) -> None:
     relayed, in_relay = _run(pytester, monkeypatch, "relayed.txt", isolate=True)
-    relayed.assert_outcomes(failed=len(IDS), passed=1)
     assert all(flag for flag, _ in in_relay), "the tests ran in crash isolation's relay child"
     plain, in_process = _run(pytester, monkeypatch, "plain.txt", isolate=False)
     assert not any(flag for flag, _ in in_process)
@@ -77,11 +84,8 @@ def test_the_printed_lines_are_the_arguments_that_rerun_the_test(pytester: pytes
 
 
 def test_pasting_a_line_into_a_shell_reruns_that_one_test(pytester: pytest.Pytester,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
-    pytester.makepyfile(test_r=MODULE)
-    first, written = _run(pytester, monkeypatch, "first.txt", isolate=False)
-    first.assert_outcomes(failed=len(IDS), passed=1)
+                                                          monkeypatch: pytest.MonkeyPatch, module: None) -> None:
+    _, written = _run(pytester, monkeypatch, "first.txt", isolate=False)
     # the line is pasted where pytest was started, with the pytest of this interpreter on PATH
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     for x, (_, line) in zip(IDS, written):

@@ -23,16 +23,20 @@ pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the
 pytest.importorskip("torch")
 
 HOST_TENSORS = '''
-import pytest_pipecheck.checks.coverage as _coverage
+import pytest_pipecheck.checks.launch as _launch
+import pytest_pipecheck.checks.reference as _reference
 
-# the fake GPU has no memory: the coverage run's tensors live on the host
-_coverage._device = lambda ctx, spec: "cpu"
+# the fake GPU has no memory: the coverage run's tensors live on the host (and the reference is not waited for
+# on a device)
+_launch._device = _reference._device = lambda ctx, spec: "cpu"
 '''
 
 TESTS = '''
 import os
 
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor
+from pytest_pipecheck.model.shape import Shape
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 
 def _launch(arrays, dims):

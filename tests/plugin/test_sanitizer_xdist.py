@@ -233,7 +233,7 @@ def test_a_share_that_cannot_be_sanitized_is_its_tests_error_not_the_sessions(
     (Without xdist the error must not end the session with an INTERNALERROR and no test reported.)"""
     _fake_gpu_run(tmp_path, monkeypatch, {})
     pytester.makeconftest("""
-        from pytest_pipecheck.sanitizer.pytest_hooks import SanitizerPlugin
+        from pytest_pipecheck.sanitizer.parent_plugin import SanitizerPlugin
 
         def broken(self, items):
             raise RuntimeError("sanitizer set-up broke")
@@ -271,6 +271,16 @@ def record(name):
 """
 
 
+def _recorded(test: str, cases: int, label: str) -> str:
+    """The source of a test ``test`` of a RECORDING module, parametrized over ``i`` in ``range(cases)``: each case
+    records the name ``label`` followed by its ``i``."""
+    return f'''
+@pytest.mark.parametrize("i", range({cases}))
+def {test}(pipecheck, i):
+    record(f"{label}{{i}}")
+'''
+
+
 def _ran_on(seen: Path) -> list[tuple[str, str]]:
     """(test, worker) in the order the tests ran (each worker appends its own lines in its own order)."""
     return [(ln.split()[0], ln.split()[1]) for ln in seen.read_text().splitlines()]
@@ -288,15 +298,7 @@ def test_loadgroup_keeps_an_xdist_group_on_one_worker_in_order(pytester: pytest.
 @pytest.mark.xdist_group(name="owner")
 def test_g0(pipecheck):
     record("a-g0")
-
-@pytest.mark.parametrize("i", range(3))
-def test_u(pipecheck, i):
-    record(f"a-u{i}")
-""", test_b=head + """
-@pytest.mark.parametrize("i", range(2))
-def test_u(pipecheck, i):
-    record(f"b-u{i}")
-
+""" + _recorded("test_u", 3, "a-u"), test_b=head + _recorded("test_u", 2, "b-u") + """
 def test_racy(pipecheck):
     record("b-racy")
 
@@ -338,11 +340,7 @@ def test_loadfile_and_loadscope_keep_a_module_or_class_on_one_worker(
     _fake_gpu_run(tmp_path, monkeypatch, {})
     seen = tmp_path / "seen.txt"
     head = RECORDING.format(seen=str(seen))
-    pytester.makepyfile(test_a=head + """
-@pytest.mark.parametrize("i", range(2))
-def test_f(pipecheck, i):
-    record(f"a-f{i}")
-""", test_b=head + """
+    pytester.makepyfile(test_a=head + _recorded("test_f", 2, "a-f"), test_b=head + """
 class TestC:
     @pytest.mark.parametrize("i", range(6))
     def test_m(self, pipecheck, i):
@@ -364,11 +362,7 @@ def test_dist_each_runs_and_sanitizes_every_test_on_every_worker(
     in one child per tool (the shares that split the work among workers have no use when none is split)."""
     log = _fake_gpu_run(tmp_path, monkeypatch, {"racecheck": {"inject": {"test_racy": "racecheck_race_analysis.txt"}}})
     seen = tmp_path / "seen.txt"
-    pytester.makepyfile(test_m=RECORDING.format(seen=str(seen)) + """
-@pytest.mark.parametrize("i", range(3))
-def test_k(pipecheck, i):
-    record(f"k{i}")
-
+    pytester.makepyfile(test_m=RECORDING.format(seen=str(seen)) + _recorded("test_k", 3, "k") + """
 def test_racy(pipecheck):
     record("racy")
 """)
@@ -392,15 +386,7 @@ def test_shares_are_balanced_by_each_tests_normal_run_and_sanitizer_seconds(
     _fake_gpu_run(tmp_path, monkeypatch, {})
     seen = tmp_path / "seen.txt"
     head = RECORDING.format(seen=str(seen))
-    pytester.makepyfile(test_a=head + """
-@pytest.mark.parametrize("i", range(2))
-def test_heavy(pipecheck, i):
-    record(f"heavy{i}")
-""", test_b=head + """
-@pytest.mark.parametrize("i", range(6))
-def test_light(pipecheck, i):
-    record(f"light{i}")
-""")
+    pytester.makepyfile(test_a=head + _recorded("test_heavy", 2, "heavy"), test_b=head + _recorded("test_light", 6, "light"))
     heavy = [f"test_a.py::test_heavy[{i}]" for i in range(2)]
     light = [f"test_b.py::test_light[{i}]" for i in range(6)]
     cache_dir = pytester.path / ".pytest_cache" / "v" / "pipecheck"

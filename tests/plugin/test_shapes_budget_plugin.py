@@ -7,7 +7,8 @@ import pytest
 pytest_plugins = ["pytester"]
 
 KERNELS = '''
-from pytest_pipecheck.model.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 
 def noop(arrays, dims):

@@ -8,7 +8,8 @@ pytest.importorskip("torch")
 
 KERNELS = '''
 import pytest
-from pytest_pipecheck.model.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 def ref(arrays, dims):
     return {"m": arrays["x"].double().amax(dim=1)}

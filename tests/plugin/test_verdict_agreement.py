@@ -21,10 +21,20 @@ import pytest
 from pytest_pipecheck.results import CheckResult, PipecheckError, Verdict
 """
 
-PASSING = """
-def test_passes(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.PASS, "max rel err 1e-04"))
-"""
+PASSED_CHECK = 'CheckResult("coverage", Verdict.PASS, "max rel err 1e-04")'
+FAILED_CHECK = 'CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)")'
+SKIPPED_CHECK = 'CheckResult("perf", Verdict.SKIP, "perf needs a CUDA GPU: no GPU")'
+
+
+def _records(test: str, result: str = FAILED_CHECK, *, marker: str = "", then: str = "") -> str:
+    """The source of a test function ``test`` that records ``result`` (a CheckResult expression), under the
+    decorator line ``marker`` and followed by the statement ``then`` where given."""
+    head = f"{marker}\n" if marker else ""
+    tail = f"    {then}\n" if then else ""
+    return f"\n{head}def {test}(pipecheck):\n    pipecheck.record({result})\n{tail}"
+
+
+PASSING = _records("test_passes", PASSED_CHECK)
 
 
 @dataclass(frozen=True)
@@ -39,15 +49,9 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "all pass": Kind(PASSING, True),
-    "a check fails": Kind("""
-def test_mismatch(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-""", False),
-    "a check fails, then the body skips": Kind(PASSING + """
-def test_mismatch_then_skip(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-    pytest.skip("the rest needs a GPU")
-""", False),
+    "a check fails": Kind(_records("test_mismatch"), False),
+    "a check fails, then the body skips": Kind(
+        PASSING + _records("test_mismatch_then_skip", then='pytest.skip("the rest needs a GPU")'), False),
     "a fixture's teardown records a failing check it catches": Kind(PASSING + """
 @pytest.fixture
 def checked_at_the_end(pipecheck):
@@ -70,15 +74,10 @@ def test_needs_the_library(pipecheck):
 def test_known_broken(pipecheck):
     assert False
 """, False),
-    "passing tests, every check skipped (the CPU tier)": Kind("""
-def test_runs_on_the_cpu(pipecheck):
-    pipecheck.record(CheckResult("perf", Verdict.SKIP, "perf needs a CUDA GPU: no GPU"))
-""", True),
-    "an xfail(strict=True) that passes": Kind(PASSING + """
-@pytest.mark.xfail(reason="expected to fail", strict=True)
-def test_unexpectedly_fine(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.PASS, "max rel err 1e-04"))
-""", False),
+    "passing tests, every check skipped (the CPU tier)": Kind(_records("test_runs_on_the_cpu", SKIPPED_CHECK), True),
+    "an xfail(strict=True) that passes": Kind(PASSING + _records(
+        "test_unexpectedly_fine", PASSED_CHECK, marker='@pytest.mark.xfail(reason="expected to fail", strict=True)'),
+        False),
     "an error in a check, caught by the test": Kind(PASSING + """
 def test_catches_the_error(pipecheck):
     try:
@@ -106,10 +105,9 @@ def test_ends_the_session(pipecheck):
 def test_never_runs(pipecheck):
     pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
 """, False, args=("--pipecheck-crash-isolation=off",)),  # in a relay child it is a crash, which fails already
-    "a failing check marked expected by hand in a test that expects nothing": Kind(PASSING + """
-def test_claims_a_catch(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)", expected=True))
-""", False),
+    "a failing check marked expected by hand in a test that expects nothing": Kind(PASSING + _records(
+        "test_claims_a_catch", 'CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)", expected=True)'),
+        False),
     "a strict xfail for an upstream bug, whose checks fail with it": Kind(PASSING + """
 @pytest.mark.xfail(reason="upstream: the wrapper raises TypeError for D=None", strict=True, raises=TypeError)
 def test_upstream_bug(pipecheck):
@@ -117,43 +115,24 @@ def test_upstream_bug(pipecheck):
                                  details={"raised": ["TypeError", "Exception"]}))
     raise TypeError("D must be a tensor")
 """, True),
-    "an xfail marker whose check fails without the body raising": Kind(PASSING + """
-@pytest.mark.xfail(reason="known wrong at the tail")
-def test_known_wrong(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-""", True),
-    "a strict xfail whose only failure is a check": Kind(PASSING + """
-@pytest.mark.xfail(reason="known wrong at the tail", strict=True)
-def test_known_wrong(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-""", True),
-    "a failing check, then pytest.xfail() in the body": Kind(PASSING + """
-def test_hides_it(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-    pytest.xfail("flaky")
-""", False),
-    "an xfail(raises=TypeError) whose check fails with another exception": Kind(PASSING + """
-@pytest.mark.xfail(reason="upstream TypeError", raises=TypeError)
-def test_other_failure(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-    raise AssertionError("coverage failed")
-""", False),
-    "an xfail(raises=TypeError) test whose check mismatches before the TypeError": Kind(PASSING + """
-@pytest.mark.xfail(reason="upstream TypeError", raises=TypeError, strict=True)
-def test_mismatch_then_the_upstream_bug(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-    raise TypeError("D must be a tensor")
-""", False),
-    "an xfail marker whose condition is false, with a failing check": Kind(PASSING + """
-@pytest.mark.xfail(False, reason="only on old drivers")
-def test_not_expected_here(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-""", False),
-    "--runxfail, an xfail marker and a failing check": Kind(PASSING + """
-@pytest.mark.xfail(reason="known wrong at the tail")
-def test_known_wrong(pipecheck):
-    pipecheck.record(CheckResult("coverage", Verdict.FAIL, "worst rel err 3e-01 (tol 1e-02)"))
-""", False, args=("--runxfail",)),
+    "an xfail marker whose check fails without the body raising": Kind(PASSING + _records(
+        "test_known_wrong", marker='@pytest.mark.xfail(reason="known wrong at the tail")'), True),
+    "a strict xfail whose only failure is a check": Kind(PASSING + _records(
+        "test_known_wrong", marker='@pytest.mark.xfail(reason="known wrong at the tail", strict=True)'), True),
+    "a failing check, then pytest.xfail() in the body": Kind(
+        PASSING + _records("test_hides_it", then='pytest.xfail("flaky")'), False),
+    "an xfail(raises=TypeError) whose check fails with another exception": Kind(PASSING + _records(
+        "test_other_failure", marker='@pytest.mark.xfail(reason="upstream TypeError", raises=TypeError)',
+        then='raise AssertionError("coverage failed")'), False),
+    "an xfail(raises=TypeError) test whose check mismatches before the TypeError": Kind(PASSING + _records(
+        "test_mismatch_then_the_upstream_bug",
+        marker='@pytest.mark.xfail(reason="upstream TypeError", raises=TypeError, strict=True)',
+        then='raise TypeError("D must be a tensor")'), False),
+    "an xfail marker whose condition is false, with a failing check": Kind(PASSING + _records(
+        "test_not_expected_here", marker='@pytest.mark.xfail(False, reason="only on old drivers")'), False),
+    "--runxfail, an xfail marker and a failing check": Kind(PASSING + _records(
+        "test_known_wrong", marker='@pytest.mark.xfail(reason="known wrong at the tail")'), False,
+        args=("--runxfail",)),
     "an outside check that reached no verdict, caught by the test": Kind(PASSING + """
 def test_outside(pipecheck):
     try:

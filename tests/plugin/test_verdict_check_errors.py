@@ -13,7 +13,8 @@ pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the
 
 BODIES = '''
 import pytest
-from pytest_pipecheck.model.spec import KernelSpec, Tensor
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 from pytest_pipecheck.results import CheckResult, PipecheckError, PipecheckFailure, Verdict
 
 SPEC = KernelSpec("scale", lambda arrays, dims: None, lambda arrays, dims: {}, [Tensor("x", ("N",)),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor
+from pytest_pipecheck.model.shape import Shape
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 
 SHAPE = Shape(M=9, K=40, N=7)  # K: 3 tiles of 16, the last partial
 

@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from pytest_pipecheck.model import tolerance as tol  # noqa: E402
 from pytest_pipecheck.model.shapes import generate  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckFailure, Verdict  # noqa: E402
 
 TILE_K = 64

@@ -15,7 +15,8 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 from pytest_pipecheck.model import autotune  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
 ROWS = 4  # rows per program

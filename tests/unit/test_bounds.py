@@ -25,7 +25,9 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckFailure, Verdict  # noqa: E402
 from reference_kernels.mutants.engine import Edit, apply_edits, import_source  # noqa: E402
 from reference_kernels.mutants.triton import BASE_SOURCE  # noqa: E402

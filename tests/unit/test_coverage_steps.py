@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytest_pipecheck import KernelSpec, Tensor  # noqa: E402
-from pytest_pipecheck.checks import coverage  # noqa: E402
+from pytest_pipecheck.checks import coverage, output_tolerance  # noqa: E402
 from pytest_pipecheck.config import PipecheckConfig  # noqa: E402
 from pytest_pipecheck.device import TierInfo  # noqa: E402
 from pytest_pipecheck.fixture import Pipecheck  # noqa: E402
@@ -45,7 +45,7 @@ def test_each_step_of_coverage() -> None:
     assert not isinstance(expected, CheckResult)  # not a skip: normal values stay in the output's range
     ref, lowp = expected
     assert lowp is None and ref["y"].shape == (3, 10)
-    tolerances = coverage._Tolerances(*coverage._spec_tolerances(spec, shp))
+    tolerances = coverage._Tolerances(*output_tolerance._spec_tolerances(spec, shp))
     lines, info, check = coverage._output_verdict(pc, spec, shp, spec.tensor("y"), run, ref["y"], lowp, pattern,
                                                   tolerances)
     assert info["unwritten"] == 15 and check.unwritten == 15 and check.size == 30

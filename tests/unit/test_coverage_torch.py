@@ -12,12 +12,13 @@ torch = pytest.importorskip("torch")
 
 from _toy_gemm import SHAPE, _spec, good  # noqa: E402
 
-from pytest_pipecheck.checks import coverage, failures  # noqa: E402
+from pytest_pipecheck.checks import correctness, coverage, determinism, failures, tile_probe  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
+from reference_kernels.mutants.triton import BASE_SOURCE  # noqa: E402
 
 
 def test_correct_kernel_passes_all(pipecheck):
-    results = coverage.check_all(pipecheck, _spec(good), SHAPE)
+    results = correctness.check_all(pipecheck, _spec(good), SHAPE)
     assert [r.check for r in results] == ["coverage", "tile_probe", "determinism"]
     assert all(r.verdict is Verdict.PASS for r in results)
     assert results[0].summary.startswith("worst err 0.") and "of tol (rtol 2e-03, atol 2e-03)" in results[0].summary
@@ -68,7 +69,7 @@ def test_dropped_last_tile_named_by_probe(pipecheck):
         arrays["c"].copy_((arrays["a"][:, :k].float() @ arrays["b"][:k].float()).half())
 
     with pytest.raises(PipecheckFailure, match=r"K tile 2 of 3, the last \(epilogue, partial 8/16\), never reached"):
-        coverage.check_tile_probe(pipecheck, _spec(drop_last), SHAPE)
+        tile_probe.check_tile_probe(pipecheck, _spec(drop_last), SHAPE)
 
 
 @pytest.mark.pipecheck(expect_failures=True)
@@ -81,8 +82,8 @@ def test_race_like_nondeterminism_is_reported_unless_declared(pipecheck):
             arrays["c"][2, 3] += 0.5
 
     with pytest.raises(PipecheckFailure, match=r"suspected race: run 2 differs from run 1 in 1 of 63 .* first at \[2, 3\]"):
-        coverage.check_determinism(pipecheck, _spec(flaky), SHAPE)
-    skipped = coverage.check_determinism(pipecheck, _spec(flaky, deterministic=False), SHAPE)
+        determinism.check_determinism(pipecheck, _spec(flaky), SHAPE)
+    skipped = determinism.check_determinism(pipecheck, _spec(flaky, deterministic=False), SHAPE)
     assert skipped.verdict is Verdict.SKIP and "non-deterministic" in skipped.summary
 
 
@@ -109,25 +110,24 @@ class CompilationError(Exception):
     """Stands in for triton.compiler.errors.CompilationError: what str() of one reads like."""
 
 
+def _base_lines(first: str, stop: str) -> str:
+    """The lines of the Triton mutants' base kernel (reference_kernels/mutants/triton/gemm_base.py) from the one
+    that starts with ``first`` up to, not including, the one that starts with ``stop``."""
+    source = BASE_SOURCE.read_text()
+    start = source.index("\n" + first) + 1
+    return source[start:source.index("\n" + stop, start) + 1]
+
+
 # str() of the CompilationError that Triton 3.9 raises (compiling for sm_90) on a mutant that uses a
-# loop's block values after the loop; Triton 3.6 raises the same "at 29:17:"
-_TRITON_ERROR = """at 29:17:
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    for kt in range(0, k_tiles):
-        k_left = K - kt * BLOCK_K
-        a = tl.load(a_tile, mask=in_m & (rk[None, :] < k_left), other=0.0)
-        b = tl.load(b_tile, mask=(rk[:, None] < k_left) & in_n, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_tile += BLOCK_K * stride_ak
-        b_tile += BLOCK_K * stride_bk
-    acc = tl.dot(a, b, acc)  # BUG: the drained last stage is consumed a second time
+# loop's block values after the loop (the base's K loop, then the bug); Triton 3.6 raises the same "at 29:17:"
+_TRITON_ERROR = ("at 29:17:\n" + _base_lines("    acc = tl.zeros(", "    c = acc.to(")
+                 + """    acc = tl.dot(a, b, acc)  # BUG: the drained last stage is consumed a second time
                  ^
-NameError('a is not defined')"""
+NameError('a is not defined')""")
 
 
 @pytest.mark.pipecheck(expect_failures=True)
-@pytest.mark.parametrize("check", [coverage.check_coverage, coverage.check_tile_probe, coverage.check_determinism])
+@pytest.mark.parametrize("check", [coverage.check_coverage, tile_probe.check_tile_probe, determinism.check_determinism])
 def test_multi_line_kernel_error_keeps_the_compiler_message(pipecheck, check):
     def does_not_compile(arrays, dims):
         raise CompilationError(_TRITON_ERROR)
@@ -188,7 +188,7 @@ def test_a_tile_that_writes_inf_says_so_without_numpy_warnings(pipecheck):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(PipecheckFailure) as info:
-            coverage.check_tile_probe(pipecheck, _spec(inf_in_c), SHAPE)
+            tile_probe.check_tile_probe(pipecheck, _spec(inf_in_c), SHAPE)
     msg = str(info.value)
     # was "contributes nanx what it should" (and numpy's "invalid value encountered" on the way)
     assert "x what it should" not in msg, msg

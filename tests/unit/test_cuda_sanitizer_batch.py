@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_pipecheck.results import CheckResult, Verdict
-from pytest_pipecheck.sanitizer import runner
+from pytest_pipecheck.sanitizer import tool_outcomes
 from pytest_pipecheck.sanitizer.parse import parse_text
 from reference_kernels.cuda.launch import SANITIZER_EXCLUSIONS
 from reference_kernels.mutants.cuda import MUTANTS
@@ -59,9 +59,9 @@ def _sample(tool: str, case: Case) -> str:
 
 
 def _result(case: Case, tool: str, verdict: Verdict, summary: str, text: str = "", **kw: Any) -> dict[str, Any]:
-    """A result as the plugin records it (runner.TestOutcome -> CheckResult -> JSON)."""
+    """A result as the plugin records it (tool_outcomes.TestOutcome -> CheckResult -> JSON)."""
     findings = [f for f in parse_text(text, tool).findings if f.is_hazard] if text else []
-    out = runner.TestOutcome(f"{MODULE}::{case.test}", tool, verdict, summary or runner._describe_findings(findings),
+    out = tool_outcomes.TestOutcome(f"{MODULE}::{case.test}", tool, verdict, summary or tool_outcomes._describe_findings(findings),
                       findings=findings, output=text[-6000:], **kw)
     return CheckResult(f"sanitizer:{tool}", verdict, out.summary,
                        kernel=next((f.kernel for f in findings if f.kernel), None),

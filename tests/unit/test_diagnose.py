@@ -3,6 +3,8 @@ line, and the verdict stays a failure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -29,6 +31,21 @@ def _fails(pc: Pipecheck, spec: KernelSpec, shape: str, **kwargs: object) -> str
         pc.check_coverage(spec, shape, **kwargs)
     assert pc.results[-1].verdict is Verdict.FAIL  # the diagnosis changes no verdict
     return str(info.value)
+
+
+def _row_sum(name: str, kernel: Callable[..., object], layout: str | None = None, **kwargs: object) -> KernelSpec:
+    """``kernel`` as a row sum, ``s = x.sum(dim=1)`` for ``x`` (M, K) fp32 with K the loop in tiles of 8, both
+    tensors of ``layout`` (any, unless given); ``kwargs`` go to the spec."""
+    return KernelSpec(name, kernel, lambda a, d: {"s": a["x"].double().sum(dim=1)},
+                      [Tensor("x", ("M", "K"), "float32", layout=layout),
+                       Tensor("s", ("M",), "float32", role="output", layout=layout)],
+                      tiles={"K": 8}, loop_dim="K", **kwargs)
+
+
+def _causes(spec: KernelSpec) -> tuple[str, list[str]]:
+    """The failure message of ``spec``'s coverage check at M3-K40 and its ``cause:`` lines."""
+    text = _fails(_pc(), spec, "M3-K40")
+    return text, [ln for ln in text.splitlines() if ln.startswith("  cause:")]
 
 
 def test_a_kernel_that_takes_one_tensors_strides_for_another_is_named() -> None:
@@ -123,11 +140,7 @@ def test_a_pipelining_bug_passes_with_one_stage() -> None:
         used = tiles - 1 if 1 < stages < tiles else tiles
         arrays["s"].copy_(x[:, : used * 8].sum(dim=1).float())
 
-    spec = KernelSpec("staged", staged, lambda a, d: {"s": a["x"].double().sum(dim=1)},
-                      [Tensor("x", ("M", "K"), "float32"), Tensor("s", ("M",), "float32", role="output")],
-                      tiles={"K": 8}, loop_dim="K", stages=3)
-    text = _fails(_pc(), spec, "M3-K40")
-    causes = [ln for ln in text.splitlines() if ln.startswith("  cause:")]
+    text, causes = _causes(_row_sum("staged", staged, stages=3))
     assert causes[0].startswith("  cause: the pipeline: it passes with one stage and fails with 3"), text
     assert any(c.startswith("  cause: the loop: it passes at M3-K8") for c in causes), causes
 
@@ -136,12 +149,7 @@ def test_a_bug_of_one_tile_is_not_blamed_on_the_pipeline() -> None:
     def off(arrays, dims):  # type: ignore[no-untyped-def]
         arrays["s"].copy_((arrays["x"].double().sum(dim=1) + 1).float())
 
-    spec = KernelSpec("off", off, lambda a, d: {"s": a["x"].double().sum(dim=1)},
-                      [Tensor("x", ("M", "K"), "float32", layout="contiguous"),
-                       Tensor("s", ("M",), "float32", role="output", layout="contiguous")],
-                      tiles={"K": 8}, loop_dim="K")
-    text = _fails(_pc(), spec, "M3-K40")
-    causes = [ln for ln in text.splitlines() if ln.startswith("  cause:")]
+    text, causes = _causes(_row_sum("off", off, "contiguous"))
     assert causes == ["  cause: one tile: it fails at M3-K8 too, where K fits one tile of 8: the arithmetic or "
                       "the masks of a tile, not the pipeline over tiles"], text
 
@@ -183,12 +191,7 @@ def test_a_dropped_last_tile_is_named_as_the_probe_names_it() -> None:
         used = (-(-dims["K"] // 8) - 1) * 8
         arrays["s"].copy_(arrays["x"].double()[:, :used].sum(dim=1).float())
 
-    spec = KernelSpec("drop_last", drop_last, lambda a, d: {"s": a["x"].double().sum(dim=1)},
-                      [Tensor("x", ("M", "K"), "float32", layout="contiguous"),
-                       Tensor("s", ("M",), "float32", role="output", layout="contiguous")],
-                      tiles={"K": 8}, loop_dim="K")
-    text = _fails(_pc(), spec, "M3-K40")
-    causes = [ln for ln in text.splitlines() if ln.startswith("  cause:")]
+    _, causes = _causes(_row_sum("drop_last", drop_last, "contiguous"))
     assert len(causes) == 1 and "not the pipeline" not in causes[0], causes
     assert causes[0].startswith("  cause: one tile: it fails at M3-K8 too") and \
         "the tile probe finds K tile 4 of 5, the last" in causes[0] and "never reached the output" in causes[0], causes

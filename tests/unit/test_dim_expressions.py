@@ -10,10 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_pipecheck.checks import arrays, coverage  # noqa: E402
+from pytest_pipecheck.checks import arrays, correctness, coverage, launch, tile_probe  # noqa: E402
 from pytest_pipecheck.model import layouts  # noqa: E402
+from pytest_pipecheck.model.preconditions import Divisible  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
 from pytest_pipecheck.model.shapes import generate, shape_bytes  # noqa: E402
-from pytest_pipecheck.model.spec import Divisible, KernelSpec, Shape, Tensor  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
 GROUP = 16
@@ -326,7 +329,7 @@ def test_guard_bands_follow_the_expression_tiles():
 def test_guarded_allocation_of_an_expression_tensor_holds_a_tile_past_its_end(pipecheck):
     spec = _dequant_spec()
     shape = Shape(K=48, N=9)
-    inputs = coverage._alloc_inputs(pipecheck, spec, shape, {
+    inputs = launch._alloc_inputs(pipecheck, spec, shape, {
         "w": torch.zeros(6, 9, dtype=torch.int32), "scales": torch.ones(3, 9, dtype=torch.float16)})
     w, s = inputs["w"], inputs["scales"]
     assert w.shape == (6, 9) and s.shape == (3, 9) and tuple(w.array.shape) == (6, 9)
@@ -336,7 +339,7 @@ def test_guarded_allocation_of_an_expression_tensor_holds_a_tile_past_its_end(pi
         assert after >= rows * g.strides[0] + 16 * g.strides[1] + layouts.GUARD_MIN, (g.name, after)
     # what the shape generator budgets is what the checks allocate
     allocated = sum(g.buffer.numel() * g.buffer.element_size() for g in inputs.values())
-    out = coverage._alloc_outputs(pipecheck, spec, shape)["out"]
+    out = launch._alloc_outputs(pipecheck, spec, shape)["out"]
     allocated += out.buffer.numel() * out.buffer.element_size()
     assert shape_bytes(spec, shape) >= allocated
 
@@ -400,7 +403,7 @@ def test_tile_probe_passes_a_correct_dequant_and_masks_packed_and_grouped_inputs
         seen.append((int((a["w"] != 0).any(dim=1).sum()), int((a["scales"] != 0).any(dim=1).sum())))
         _dequant(a, d)
 
-    result = coverage.check_tile_probe(pipecheck, _dequant_spec(watching), Shape(K=80, N=9))
+    result = tile_probe.check_tile_probe(pipecheck, _dequant_spec(watching), Shape(K=80, N=9))
     assert result.verdict is Verdict.PASS and "3 of 3 K tiles each counted once" in result.summary
     assert seen == [(4, 2), (4, 2), (2, 1)]  # tiles of 32, 32 and the partial 16
 
@@ -413,7 +416,7 @@ def test_tile_probe_names_a_dropped_k_tile_of_a_dequant(pipecheck):
         a["out"][k:] = 0
 
     with pytest.raises(PipecheckFailure, match=r"K tile 2 of 3, the last \(epilogue, partial 16/32\), never reached"):
-        coverage.check_tile_probe(pipecheck, _dequant_spec(drop_last, "dequant_drop_last"), Shape(K=80, N=9))
+        tile_probe.check_tile_probe(pipecheck, _dequant_spec(drop_last, "dequant_drop_last"), Shape(K=80, N=9))
 
 
 def test_tile_probe_says_which_inputs_it_leaves_unmasked(pipecheck):
@@ -425,14 +428,14 @@ def test_tile_probe_says_which_inputs_it_leaves_unmasked(pipecheck):
                       [Tensor("x", ("M*K",), "float32"), Tensor("b", ("M", "K"), "float32"),
                        Tensor("y", ("M",), "float32", role="output")],
                       tiles={"M": 1, "K": 8}, loop_dim="K")
-    result = coverage.check_tile_probe(pipecheck, spec, Shape(M=3, K=20))
+    result = tile_probe.check_tile_probe(pipecheck, spec, Shape(M=3, K=20))
     assert result.verdict is Verdict.PASS
     assert result.summary.endswith("not masked along K: 'x' ('M*K' mixes K with another dimension)")
     assert result.details["unmasked"] == {"x": "'M*K' mixes K with another dimension"}
 
 
 def test_every_check_passes_a_correct_dequant(pipecheck):
-    results = coverage.check_all(pipecheck, _dequant_spec(), Shape(K=48, N=9), values="negative")
+    results = correctness.check_all(pipecheck, _dequant_spec(), Shape(K=48, N=9), values="negative")
     assert [r.verdict for r in results] == [Verdict.PASS] * 3
 
 

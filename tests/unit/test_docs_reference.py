@@ -54,7 +54,8 @@ def test_reference_is_up_to_date_with_the_code() -> None:
 def test_every_kernel_spec_and_tensor_field_is_documented() -> None:
     import dataclasses
 
-    from pytest_pipecheck.model.spec import KernelSpec, Tensor
+    from pytest_pipecheck.model.spec import KernelSpec
+    from pytest_pipecheck.model.tensor import Tensor
 
     text = REFERENCE.read_text(encoding="utf-8")
     for cls in (KernelSpec, Tensor):
@@ -64,12 +65,13 @@ def test_every_kernel_spec_and_tensor_field_is_documented() -> None:
             row = rows.get(f"`{f.name}`")
             assert row is not None, f"docs/reference.md has no row for {cls.__name__}.{f.name}"
             meaning = row.rstrip().rstrip("|").split("|")[-1].strip()
-            assert meaning, f"{cls.__name__}.{f.name} has no #: comment in pytest_pipecheck/spec.py"
+            assert meaning, (f"{cls.__name__}.{f.name} has no #: comment in pytest_pipecheck/model/spec.py "
+                             "or model/tensor.py")
 
 
 def test_preconditions_are_exported_at_the_top_level() -> None:
     import pytest_pipecheck
-    from pytest_pipecheck.model.spec import Divisible, Range
+    from pytest_pipecheck.model.preconditions import Divisible, Range
 
     assert pytest_pipecheck.Divisible is Divisible and pytest_pipecheck.Range is Range
     assert {"Divisible", "Range"} <= set(pytest_pipecheck.__all__)
@@ -77,7 +79,7 @@ def test_preconditions_are_exported_at_the_top_level() -> None:
 
 def test_every_export_autotune_name_and_check_keyword_is_documented() -> None:
     import pytest_pipecheck
-    from pytest_pipecheck.checks import coverage
+    from pytest_pipecheck.checks import coverage, determinism, tile_probe
     from pytest_pipecheck.model import autotune
 
     text = REFERENCE.read_text(encoding="utf-8")
@@ -90,7 +92,7 @@ def test_every_export_autotune_name_and_check_keyword_is_documented() -> None:
         assert f"| `autotune.{name}" in api, f"docs/reference.md does not document autotune.{name}"
     assert pytest_pipecheck.model.autotune is autotune and pytest_pipecheck.Shape.__name__ == "Shape"
     keywords = text.split("### Keywords of the correctness checks", 1)[1].split("\n## ", 1)[0]
-    for fn in (coverage.check_coverage, coverage.check_tile_probe, coverage.check_determinism):
+    for fn in (coverage.check_coverage, tile_probe.check_tile_probe, determinism.check_determinism):
         for p in inspect.signature(fn).parameters.values():
             if p.kind is p.KEYWORD_ONLY:
                 assert f"| `{p.name}=` |" in keywords, f"{fn.__name__}({p.name}=) is not in docs/reference.md"

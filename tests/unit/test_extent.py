@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from plugin._simplest_tests import run_simplest_tests
 
 pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
@@ -50,34 +51,18 @@ DROPS_LAST = _spec("chunks_drop_last", 1)
 DECLARED = _spec("chunks_declared", 0, blocks_per_program={"N": CHUNKS})
 '''
 
-SUITE = '''
-import pytest
-from kernels import DECLARED, DROPS_LAST, GOOD
-
-
-@pytest.mark.pipecheck(spec=GOOD)
-def test_good(pipecheck, shape):
-    pipecheck.check_kernel(GOOD, shape)
-
-
-@pytest.mark.pipecheck(spec=DROPS_LAST)
-def test_drops_last(pipecheck, shape):
-    pipecheck.check_kernel(DROPS_LAST, shape)
-
-
-@pytest.mark.pipecheck(spec=DECLARED)
-def test_declared(pipecheck, shape):
-    pipecheck.check_kernel(DECLARED, shape)
-'''
+#: the simplest test of each spec of KERNELS (tests/plugin/_simplest_tests.py): {test name: spec name}
+SUITE = {
+    "test_good": "GOOD",
+    "test_drops_last": "DROPS_LAST",
+    "test_declared": "DECLARED",
+}
 
 
 def test_a_program_that_drops_its_last_chunk_fails_only_in_the_extent_case(pytester: pytest.Pytester,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setenv("PIPECHECK_NO_GPU", "1")
-    pytester.makepyfile(kernels=KERNELS, test_suite=SUITE)
-    result = pytester.runpytest_subprocess("--pipecheck", "--pipecheck-sanitizer=none", "-p", "no:cacheprovider",
-                                           "-rA", "--pipecheck-seed=5")
+    result = run_simplest_tests(pytester, monkeypatch, KERNELS, SUITE, seed=5)
     out = result.stdout.str()
     failed = sorted(line.split(" ")[1] for line in out.splitlines() if line.startswith("FAILED "))
     # every generated shape passes for the kernel that drops its last chunk: only the extent case reaches it
@@ -120,7 +105,7 @@ def test_a_persistent_program_is_not_told_to_declare_blocks_per_program() -> Non
     from pytest_pipecheck.config import PipecheckConfig
     from pytest_pipecheck.device import TierInfo
     from pytest_pipecheck.fixture import Pipecheck
-    from pytest_pipecheck.model.spec import Range
+    from pytest_pipecheck.model.preconditions import Range
     from pytest_pipecheck.results import Verdict
 
     @triton.jit

@@ -17,12 +17,17 @@ torch = pytest.importorskip("torch")
 from _toy_gemm import SHAPE, _spec, good  # noqa: E402
 
 from pytest_pipecheck.checks import arrays as _arr  # noqa: E402
-from pytest_pipecheck.checks import coverage  # noqa: E402
+from pytest_pipecheck.checks import correctness, coverage, determinism, tile_probe  # noqa: E402
 from pytest_pipecheck.config import ConfigError, PipecheckConfig, apply_marker  # noqa: E402
 from pytest_pipecheck.device import TierInfo  # noqa: E402
 from pytest_pipecheck.fixture import Pipecheck  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
+
+#: the checks the tests below are parametrized with, by name
+CHECKS = {"check_coverage": coverage.check_coverage, "check_tile_probe": tile_probe.check_tile_probe}
 
 
 def writes_zeros(arrays, dims):
@@ -81,14 +86,14 @@ def test_bad_check_tolerance_is_an_error_before_any_launch(pc, check, kw, fragme
         good(arrays, dims)
 
     with pytest.raises(PipecheckError) as info:
-        getattr(coverage, check)(pc, _spec(kernel), SHAPE, **kw)
+        CHECKS[check](pc, _spec(kernel), SHAPE, **kw)
     assert f"spec 'toy': {check}(" in str(info.value) and fragment in str(info.value)
     assert not launched
 
 
 def test_check_all_forwards_the_tolerance_validation(pc):
     with pytest.raises(PipecheckError, match=r"check_coverage\(atol=nan\)"):
-        coverage.check_all(pc, _spec(good), SHAPE, atol=math.nan)
+        correctness.check_all(pc, _spec(good), SHAPE, atol=math.nan)
 
 
 @pytest.mark.parametrize("key, value, fragment", [
@@ -153,7 +158,7 @@ def _inf_ref(arrays, dims):
 @pytest.mark.parametrize("check", ["check_coverage", "check_tile_probe"])
 def test_all_nan_reference_is_an_error_naming_spec_and_output(pc, kernel, check):
     with pytest.raises(PipecheckError) as info:
-        getattr(coverage, check)(pc, _spec(kernel, reference=_nan_ref), SHAPE)
+        CHECKS[check](pc, _spec(kernel, reference=_nan_ref), SHAPE)
     msg = str(info.value)
     assert msg.startswith("spec 'toy': the reference's 'c' is NaN at 63 of 63 (100.00%) elements at M9-K40-N7")
     assert "a reference must be finite wherever the output is compared" in msg
@@ -170,7 +175,7 @@ def test_one_inf_in_the_reference_is_an_error_not_agreement(pc):
 def test_kernel_writing_nothing_fails_determinism(pc):
     # no reference is involved: with one poison, two runs of untouched poison would be "bitwise equal"
     with pytest.raises(PipecheckFailure) as info:
-        coverage.check_determinism(pc, _spec(writes_nothing), SHAPE)
+        determinism.check_determinism(pc, _spec(writes_nothing), SHAPE)
     assert "output 'c': 63 of 63 (100.00%) elements never written (still poison in runs 1 and 2)" in str(info.value)
     assert "suspected race" not in str(info.value)
     assert pc.results[-1].verdict is Verdict.FAIL
@@ -184,11 +189,11 @@ def test_kernel_skipping_one_element_fails_determinism_naming_it(pc):
         c[2, 3] = keep
 
     with pytest.raises(PipecheckFailure, match=r"1 of 63 \(1.59%\) elements never written .* first at \[2, 3\]"):
-        coverage.check_determinism(pc, _spec(skip_one), SHAPE)
+        determinism.check_determinism(pc, _spec(skip_one), SHAPE)
 
 
 def test_correct_kernel_still_deterministic(pc):
-    assert coverage.check_determinism(pc, _spec(good), SHAPE, runs=3).verdict is Verdict.PASS
+    assert determinism.check_determinism(pc, _spec(good), SHAPE, runs=3).verdict is Verdict.PASS
 
 
 # ----------------------------------------------------------------------------- item 8: integer poison
@@ -233,7 +238,7 @@ def test_integer_kernel_writing_poison_valued_results_passes(pc, dtype):
 
 def test_integer_kernel_writing_nothing_fails_determinism(pc):
     with pytest.raises(PipecheckFailure, match=r"45 of 45 .* never written"):
-        coverage.check_determinism(pc, _int_spec(lambda arrays, dims: None), Shape(M=5, N=9))
+        determinism.check_determinism(pc, _int_spec(lambda arrays, dims: None), Shape(M=5, N=9))
 
 
 # ----------------------------------------------------------------------------- item 10: reference writes inputs
@@ -247,7 +252,7 @@ def _ref_scaling_a(arrays, dims):
 @pytest.mark.parametrize("check", ["check_coverage", "check_tile_probe"])
 def test_reference_that_writes_its_inputs_is_blamed_not_the_kernel(pc, check):
     with pytest.raises(PipecheckError) as info:
-        getattr(coverage, check)(pc, _spec(good, reference=_ref_scaling_a), SHAPE)
+        CHECKS[check](pc, _spec(good, reference=_ref_scaling_a), SHAPE)
     msg = str(info.value)
     assert msg.startswith("spec 'toy': the reference wrote its input 'a' at M9-K40-N7")
     assert "a kernel must not write" not in msg and "the kernel's inputs were not touched" in msg

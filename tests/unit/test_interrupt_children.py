@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_pipecheck.sanitizer.child_watch import run_child
 from pytest_pipecheck.sanitizer.parse import BEGIN
-from pytest_pipecheck.sanitizer.runner import run_child
 
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
@@ -45,7 +45,7 @@ def test_run_child_kills_its_child_when_the_run_is_interrupted() -> None:
 
 
 def test_run_child_on_another_thread_stops_when_children_are_stopped() -> None:
-    from pytest_pipecheck.sanitizer.runner import ChildrenStopped, allow_children, stop_children
+    from pytest_pipecheck.sanitizer.child_watch import ChildrenStopped, allow_children, stop_children
 
     began: list[int] = []
     started = threading.Event()

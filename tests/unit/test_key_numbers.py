@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 
 from pytest_pipecheck.checks import coverage  # noqa: E402
 from pytest_pipecheck.device import TierInfo  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.report import html  # noqa: E402
 from pytest_pipecheck.report.terminal import format_summary  # noqa: E402
 from pytest_pipecheck.results import PipecheckFailure, Verdict  # noqa: E402

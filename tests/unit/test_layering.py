@@ -1,6 +1,7 @@
 """The package's structure holds: no import circle inside it (module level, function level and
 TYPE_CHECKING imports all count), none hidden behind a module-level holder another module fills, the
-kernel model's spec above its floor, the entry module stays wiring, and no file of the repository points at a document outside it."""
+kernel model's spec above its floor, the entry module stays wiring, no module over 800 lines, and no file
+of the repository points at a document outside it."""
 
 from __future__ import annotations
 
@@ -93,13 +94,19 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 #: what a spec's own validation needs: below the spec, importing no other module of the kernel model
 MODEL_FLOOR = {"dimexpr", "tolerance", "autotune", "names"}
+#: what a spec is made of, in modules of their own beside model/spec.py: its tensors, its shape and its
+#: preconditions; they import no module of the model but the floor's
+SPEC_PARTS = {"tensor", "shape", "preconditions"}
 
 
 def test_the_spec_imports_only_the_models_floor_and_the_floor_none_of_the_model() -> None:
     graph = _graph()
     model = {m for m in graph if m.startswith("pytest_pipecheck.model.")}
     floor = {f"pytest_pipecheck.model.{name}" for name in MODEL_FLOOR}
-    assert graph["pytest_pipecheck.model.spec"] & model == floor
+    parts = {f"pytest_pipecheck.model.{name}" for name in SPEC_PARTS}
+    assert graph["pytest_pipecheck.model.spec"] & model == floor | parts
+    for module in parts:
+        assert graph[module] & model <= floor, module
     for module in floor:
         assert not graph[module] & model, module
 
@@ -252,6 +259,15 @@ def test_the_injection_finders_find_the_spec_wire_this_package_had() -> None:
 
 def test_the_entry_module_is_wiring() -> None:
     assert len((PACKAGE / "plugin.py").read_text().splitlines()) <= 250
+
+
+#: a module that grows past this does more than one job: cut it along its seams
+MODULE_LINES = 800
+
+
+def test_no_module_of_the_package_is_over_its_length() -> None:
+    lengths = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in lengths.items() if n > MODULE_LINES} == {}
 
 
 def test_no_file_points_at_a_document_outside_the_repository() -> None:

@@ -6,10 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_pipecheck.checks import coverage  # noqa: E402
+from pytest_pipecheck.checks import correctness, coverage  # noqa: E402
 from pytest_pipecheck.checks.arrays import alloc_guarded  # noqa: E402
 from pytest_pipecheck.model import layouts  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
 SHAPE = Shape(M=9, N=24)
@@ -105,7 +107,7 @@ def test_a_store_ignoring_an_outputs_strides_lands_in_its_gaps(pipecheck):
 def test_every_check_takes_the_layout(pipecheck):
     spec = _add_spec(add_with_strides)
     for lay in layouts.generate(spec, "large"):
-        results = coverage.check_all(pipecheck, spec, SHAPE, layout=lay)
+        results = correctness.check_all(pipecheck, spec, SHAPE, layout=lay)
         assert all(r.verdict is Verdict.PASS for r in results), (lay, results)
         assert {r.details.get("layout") for r in results} == {str(lay)}
 

@@ -1,7 +1,7 @@
 """An input with an invariant along the loop (a non-increasing cumulative sum, as mamba-ssm's ``dA_cumsum``): the
 tile probe zeroes it outside the probed tile, which breaks the invariant the kernel may rely on. Such an input is
 declared ``Tensor(..., probe="whole")``; where it is not, a probe failure whose reference is not a sum of per-tile
-contributions says so and names no part of the pipeline (pytest_pipecheck/checks/coverage.py ``check_tile_probe``).
+contributions says so and names no part of the pipeline (pytest_pipecheck/checks/tile_probe.py ``check_tile_probe``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_pipecheck.checks import coverage  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
+from pytest_pipecheck.checks import coverage, tile_probe  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
 TILE = 8
@@ -51,7 +53,7 @@ def test_an_undeclared_invariant_fails_without_naming_the_pipeline(pipecheck):
     assert coverage.check_coverage(pipecheck, _spec(), SHAPE).verdict is Verdict.PASS
     with pipecheck.expecting_failures():
         with pytest.raises(PipecheckFailure) as info:
-            coverage.check_tile_probe(pipecheck, _spec(), SHAPE)
+            tile_probe.check_tile_probe(pipecheck, _spec(), SHAPE)
     text = str(info.value)
     assert "the reference is not a sum of per-tile contributions" in text and "probe='whole'" in text, text
     for blame in ("prologue", "epilogue", "stage ring", "never reached", "cause:"):
@@ -60,7 +62,7 @@ def test_an_undeclared_invariant_fails_without_naming_the_pipeline(pipecheck):
 
 
 def test_a_declared_invariant_is_left_whole_and_the_probe_passes(pipecheck):
-    result = coverage.check_tile_probe(pipecheck, _spec(probe="whole"), SHAPE)
+    result = tile_probe.check_tile_probe(pipecheck, _spec(probe="whole"), SHAPE)
     assert result.verdict is Verdict.PASS
     assert "not masked along K: 'cs' (declared probe='whole')" in result.summary
     assert result.details["unmasked"] == {"cs": "declared probe='whole'"}
@@ -70,7 +72,7 @@ def test_with_the_invariant_declared_a_dropped_tile_is_still_named(pipecheck):
     with pipecheck.expecting_failures():
         with pytest.raises(PipecheckFailure, match=r"K tile 4 of 5, the last \(epilogue, partial 5/8\), never "
                                                    r"reached the output"):
-            coverage.check_tile_probe(pipecheck, _spec(probe="whole", drop_last=True), SHAPE)
+            tile_probe.check_tile_probe(pipecheck, _spec(probe="whole", drop_last=True), SHAPE)
 
 
 def test_a_bad_probe_value_is_refused_naming_the_tensor():
@@ -92,10 +94,10 @@ def _sum_spec(probe: str, drop_last: bool = False) -> KernelSpec:
 def test_with_no_input_masked_the_probe_skips_rather_than_pass(pipecheck, drop_last):
     # every tile would see the whole input, and "every tile counted once" would be said of a probe that
     # isolated none: the kernel that drops its last tile must not pass here either
-    result = coverage.check_tile_probe(pipecheck, _sum_spec("whole", drop_last), SHAPE)
+    result = tile_probe.check_tile_probe(pipecheck, _sum_spec("whole", drop_last), SHAPE)
     assert result.verdict is Verdict.SKIP, result
     assert "no input is masked along K ('x' (declared probe='whole'))" in result.summary, result.summary
     assert "cannot isolate a tile" in result.summary
     with pipecheck.expecting_failures():
         with pytest.raises(PipecheckFailure, match="K tile 4 of 5"):
-            coverage.check_tile_probe(pipecheck, _sum_spec("mask", drop_last=True), SHAPE)
+            tile_probe.check_tile_probe(pipecheck, _sum_spec("mask", drop_last=True), SHAPE)

@@ -17,7 +17,7 @@ import pytest
 from pytest_pipecheck.config import PipecheckConfig
 from pytest_pipecheck.device import DeviceInfo, TierInfo
 from pytest_pipecheck.report import html as html_report
-from pytest_pipecheck.report import plots
+from pytest_pipecheck.report import html_markup, plots
 from pytest_pipecheck.report.html import HtmlReportError, render, write_html
 from pytest_pipecheck.report.outcomes import TestOutcomes
 from pytest_pipecheck.results import CheckResult, Verdict
@@ -368,7 +368,7 @@ def test_renders_what_the_occupancy_check_records() -> None:
     for arch, row in rows.items():
         assert f'<td class="num">{result.details["archs"][arch]["blocks_per_sm"]}</td>' in row
         assert "64 KB" in row and "<td class=\"num\">128</td>" in row
-        assert html_report._e(result.details["archs"][arch]["cliff"]) in row  # the check's own words
+        assert html_markup._e(result.details["archs"][arch]["cliff"]) in row  # the check's own words
     if plots.available():
         assert len(_images(page)) == 1
 

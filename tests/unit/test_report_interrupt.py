@@ -11,6 +11,7 @@ import signal
 import sys
 import types
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -101,17 +102,30 @@ def handlers() -> Iterator[None]:
         signal.signal(s, h)
 
 
-def test_sigterm_becomes_an_interruption_after_the_children_are_stopped(handlers: None) -> None:
-    before = signal.getsignal(signal.SIGTERM)
-    stopped: list[str] = []
+@contextmanager
+def _sigterm_guard(stopped: list[str]) -> Iterator[SignalGuard]:
+    """A SignalGuard over SIGTERM whose ``on_signal`` appends "children" to ``stopped``, installed (which must
+    succeed) for the block and restored after it."""
     guard = SignalGuard(on_signal=lambda: stopped.append("children"))
     assert guard.install(("SIGTERM",))
     try:
-        with pytest.raises(SignalReceived, match="SIGTERM received"):
-            os.kill(os.getpid(), signal.SIGTERM)
-            raise AssertionError("not interrupted")
+        yield guard
     finally:
         guard.restore()
+
+
+def _sigterm_interrupts() -> None:
+    """Sends SIGTERM to this process; the guard must turn it into SignalReceived before the next line."""
+    with pytest.raises(SignalReceived, match="SIGTERM received"):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not interrupted")
+
+
+def test_sigterm_becomes_an_interruption_after_the_children_are_stopped(handlers: None) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    stopped: list[str] = []
+    with _sigterm_guard(stopped) as guard:
+        _sigterm_interrupts()
     assert guard.received == "SIGTERM" and stopped == ["children"]
     assert signal.getsignal(signal.SIGTERM) == before
 
@@ -122,15 +136,9 @@ def test_a_second_signal_while_the_first_unwinds_is_only_recorded(handlers: None
     raised there again, so the lock was never restored and the run ended in an INTERNALERROR ("release
     unlocked lock"); now the second is recorded and raises nothing, and the children are stopped again."""
     stopped: list[str] = []
-    guard = SignalGuard(on_signal=lambda: stopped.append("children"))
-    assert guard.install(("SIGTERM",))
-    try:
-        with pytest.raises(SignalReceived, match="SIGTERM received"):
-            os.kill(os.getpid(), signal.SIGTERM)
-            raise AssertionError("not interrupted")
+    with _sigterm_guard(stopped) as guard:
+        _sigterm_interrupts()
         os.kill(os.getpid(), signal.SIGTERM)  # while the session unwinds: nothing raised here
-    finally:
-        guard.restore()
     assert guard.received == "SIGTERM" and stopped == ["children", "children"]
 
 
@@ -199,10 +207,10 @@ def test_a_handler_installed_after_the_guard_is_kept_at_restore(handlers: None) 
 
 def test_stop_children_reaches_the_runner_only_once_it_was_imported(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.delitem(sys.modules, "pytest_pipecheck.sanitizer.runner", raising=False)
+    monkeypatch.delitem(sys.modules, "pytest_pipecheck.sanitizer.child_watch", raising=False)
     stop_children()  # no runner imported: no child of it can run, and nothing is imported here
-    assert "pytest_pipecheck.sanitizer.runner" not in sys.modules
+    assert "pytest_pipecheck.sanitizer.child_watch" not in sys.modules
     fake = types.SimpleNamespace(stop_children=lambda: calls.append("stop"))
-    monkeypatch.setitem(sys.modules, "pytest_pipecheck.sanitizer.runner", fake)
+    monkeypatch.setitem(sys.modules, "pytest_pipecheck.sanitizer.child_watch", fake)
     stop_children()
     assert calls == ["stop"]

@@ -52,7 +52,8 @@ def test_a_line_with_a_directory_and_variables_splits_into_the_subshell_and_the_
 
 @pytest.mark.parametrize("nodeid", CRAFTED)
 def test_the_sanitizer_runners_line_is_its_childs_command(nodeid: str) -> None:
-    from pytest_pipecheck.sanitizer.runner import BatchSpec, SanitizerRunner, build_command
+    from pytest_pipecheck.sanitizer.child_command import BatchSpec, build_command
+    from pytest_pipecheck.sanitizer.runner import SanitizerRunner
 
     child_args = ["python", "-m", "pytest", "-p", "no:cacheprovider", "--pipecheck", "--pipecheck-seed=7"]
     runner = SanitizerRunner("/opt/cs dir/compute-sanitizer", cwd="/root dir", child_args=child_args, env={},
@@ -66,8 +67,8 @@ def test_the_sanitizer_runners_line_is_its_childs_command(nodeid: str) -> None:
 
 @pytest.mark.parametrize("nodeid", CRAFTED)
 def test_consans_line_is_its_childs_command_with_the_knob_and_a_fresh_cache(nodeid: str) -> None:
+    from pytest_pipecheck.sanitizer.child_command import BatchSpec
     from pytest_pipecheck.sanitizer.consan import ConsanRunner
-    from pytest_pipecheck.sanitizer.runner import BatchSpec
 
     runner = ConsanRunner(cwd="/root dir", child_args=["python", "-m", "pytest", "--pipecheck"], env={},
                           timeouts={})

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_pipecheck.model.layouts import placement
 from pytest_pipecheck.results import Verdict
-from pytest_pipecheck.sanitizer import runner
+from pytest_pipecheck.sanitizer import tool_outcomes
 from pytest_pipecheck.sanitizer.allocations import attribute
 from pytest_pipecheck.sanitizer.parse import ALLOC, BEGIN, END, parse_text, parse_xml, split_markers
 
@@ -42,10 +42,10 @@ def test_the_finding_names_the_tensor_it_reads_past() -> None:
     assert f.tensor == "past 'x'"
     # 0x780 - 0x720 = 96 bytes past the last float: element 224 of x by its unit stride
     assert f.tensor_note == "reads past 'x' (ends at 0x7fcf52800720, read at 0x7fcf52800720+96: x[224] by its strides)"
-    out = runner.TestOutcome("t.py::test_x", "memcheck", Verdict.FAIL, runner._describe_findings(findings),
+    out = tool_outcomes.TestOutcome("t.py::test_x", "memcheck", Verdict.FAIL, tool_outcomes._describe_findings(findings),
                              findings=findings)
     assert out.summary.startswith("3 invalid __global__ reads in tail_oob") and out.summary.endswith("past 'x'")
-    assert "      reads past 'x' (ends at 0x7fcf52800720, read at 0x7fcf52800720+96" in runner.format_failure(out)
+    assert "      reads past 'x' (ends at 0x7fcf52800720, read at 0x7fcf52800720+96" in tool_outcomes.format_failure(out)
 
 
 def test_without_the_tools_nearest_allocation_the_closest_latest_one_is_named() -> None:
@@ -79,8 +79,8 @@ def test_the_cause_names_the_bound_the_access_misses_and_the_case() -> None:
                        "not bounded (masked) on M (whether or not its value is used: a value masked after the load "
                        "was still read)")
     assert f.tensor_note.endswith(", at gemm at M2-N8-K64")
-    out = runner.TestOutcome("t.py::test_g", "memcheck", Verdict.FAIL, runner._describe_findings([f]), findings=[f])
-    assert runner.format_failure(out).splitlines()[1] == f"  cause: {f.cause}"
+    out = tool_outcomes.TestOutcome("t.py::test_g", "memcheck", Verdict.FAIL, tool_outcomes._describe_findings([f]), findings=[f])
+    assert tool_outcomes.format_failure(out).splitlines()[1] == f"  cause: {f.cause}"
     # before the start, on the inner dimension; without dims the dimensions are numbered
     f.address, f.cause = 0x0FFE, None
     attribute([f], [{k: v for k, v in a.items() if k not in ("dims", "case")}])

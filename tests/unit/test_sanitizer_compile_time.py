@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from pytest_pipecheck.results import Verdict
+from pytest_pipecheck.sanitizer.child_command import BatchSpec, canary_nodeid
 from pytest_pipecheck.sanitizer.parse import BEGIN, COMPILE_BEGIN, COMPILE_END, END
-from pytest_pipecheck.sanitizer.runner import BatchSpec, SanitizerRunner, canary_nodeid
+from pytest_pipecheck.sanitizer.runner import SanitizerRunner
 
 pytestmark = pytest.mark.cpu_only  # tests/conftest.py: the CPU job runs it, the GPU tier leaves it out
 
@@ -104,7 +105,7 @@ def test_compiles_are_not_the_tests_time_but_a_compiler_that_hangs_is_caught(tmp
 
 def test_the_runner_tells_each_test_a_child_ended(tmp_path: Path) -> None:
     """``on_ended`` hears of each test once its child began the next one (or the canary, or exited): what the
-    parent waits for before it runs that test beside the children (sanitizer/pytest_hooks.py)."""
+    parent waits for before it runs that test beside the children (sanitizer/held_reports.py)."""
     wrapper = tmp_path / "compute-sanitizer"
     wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)

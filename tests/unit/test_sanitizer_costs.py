@@ -185,7 +185,7 @@ def test_without_cached_costs_the_shares_follow_pytest_splits_durations_file(tmp
 def test_xdist_shares_cuts_each_workers_part_into_that_many_contiguous_shares(workers, per_worker, expected) -> None:
     from pytest_pipecheck import state
     from pytest_pipecheck.config import PipecheckConfig
-    from pytest_pipecheck.sanitizer.pytest_hooks import shares_for
+    from pytest_pipecheck.sanitizer.shares import shares_for
 
     config = SplitConfig(None, FakeCache())
     config.stash = pytest.Stash()  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Tests a sanitizer run cannot settle are errors naming why, never passes (runner.py, for compute-sanitizer
+"""Tests a sanitizer run cannot settle are errors naming why, never passes (tool_outcomes.py, for compute-sanitizer
 and ConSan alike)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from pytest_pipecheck.results import Verdict
-from pytest_pipecheck.sanitizer.runner import TestOutcome as Outcome
-from pytest_pipecheck.sanitizer.runner import budget_exhausted, no_progress
+from pytest_pipecheck.sanitizer.tool_outcomes import TestOutcome as Outcome
+from pytest_pipecheck.sanitizer.tool_outcomes import budget_exhausted, no_progress
 
 
 def _outcome(nodeid: str, verdict: Verdict, summary: str, **kw: object) -> Outcome:

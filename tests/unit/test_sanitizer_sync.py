@@ -1,4 +1,4 @@
-"""The sanitizer child's wait for the device after each test (pytest_pipecheck/sanitizer/pytest_hooks.py)."""
+"""The sanitizer child's wait for the device after each test (pytest_pipecheck/sanitizer/child_plugin.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from pytest_pipecheck.sanitizer import pytest_hooks
+from pytest_pipecheck.sanitizer import child_plugin
 
 
 def _fake_cupy(current: object) -> tuple[types.ModuleType, list[str]]:
@@ -36,12 +36,12 @@ def test_a_child_that_never_touched_the_gpu_does_not_wait_through_cupy(current: 
     cupy, calls = _fake_cupy(current)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    assert pytest_hooks._synchronize() is None and calls == []
+    assert child_plugin._synchronize() is None and calls == []
 
 
 def test_with_a_context_the_wait_runs_and_its_error_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     cupy, calls = _fake_cupy(0x5555)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    error = pytest_hooks._synchronize()
+    error = child_plugin._synchronize()
     assert calls == ["sync"] and error is not None and "cudaErrorNoDevice" in error

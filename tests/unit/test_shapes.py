@@ -5,7 +5,9 @@ import math
 import pytest
 
 from pytest_pipecheck.model import shapes
-from pytest_pipecheck.model.spec import Divisible, KernelSpec, Range, Tensor
+from pytest_pipecheck.model.preconditions import Divisible, Range
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 from pytest_pipecheck.results import PipecheckError
 
 

@@ -12,7 +12,9 @@ from pytest_pipecheck.config import ConfigError, PipecheckConfig, apply_marker
 from pytest_pipecheck.device import TierInfo
 from pytest_pipecheck.fixture import Pipecheck
 from pytest_pipecheck.model import shapes
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor
+from pytest_pipecheck.model.shape import Shape
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 from pytest_pipecheck.results import PipecheckError, Verdict
 
 MiB = 1 << 20

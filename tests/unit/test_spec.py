@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_pipecheck.model.spec import Divisible, KernelSpec, Range, Shape, Tensor
+from pytest_pipecheck.model.preconditions import Divisible, Range
+from pytest_pipecheck.model.shape import Shape
+from pytest_pipecheck.model.spec import KernelSpec
+from pytest_pipecheck.model.tensor import Tensor
 from pytest_pipecheck.results import PipecheckError
 
 

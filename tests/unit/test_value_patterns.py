@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 
 from pytest_pipecheck.checks import coverage  # noqa: E402
 from pytest_pipecheck.model import values as patterns  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
 

@@ -20,7 +20,8 @@ tl = pytest.importorskip("triton.language")
 
 from pytest_pipecheck.model import shapes as shape_gen  # noqa: E402
 from pytest_pipecheck.model import values as patterns  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Tensor  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckFailure, Verdict  # noqa: E402
 
 BLOCK_N = 16

@@ -11,9 +11,11 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from pytest_pipecheck.checks import coverage  # noqa: E402
+from pytest_pipecheck.checks import correctness, coverage, determinism, tile_probe  # noqa: E402
 from pytest_pipecheck.checks.wrapper import PoisonAllocations  # noqa: E402
-from pytest_pipecheck.model.spec import KernelSpec, Shape, Tensor  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
+from pytest_pipecheck.model.spec import KernelSpec  # noqa: E402
+from pytest_pipecheck.model.tensor import Tensor  # noqa: E402
 from pytest_pipecheck.results import PipecheckError, PipecheckFailure, Verdict  # noqa: E402
 
 SHAPE = Shape(M=9, N=40)  # M: 2 tiles of 8 (the last partial); N: 3 tiles of 16 (the last partial)
@@ -68,7 +70,7 @@ def _failure(check, pipecheck, spec):
 
 
 def test_correct_wrapper_passes_every_check(pipecheck):
-    results = coverage.check_all(pipecheck, _spec(scale), SHAPE)
+    results = correctness.check_all(pipecheck, _spec(scale), SHAPE)
     assert [r.check for r in results] == ["coverage", "tile_probe", "determinism"]
     assert all(r.verdict is Verdict.PASS for r in results), results
     allocated = results[0].details["outputs"]["y"]["allocated"]
@@ -84,7 +86,7 @@ def test_kernel_skipping_the_last_tile_leaves_poison_named_by_output_and_tile(pi
     assert "output 'y': 72 of 360 (20.00%) elements never written (still poison); first at [0, 32] " \
            "(M tile 0 of 2, N tile 2 of 3 (last, partial 8/16))" in msg, msg
     with pytest.raises(PipecheckFailure, match=r"N tile 2 of 3, the last \(epilogue, partial 8/16\)"):
-        coverage.check_tile_probe(pipecheck, spec, SHAPE)
+        tile_probe.check_tile_probe(pipecheck, spec, SHAPE)
 
 
 @pytest.mark.pipecheck(expect_failures=True)
@@ -110,7 +112,7 @@ def scale_with_scratch(x, w):
 
 @pytest.mark.pipecheck(expect_failures=True)
 def test_store_past_the_end_of_a_scratch_allocation_names_the_allocation(pipecheck):
-    msg = _failure(coverage.check_determinism, pipecheck, _spec(scale_with_scratch, "scratch"))
+    msg = _failure(determinism.check_determinism, pipecheck, _spec(scale_with_scratch, "scratch"))
     assert "the kernel wrote outside an allocation the call made" in msg
     assert "1 element(s) written outside 'allocation #2 (torch.empty of float32 (1,) at " in msg
     assert "test_wrapper.py" in msg and "past its end (the first immediately after its last element)" in msg, msg
@@ -399,7 +401,7 @@ def test_wrapper_form_runs_under_a_value_pattern_and_a_layout_variant(pipecheck)
         return rowmax(x)
 
     spec = _rowmax_spec(spy)
-    for check in (coverage.check_coverage, coverage.check_determinism):
+    for check in (coverage.check_coverage, determinism.check_determinism):
         r = check(pipecheck, spec, ROWS, values="negative", layout="x-sliced")
         assert r.verdict is Verdict.PASS, r
         assert r.details["values"] == "negative" and r.details["layout"] == "x-sliced", r.details
@@ -429,7 +431,7 @@ def test_sanitizer_launch_scope_calls_the_wrapper_once_under_the_pattern_and_lay
         seen.append((x.stride(), bool((x < 0).all())))
         return rowmax(x)
 
-    results = coverage.check_all(pipecheck, _rowmax_spec(spy), ROWS, values="negative", layout="x-sliced")
+    results = correctness.check_all(pipecheck, _rowmax_spec(spy), ROWS, values="negative", layout="x-sliced")
     assert [r.verdict for r in results] == [Verdict.SKIP] * 3, results
     assert all(r.details["layout"] == "x-sliced" for r in results)
     # one launch for the three checks, as the coverage run makes it: negative values, x sliced

@@ -13,26 +13,23 @@ by earlier runs. The workers and the scheduler are those of scripts/xdist_order_
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _load import load_file
 
 pytest.importorskip("xdist")
 
 from pytest_pipecheck import state
 from pytest_pipecheck.config import PipecheckConfig
 from pytest_pipecheck.sanitizer.costs import CACHE_KEY
-from pytest_pipecheck.sanitizer.pytest_hooks import SanitizerPlugin, shares_for
+from pytest_pipecheck.sanitizer.parent_plugin import SanitizerPlugin
+from pytest_pipecheck.sanitizer.shares import shares_for
 
-_spec = importlib.util.spec_from_file_location(
-    "xdist_order_model", Path(__file__).resolve().parents[2] / "scripts" / "xdist_order_model.py")
-assert _spec is not None and _spec.loader is not None
-model = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(model)
+model = load_file("xdist_order_model", Path(__file__).resolve().parents[2] / "scripts" / "xdist_order_model.py")
 
 
 class Cache:
@@ -296,7 +293,7 @@ def test_two_tests_long_in_their_normal_run_go_to_different_workers(tmp_path: Pa
 def test_a_group_the_controller_cannot_learn_is_an_error_of_its_tests(tmp_path: Path) -> None:
     """No file to write the groups to, and node ids without them: the controller would schedule the group's
     tests as single tests, so each says why it cannot run (an error at its setup), naming what to do instead."""
-    from pytest_pipecheck.sanitizer.pytest_hooks import GROUP_UNKNOWN
+    from pytest_pipecheck.sanitizer.shares import GROUP_UNKNOWN
     from pytest_pipecheck.xdist_hooks import publish_groups
 
     items = [_item("a.py::t0", "owner"), _item("a.py::t1"), _item("b.py::t0", "owner")]

@@ -10,22 +10,18 @@ scripts/xdist_order_model.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _load import load_file
 
 pytest.importorskip("xdist")
 
 from pytest_pipecheck.sanitizer.costs import assign_shares
 
-_spec = importlib.util.spec_from_file_location(
-    "xdist_order_model", Path(__file__).resolve().parents[2] / "scripts" / "xdist_order_model.py")
-assert _spec is not None and _spec.loader is not None
-model = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(model)
+model = load_file("xdist_order_model", Path(__file__).resolve().parents[2] / "scripts" / "xdist_order_model.py")
 
 #: three modules of short tests, then one long test (a nested GPU run, say) in a module of its own
 COLLECTION = ([f"test_{m}.py::test_{i}" for m in "acd" for i in range(8)] + ["test_z.py::test_long"])

@@ -143,7 +143,7 @@ class TritonMutant:
         """A shape that shows the bug (from ``shape_in_tiles``), or None when the generated shapes suffice."""
         if self.mutant is None or self.mutant.shape_in_tiles is None:
             return None
-        from pytest_pipecheck.model.spec import Shape
+        from pytest_pipecheck.model.shape import Shape
         from reference_kernels.triton.gemm import config_for
 
         cfg = config_for(device)

@@ -27,7 +27,7 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 from pytest_pipecheck import KernelSpec, Tensor  # noqa: E402
-from pytest_pipecheck.model.spec import Shape  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
 
 GEMM_SHAPE = Shape(M=129, N=128, K=64)  # M: one row into the second 128-row tile
 REDUCE_SHAPE = Shape(M=33, N=301)  # N: not a multiple of the tile (128) nor of the CUDA chunk (4)

@@ -16,7 +16,7 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 from pytest_pipecheck import KernelSpec, Tensor  # noqa: E402
-from pytest_pipecheck.model.spec import Shape  # noqa: E402
+from pytest_pipecheck.model.shape import Shape  # noqa: E402
 
 BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32
 SHAPE = Shape(M=129, N=128, K=64)  # M: 3 tiles of 64, the last holding one row
