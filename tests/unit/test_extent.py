@@ -4,8 +4,6 @@ interpreter)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from plugin._simplest_tests import run_simplest_tests
 
@@ -75,9 +73,9 @@ def test_a_program_that_drops_its_last_chunk_fails_only_in_the_extent_case(pytes
 
 
 @pytest.mark.cpu_only  # a CPU-tier context built by hand (the interpreter): tests/conftest.py leaves it to the CPU job
-def test_a_kernel_whose_program_walks_the_whole_loop_is_as_declared() -> None:
+def test_a_kernel_whose_program_walks_the_whole_loop_is_as_declared(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bundled staged kernel's program walks all of N: nothing to add, no note."""
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # whatever an earlier test left: a hand-built CPU-tier context
     from pytest_pipecheck.checks.extent import check_extent
     from pytest_pipecheck.config import PipecheckConfig
     from pytest_pipecheck.device import TierInfo
@@ -94,10 +92,10 @@ def test_a_kernel_whose_program_walks_the_whole_loop_is_as_declared() -> None:
 
 
 @pytest.mark.cpu_only  # a CPU-tier context built by hand (the interpreter): tests/conftest.py leaves it to the CPU job
-def test_a_persistent_program_is_not_told_to_declare_blocks_per_program() -> None:
+def test_a_persistent_program_is_not_told_to_declare_blocks_per_program(monkeypatch: pytest.MonkeyPatch) -> None:
     """A program that strides over the tiles with a fixed program count (a persistent kernel) writes blocks
     with gaps between them: its reach is reported as that, and no declaration is suggested."""
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # before triton.jit below reads it, whatever an earlier test left
     import triton.language as tl
 
     from pytest_pipecheck import KernelSpec, Tensor
