@@ -24,10 +24,10 @@ from ..model.spec import KernelSpec
 from ..model.tensor import Tensor
 from ..results import CheckResult, PipecheckError
 from . import arrays as _arr
+from . import launch as _launch
 from .context import CheckContext
 from .failures import inconclusive as _inconclusive
 from .failures import pct as _pct
-from .launch import _device
 
 
 def _reference(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mapping[str, _arr.GuardedArray],
@@ -51,7 +51,7 @@ def _reference(ctx: CheckContext, spec: KernelSpec, shape: Shape, inputs: Mappin
     except Exception as exc:
         raise PipecheckError(f"spec {spec.name!r}: the {label} raised at {shape}: "
                              f"{type(exc).__name__}: {exc}") from exc
-    _arr.synchronize(spec.backend, _device(ctx, spec))
+    _arr.synchronize(spec.backend, _launch._device(ctx, spec))  # the one seam for the run's device
     for name, g in inputs.items():
         if spec.tensor(name).is_inout:
             continue  # updated in place by design: a reference may update its copy instead of returning it
